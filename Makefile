@@ -1,0 +1,46 @@
+# arvados_ops.recovery: the two commands a user needs are `make demo` and `make test`.
+# Everything else here is a piece of those two. Run as root on Debian 12.
+
+PYTHON := .venv/bin/python
+LABCTL := $(PYTHON) lab/labctl.py
+
+.PHONY: help deps test unit integration sanity lint build-check demo \
+        lab-start lab-stop lab-status clean
+
+help:
+	@echo "make demo         bring up the local lab, seed a cluster that just rebooted, show it"
+	@echo "make test         install what is missing, run every test stage (starts/stops the lab)"
+	@echo "make unit | integration | sanity | lint | build-check   one stage alone"
+	@echo "make lab-start | lab-stop | lab-status                  the lab by hand"
+
+deps:
+	@scripts/install-deps.sh
+
+test: deps
+	@scripts/run-tests.sh
+
+unit integration sanity lint: deps
+	@scripts/run-tests.sh $@
+
+build-check: deps
+	@scripts/run-tests.sh build
+
+demo: deps
+	@scripts/link-collection.sh >/dev/null
+	@$(LABCTL) start
+	@$(PYTHON) -m lab.demo seed-rebooted
+	@$(PYTHON) -m lab.demo show
+	@echo
+	@echo "The lab stays up: 'eval \"\$$($(LABCTL) env)\"' to use it by hand, 'make lab-stop' to stop it."
+
+lab-start: deps
+	@$(LABCTL) start
+
+lab-stop:
+	@$(LABCTL) stop
+
+lab-status:
+	@$(LABCTL) status
+
+clean:
+	rm -rf .build tests/output

@@ -1,0 +1,442 @@
+"""Benchmark of slurm_job_cancel's engine against the dispatcher loop and the limit (issue 3).
+
+For each N in --sizes, N jobs named after Arvados container UUIDs are submitted to the lab's
+Slurm (2 running `exec sleep 300`, the rest pending), afresh for every contender so each
+starts from the same queue, and made absent by:
+
+  engine    this collection's engine, `cancel_jobs(CancelRequest(names=...))`, in-process;
+  ansible   the same through `ansible-playbook` (module `slurm_job_cancel`): its wall time
+            includes ansible's start-up, the module's own `elapsed` is shown beside it;
+  loop      the dispatcher loop of the time: one thread per job running
+            `scancel --name=<uuid>` under a lock shared with a global `squeue` poller
+            (period 0.5 s), then waiting for the next poll and, if the job is still listed,
+            sleeping 1 s and starting over;
+  limit     one `squeue`, one `scancel` of all ids, then `squeue` until they are gone.
+
+A second scenario has half of the jobs end on their own during the call: 0.5 s after the
+contender starts, a "finisher" removes every other job (one of the two running ones and half
+of the pending ones) from the queue with one `scancel` of the real binary, which no contender
+counts. This stands for containers finishing by themselves: on the lab's 2-CPU node at most
+two jobs run, so `exec sleep 1` jobs could not end on their own in hundreds. The engine runs
+there twice: with no grace period, and with `grace_period` 1 s, which lets the finished jobs
+leave without being named to any `scancel`.
+
+Every contender runs `squeue` and `scancel` through wrapper scripts (bash) that append one
+line per call (program, start and end time, argument count, exit code) to a log with a
+single O_APPEND write, then exit with the client's status. The process counts and the peak
+of Slurm client processes alive at once are computed from those intervals, the same way for
+all contenders.
+
+Run against the shared lab (`lab/labctl.py start`):
+
+    .venv/bin/python -m bench.slurm_cancel_bench --sizes 200 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence
+
+from lab import labctl
+from plugins.module_utils.slurm_cancel import CancelRequest, cancel_jobs
+from plugins.module_utils.uuids import CONTAINER_INFIX, new_uuid
+
+REPO = Path(__file__).resolve().parent.parent
+PYTHON = REPO / ".venv" / "bin" / "python"
+ANSIBLE_PLAYBOOK = REPO / ".venv" / "bin" / "ansible-playbook"
+MODULE = "arvados_ops.recovery.slurm_job_cancel"
+
+RUNNING_JOBS = 2
+LOOP_POLL_PERIOD = 0.5
+LOOP_RETRY_SLEEP = 1.0
+FINISH_AFTER = 0.5
+GRACE_PERIOD = 1.0
+LIMIT_POLL_PAUSE = 0.02
+SUBMIT_THREADS = 4
+# The engine's default bound on scancel processes alive at once.
+MAX_CONCURRENT_SCANCEL = CancelRequest().max_concurrent_scancel
+SQUEUE_FORMAT = "--format=%i|%j|%T"
+
+
+# ---------------------------------------------------------------- Slurm clients
+
+class Clients:
+    """Wrapper scripts for squeue and scancel that log every call into one file."""
+
+    def __init__(self, directory: Path, env: Dict[str, str]):
+        directory.mkdir(parents=True, exist_ok=True)
+        self.log = directory / "calls.log"
+        self.env = env
+        self.paths = {program: self._wrapper(directory, program)
+                      for program in ("squeue", "scancel")}
+
+    def _wrapper(self, directory: Path, program: str) -> str:
+        real = shutil.which(program)
+        if not real:
+            raise SystemExit("%s is not on PATH" % program)
+        wrapper = directory / program
+        wrapper.write_text(
+            "#!/bin/bash\n"
+            "start=$EPOCHREALTIME\n"
+            "%s \"$@\"\n"
+            "rc=$?\n"
+            "printf '%s %%s %%s %%s %%s\\n' \"$start\" \"$EPOCHREALTIME\" \"$#\" \"$rc\" >> %s\n"
+            "exit $rc\n" % (shlex.quote(real), program, shlex.quote(str(self.log))))
+        wrapper.chmod(0o755)
+        return str(wrapper)
+
+    @property
+    def squeue(self) -> str:
+        return self.paths["squeue"]
+
+    @property
+    def scancel(self) -> str:
+        return self.paths["scancel"]
+
+    def run(self, argv: Sequence[str]) -> subprocess.CompletedProcess:
+        return subprocess.run(list(argv), env=self.env, capture_output=True, text=True,
+                              check=False, stdin=subprocess.DEVNULL)
+
+    def calls(self) -> List[dict]:
+        if not self.log.exists():
+            return []
+        calls = []
+        for line in self.log.read_text().splitlines():
+            program, start, end, argc, rc = line.split()
+            calls.append({"program": program, "start": float(start), "end": float(end),
+                          "argc": int(argc), "rc": int(rc)})
+        return calls
+
+
+def peak_concurrency(calls: Sequence[dict]) -> int:
+    events = sorted([(call["start"], 1) for call in calls] + [(call["end"], -1) for call in calls],
+                    key=lambda event: (event[0], event[1]))  # an end before a start at a tie
+    alive = peak = 0
+    for _, step in events:
+        alive += step
+        peak = max(peak, alive)
+    return peak
+
+
+# ---------------------------------------------------------------- the queue
+
+class Queue:
+    """Submitting and cleaning up the benchmark's jobs with the real clients (not counted)."""
+
+    def __init__(self, env: Dict[str, str]):
+        self.env = env
+
+    def _run(self, argv: Sequence[str], check: bool = True) -> subprocess.CompletedProcess:
+        result = subprocess.run(list(argv), env=self.env, capture_output=True, text=True,
+                                check=False, stdin=subprocess.DEVNULL)
+        if check and result.returncode != 0:
+            raise RuntimeError("%s: %s" % (" ".join(argv[:3]), result.stderr.strip()))
+        return result
+
+    def submit(self, name: str) -> str:
+        result = self._run(["sbatch", "--parsable", "--job-name=" + name, "--output=/dev/null",
+                            "--chdir=/tmp", "--wrap", "exec sleep 300"])
+        return result.stdout.strip().split(";")[0]
+
+    def listing(self, names: Sequence[str]) -> Dict[str, tuple]:
+        """job id -> (name, state) of the queued jobs with these names."""
+        result = self._run(["squeue", "--noheader", "--all", SQUEUE_FORMAT,
+                            "--name=" + ",".join(names)])
+        rows = (line.split("|") for line in result.stdout.splitlines() if line.strip())
+        return {job_id: (name, state) for job_id, name, state in rows}
+
+    def fill(self, size: int) -> Dict[str, str]:
+        """N fresh jobs: RUNNING_JOBS running (if the node is free), the rest pending."""
+        names = [new_uuid("zzzzz", CONTAINER_INFIX) for _ in range(size)]
+        ids = {}
+        for name in names[:RUNNING_JOBS]:
+            ids[name] = self.submit(name)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            states = [state for _, state in self.listing(names[:RUNNING_JOBS]).values()]
+            if states.count("RUNNING") == RUNNING_JOBS:
+                break
+            time.sleep(0.1)
+        with ThreadPoolExecutor(SUBMIT_THREADS) as pool:
+            for name, job_id in zip(names[RUNNING_JOBS:], pool.map(self.submit,
+                                                                    names[RUNNING_JOBS:])):
+                ids[name] = job_id
+        return ids
+
+    def clear(self, names: Sequence[str], timeout: float = 60) -> int:
+        """Cancel whatever of these is still queued; the number that was left."""
+        left = self.listing(names)
+        if left:
+            self._run(["scancel", *left], check=False)
+            deadline = time.monotonic() + timeout
+            while self.listing(names) and time.monotonic() < deadline:
+                time.sleep(0.2)
+        return len(left)
+
+
+# ---------------------------------------------------------------- the contenders
+
+def run_engine(clients: Clients, names: List[str], grace_period: float = 0.0) -> dict:
+    request = CancelRequest(names=tuple(names), squeue_path=clients.squeue,
+                            scancel_path=clients.scancel, timeout=120, grace_period=grace_period)
+    result = cancel_jobs(request, environ=clients.env)
+    return {"failed": result.failed, "reported_scancel": result.scancel_calls,
+            "reported_squeue": result.squeue_calls, "module_elapsed": result.elapsed}
+
+
+def run_ansible(clients: Clients, names: List[str], workdir: Path) -> dict:
+    result_file = workdir / "result.json"
+    variables = workdir / "vars.json"
+    variables.write_text(json.dumps({"bench_names": names}))
+    playbook = workdir / "playbook.yml"
+    playbook.write_text(json.dumps([{
+        "hosts": "localhost", "connection": "local", "gather_facts": False,
+        "vars": {"ansible_python_interpreter": str(PYTHON)},
+        "tasks": [
+            {MODULE: {"name": "{{ bench_names }}", "squeue_path": clients.squeue,
+                      "scancel_path": clients.scancel, "timeout": 120},
+             "register": "outcome"},
+            {"ansible.builtin.copy": {"content": "{{ outcome | to_json }}",
+                                      "dest": str(result_file), "mode": "0600"}},
+        ]}]))
+    completed = subprocess.run(
+        [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", "-e", "@" + str(variables), str(playbook)],
+        cwd=str(REPO), env=dict(clients.env, LC_ALL="C.UTF-8"), capture_output=True,
+        text=True, check=False)
+    if completed.returncode != 0:
+        raise RuntimeError("ansible-playbook failed:\n" + completed.stdout[-3000:])
+    outcome = json.loads(result_file.read_text())
+    return {"failed": outcome.get("failed", False), "reported_scancel": outcome["scancel_calls"],
+            "reported_squeue": outcome["squeue_calls"], "module_elapsed": outcome["elapsed"]}
+
+
+def run_loop(clients: Clients, names: List[str]) -> dict:
+    """The dispatcher of the time, as the issue describes it."""
+    slurm_lock = threading.Lock()         # held around every squeue and every scancel
+    polled = threading.Condition()
+    state = {"generation": 0, "listed": set()}
+    stop = threading.Event()
+
+    def poll_once() -> None:
+        with slurm_lock:
+            result = clients.run([clients.squeue, "--noheader", "--all", "--format=%j"])
+        with polled:
+            if result.returncode == 0:
+                state["listed"] = set(result.stdout.split())
+            state["generation"] += 1
+            polled.notify_all()
+
+    def poller() -> None:
+        next_poll = time.monotonic()
+        while not stop.is_set():
+            poll_once()
+            next_poll += LOOP_POLL_PERIOD
+            stop.wait(max(0.0, next_poll - time.monotonic()))
+
+    def worker(name: str) -> None:
+        while True:
+            with slurm_lock:
+                clients.run([clients.scancel, "--name=" + name])
+            with polled:
+                seen = state["generation"]
+                polled.wait_for(lambda: state["generation"] > seen)
+                still_there = name in state["listed"]
+            if not still_there:
+                return
+            time.sleep(LOOP_RETRY_SLEEP)
+
+    poll_thread = threading.Thread(target=poller, daemon=True)
+    poll_thread.start()
+    workers = [threading.Thread(target=worker, args=(name,), daemon=True) for name in names]
+    for thread in workers:
+        thread.start()
+    for thread in workers:
+        thread.join()
+    ended = time.monotonic()  # the last job seen gone; the poller's end is not the call's
+    stop.set()
+    poll_thread.join()
+    return {"failed": False, "ended": ended}
+
+
+def run_limit(clients: Clients, names: List[str]) -> dict:
+    name_filter = "--name=" + ",".join(names)
+
+    def listed() -> List[str]:
+        result = clients.run([clients.squeue, "--noheader", "--all", SQUEUE_FORMAT, name_filter])
+        return [line.split("|")[0] for line in result.stdout.splitlines() if line.strip()]
+
+    ids = listed()
+    if ids:
+        clients.run([clients.scancel, *ids])
+        while listed():
+            time.sleep(LIMIT_POLL_PAUSE)
+    return {"failed": False}
+
+
+# ---------------------------------------------------------------- one measurement
+
+@dataclasses.dataclass
+class Measurement:
+    scenario: str
+    size: int
+    contender: str
+    wall: float
+    squeue: int
+    scancel: int
+    named: int          # job ids or names given to scancel, summed over its calls
+    peak: int
+    left: int           # jobs the contender left queued (cleaned up afterwards)
+    running_at_start: int
+    module_elapsed: Optional[float] = None
+    failed: bool = False
+
+    @property
+    def processes(self) -> int:
+        return self.squeue + self.scancel
+
+
+def finisher(queue: Queue, job_ids: List[str], started: threading.Event) -> threading.Thread:
+    def finish() -> None:
+        started.wait()
+        time.sleep(FINISH_AFTER)
+        queue._run(["scancel", *job_ids], check=False)
+
+    thread = threading.Thread(target=finish, daemon=True)
+    thread.start()
+    return thread
+
+
+def measure(queue: Queue, env: Dict[str, str], workdir: Path, scenario: str, size: int,
+            contender: str, run: Callable[[Clients, List[str]], dict]) -> Measurement:
+    ids = queue.fill(size)
+    names = list(ids)
+    running = sum(1 for _, state in queue.listing(names).values() if state == "RUNNING")
+    clients = Clients(Path(tempfile.mkdtemp(dir=workdir, prefix=contender + "-")), env)
+    started = threading.Event()
+    helper = None
+    if scenario == "half end on their own":
+        helper = finisher(queue, [ids[name] for name in names[::2]], started)
+    began = time.monotonic()
+    started.set()
+    outcome = run(clients, names)
+    ended = outcome.get("ended", time.monotonic())
+    wall = ended - began
+    ended_epoch = time.time() - (time.monotonic() - ended)
+    if helper is not None:
+        helper.join()
+    left = queue.clear(names)
+    # The loop's poller may start one last squeue after the last job was seen gone.
+    calls = [call for call in clients.calls() if call["start"] <= ended_epoch]
+    squeue = [call for call in calls if call["program"] == "squeue"]
+    scancel = [call for call in calls if call["program"] == "scancel"]
+    named = sum(call["argc"] for call in scancel)
+    return Measurement(scenario, size, contender, wall, len(squeue), len(scancel), named,
+                       peak_concurrency(calls), left, running,
+                       outcome.get("module_elapsed"), bool(outcome.get("failed")))
+
+
+# ---------------------------------------------------------------- report
+
+def verdicts(rows: List[Measurement]) -> List[str]:
+    """The issue's targets, for every engine row against its scenario's limit and loop."""
+    lines = []
+    for row in rows:
+        if not row.contender.startswith(("engine", "ansible")):
+            continue
+        peers = {other.contender: other for other in rows
+                 if (other.scenario, other.size) == (row.scenario, row.size)}
+        wall = row.module_elapsed if row.contender == "ansible" else row.wall
+        checks = [
+            ("<= 10 client processes", row.processes <= 10),
+            ("peak <= %d" % (MAX_CONCURRENT_SCANCEL + 1), row.peak <= MAX_CONCURRENT_SCANCEL + 1),
+        ]
+        if "grace" not in row.contender:  # a grace period is waited for by design
+            checks += [
+                ("wall <= 3 x limit (%.2f s)" % (3 * peers["limit"].wall),
+                 wall <= 3 * peers["limit"].wall),
+                ("wall <= loop / 4 (%.2f s)" % (peers["loop"].wall / 4),
+                 wall <= peers["loop"].wall / 4),
+            ]
+        checks.append(("nothing left", row.left == 0 and not row.failed))
+        lines.append("%s, N=%d, %s: %s" % (row.scenario, row.size, row.contender, "; ".join(
+            "%s %s" % (text, "ok" if ok else "MISSED") for text, ok in checks)))
+    return lines
+
+
+def table(rows: List[Measurement]) -> str:
+    header = ("| scenario | N | contender | wall s | squeue | scancel | processes | "
+              "named to scancel | peak alive | left |")
+    lines = [header, "|" + "---|" * 10]
+    for row in rows:
+        wall = "%.2f" % row.wall
+        if row.module_elapsed is not None and row.contender == "ansible":
+            wall += " (module %.2f)" % row.module_elapsed
+        lines.append("| %s | %d | %s | %s | %d | %d | %d | %d | %d | %d |" % (
+            row.scenario, row.size, row.contender, wall, row.squeue, row.scancel,
+            row.processes, row.named, row.peak, row.left))
+    return "\n".join(lines)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[200, 1000])
+    parser.add_argument("--no-ansible", action="store_true",
+                        help="skip the run through ansible-playbook")
+    parser.add_argument("--json", type=Path, help="also write the measurements here")
+    arguments = parser.parse_args(argv)
+
+    lab = labctl.lab_settings()
+    env = lab.slurm_env()
+    env = {key: value for key, value in env.items() if not key.startswith(("SQUEUE_", "SCANCEL_"))}
+    queue = Queue(env)
+    contenders = [("engine", run_engine)]
+    if not arguments.no_ansible:
+        contenders.append(("ansible", None))
+    contenders += [("loop", run_loop), ("limit", run_limit)]
+    half_contenders = [("engine", run_engine),
+                       ("engine, grace %g s" % GRACE_PERIOD,
+                        lambda clients, names: run_engine(clients, names, GRACE_PERIOD)),
+                       ("loop", run_loop), ("limit", run_limit)]
+    rows: List[Measurement] = []
+    workdir = Path(tempfile.mkdtemp(prefix="slurm-cancel-bench-"))
+    try:
+        for size in arguments.sizes:
+            for scenario, entries in (("all queued", contenders),
+                                      ("half end on their own", half_contenders)):
+                for contender, run in entries:
+                    if contender == "ansible":
+                        run_dir = Path(tempfile.mkdtemp(dir=workdir, prefix="playbook-"))
+                        run = (lambda directory: lambda clients, names: run_ansible(
+                            clients, names, directory))(run_dir)
+                    row = measure(queue, env, workdir, scenario, size, contender, run)
+                    rows.append(row)
+                    print("%-22s N=%-5d %-16s %6.2f s  squeue %4d  scancel %4d  named %4d  "
+                          "peak %d  left %d  running at start %d" % (
+                              scenario, size, contender, row.wall, row.squeue, row.scancel,
+                              row.named, row.peak, row.left, row.running_at_start),
+                          file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(table(rows))
+    print()
+    for line in verdicts(rows):
+        print("- " + line)
+    if arguments.json:
+        arguments.json.write_text(json.dumps([dataclasses.asdict(row) for row in rows], indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to arvados_ops.recovery
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+
+class ModuleDocFragment:
+    # Connection options of the modules that work on the Arvados database
+    # directly. Keep in step with CONNECTION_OPTIONS in
+    # plugins/module_utils/arvados_db_config.py, which the modules and the
+    # arvados-fail-jobs command build their options from.
+    DOCUMENTATION = r"""
+options:
+  config_file:
+    description:
+      - Arvados cluster configuration to read the database settings from,
+        C(Clusters.<id>.PostgreSQL.Connection) (C(host), C(port), C(user), C(password),
+        C(dbname), C(sslmode)).
+      - When neither O(config_file) nor O(database_yml) is given,
+        V(/etc/arvados/config.yml) is read if it exists. If it does not exist, or has
+        no C(PostgreSQL.Connection) for the cluster, V(/etc/arvados/api/database.yml)
+        is read if it exists; otherwise only the C(db_*) options are used.
+      - An empty string reads no config.yml.
+      - A file that is named or found but cannot be read is an error.
+      - Mutually exclusive with O(database_yml).
+    type: path
+  cluster_id:
+    description:
+      - The five-character cluster id (for example V(zzzzz)) whose settings to read
+        from the config.yml. Needed only when the file defines several clusters; the
+        error then lists the ids it defines.
+      - Mutually exclusive with O(database_yml).
+    type: str
+  database_yml:
+    description:
+      - The database settings file of older Arvados API servers, section
+        C(production) (C(database), C(username), C(password), C(host), C(port),
+        C(sslmode)), for example V(/etc/arvados/api/database.yml).
+      - Values written with ERB (C(<%= ENV['PGPASSWORD'] %>)) are refused unless a
+        C(db_*) option replaces them; a file with ERB code (C(<% if ... %>)) is
+        refused whole. Only Rails can evaluate ERB.
+      - An empty string reads no database.yml.
+      - Mutually exclusive with O(config_file) and O(cluster_id).
+    type: path
+  db_host:
+    description:
+      - Database host name, address, or directory of the local socket
+        (for example V(db.example.org) or V(/var/run/postgresql)).
+      - Like every C(db_*) option, it wins over the value from the settings file;
+        an empty string counts as not given.
+      - Unset everywhere, libpq's default applies (E(PGHOST), then the local socket).
+    type: str
+  db_port:
+    description:
+      - Database port, from 1 to 65535 (for example V(5432)).
+      - Unset everywhere, libpq's default applies (E(PGPORT), then 5432).
+    type: int
+  db_name:
+    description:
+      - Database name, for example V(arvados_production).
+      - Required unless the settings file gives it.
+    type: str
+  db_user:
+    description:
+      - Database user, for example V(arvados).
+      - Unset everywhere, libpq's default applies (E(PGUSER), then the login name).
+    type: str
+  db_password:
+    description:
+      - Database password. It never appears in output, errors or logs
+        (C(no_log)).
+      - Unset everywhere, libpq looks in E(PGPASSWORD) and C(~/.pgpass).
+    type: str
+  db_sslmode:
+    description:
+      - libpq C(sslmode) for the connection, for example V(verify-full).
+      - Unset everywhere, libpq's default applies (E(PGSSLMODE), then V(prefer)).
+    type: str
+    choices: [disable, allow, prefer, require, verify-ca, verify-full]
+  db_connect_timeout:
+    description:
+      - Seconds to wait for each attempt to connect, at least 1.
+    type: int
+    default: 10
+"""

@@ -1,0 +1,472 @@
+# -*- coding: utf-8 -*-
+# Copyright: Contributors to the arvados_ops.recovery collection
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Fail or requeue the Arvados jobs a reboot left ``Running``, directly in PostgreSQL.
+
+This is the engine behind the ``arvados_fail_jobs`` module and the ``arvados-fail-jobs``
+command. It has no Ansible import: the caller hands it an open psycopg 3 connection, the
+options, and optionally a function that makes the jobs' Slurm jobs absent.
+
+How a run goes:
+
+1. One scan of ``jobs`` for ``state = 'Running'`` (there is no index on ``state``, so any
+   filter on it reads the table; one scan is the least a run can cost). The rows go into a
+   ``WITH HOLD`` cursor, so the server keeps them and the client reads them a batch at a
+   time: memory does not grow with the number of jobs.
+2. Jobs that started at or after the threshold (``before``) are exempt and reported,
+   never touched. A ``Running`` job with no ``started_at`` is an inconsistent row: without
+   ``before`` it qualifies like every ``Running`` job; with ``before`` nothing shows that it
+   started before the threshold, so it is left alone. Either way it is reported as
+   ``no_started_at``; to clean it up, name it in ``uuids`` and give no ``before``. Its token
+   cannot be told from the user's other tokens, so none is revoked for it.
+3. Per batch: the Slurm jobs named after the batch's job UUIDs are made absent first (a
+   job must not go on running behind a ``Failed`` or re-``Queued`` row); then one
+   transaction locks the rows, re-checks that each job is still ``Running`` and still
+   qualifies (others are reported as skipped), revokes the jobs' tokens, updates the jobs,
+   deletes their tasks (retry), inserts one ``logs`` row per job and notifies
+   ``logs`` listeners. Killing the process at any instant leaves every job either untouched
+   or completely done; a rerun finishes the rest and changes nothing that is done.
+4. Check mode runs the same reads and no write, so it predicts the jobs, tokens and Slurm
+   jobs a real run would touch.
+
+A session-level advisory lock keeps two runs (the boot unit and a playbook) apart.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from .errors import RecoveryError
+from .fail_jobs_threshold import EXEMPT, QUALIFIES, classify_running_job
+from .uuids import JOB_UUID_RE, LOG_INFIX, new_uuid, system_user_uuid
+
+JOB_STATE_RUNNING = 'Running'
+JOB_STATE_FAILED = 'Failed'
+JOB_STATE_QUEUED = 'Queued'
+
+DEFAULT_FAIL_MESSAGE = (
+    'This job was left Running when its server went down (reboot or crash); '
+    'nothing was watching it any more, so arvados_ops.recovery marked it Failed.'
+)
+DEFAULT_RETRY_MESSAGE = (
+    'This job was left Running when its server went down (reboot or crash); '
+    'nothing was watching it any more, so arvados_ops.recovery put it back in the queue.'
+)
+
+# Any fixed 64-bit number works, as long as every run of this collection uses the same one
+# and no other program picks it: 'arvados-fail-jobs' read as ASCII, folded to 63 bits.
+ADVISORY_LOCK_KEY = int.from_bytes(b'arvfailj', 'big') & 0x7FFFFFFFFFFFFFFF
+
+# What the cleanup reads or writes. The 2017 schema and today's both have all of it.
+REQUIRED_COLUMNS = {
+    'jobs': (
+        'uuid', 'owner_uuid', 'state', 'running', 'success', 'created_at', 'started_at',
+        'finished_at', 'cancelled_at', 'modified_at', 'updated_at', 'modified_by_user_uuid',
+        'modified_by_client_uuid', 'is_locked_by_uuid', 'log', 'output', 'tasks_summary',
+    ),
+    'job_tasks': ('job_uuid',),
+    'logs': (
+        'id', 'uuid', 'owner_uuid', 'modified_by_client_uuid', 'modified_by_user_uuid',
+        'object_uuid', 'object_owner_uuid', 'event_at', 'event_type', 'summary',
+        'properties', 'created_at', 'updated_at', 'modified_at',
+    ),
+    'api_client_authorizations': (
+        'uuid', 'api_client_id', 'user_id', 'expires_at', 'created_at', 'updated_at',
+    ),
+    'users': ('id', 'uuid'),
+    'containers': ('auth_uuid',),
+}
+
+# Arvados stores UTC in `timestamp without time zone`; the database's own clock decides
+# "now", so a host whose clock is off cannot put a token's expiry in the future.
+SQL_NOW_UTC = "(now() AT TIME ZONE 'UTC')"
+
+SQL_DECLARE_RUNNING = """
+    SELECT uuid, started_at FROM jobs
+    WHERE state = 'Running' AND (%(uuids)s::text[] IS NULL OR uuid = ANY(%(uuids)s::text[]))
+    ORDER BY uuid
+"""
+
+# Per batch, the rows as they are now. `FOR UPDATE OF j` is added for a real run.
+SQL_BATCH_ROWS = """
+    SELECT j.uuid, j.owner_uuid, j.state, j.created_at, j.started_at, u.id
+    FROM jobs j LEFT JOIN users u ON u.uuid = j.is_locked_by_uuid
+    WHERE j.uuid = ANY(%(uuids)s::text[])
+    ORDER BY j.uuid
+"""
+
+# A job's token, as the dispatcher made it: for the user of `is_locked_by_uuid`, by no API
+# client (0), without expiry, created between the job's creation and its start. A token a
+# container names is a container's, never a job's. The job's window is passed in as arrays
+# so the database joins tokens against the batch only, by `user_id`, which is indexed. A
+# Running job with no start time (an inconsistent row) has no window: a window up to now
+# would take the tokens of the user's jobs that started since, live ones included.
+SQL_TOKEN_MATCH = """
+    FROM api_client_authorizations a,
+         unnest(%(user_ids)s::bigint[], %(created)s::timestamp[], %(started)s::timestamp[])
+             AS j(user_id, created_at, started_at)
+    WHERE a.user_id = j.user_id
+      AND a.api_client_id = 0
+      AND (a.expires_at IS NULL OR a.expires_at > {now})
+      AND a.created_at >= j.created_at
+      AND a.created_at <= j.started_at
+      AND NOT EXISTS (SELECT 1 FROM containers c WHERE c.auth_uuid = a.uuid)
+""".format(now=SQL_NOW_UTC)
+
+SQL_SELECT_TOKENS = 'SELECT DISTINCT a.uuid ' + SQL_TOKEN_MATCH + ' ORDER BY a.uuid'
+
+SQL_REVOKE_TOKENS = """
+    UPDATE api_client_authorizations AS t
+    SET expires_at = {now}, updated_at = {now}
+    WHERE t.id IN (SELECT a.id {match})
+    RETURNING t.uuid
+""".format(now=SQL_NOW_UTC, match=SQL_TOKEN_MATCH)
+
+SQL_FAIL_JOBS = """
+    UPDATE jobs SET state = 'Failed', running = false, success = false,
+        finished_at = COALESCE(finished_at, {now}),
+        modified_at = {now}, updated_at = {now},
+        modified_by_user_uuid = %(system_user)s, modified_by_client_uuid = NULL
+    WHERE uuid = ANY(%(uuids)s::text[])
+""".format(now=SQL_NOW_UTC)
+
+# Arvados' model forbids Running -> Queued, so a retry writes the row as a new job's.
+SQL_REQUEUE_JOBS = """
+    UPDATE jobs SET state = 'Queued', running = false, success = NULL,
+        started_at = NULL, finished_at = NULL, cancelled_at = NULL,
+        is_locked_by_uuid = NULL, log = NULL, output = NULL, tasks_summary = '{{}}',
+        modified_at = {now}, updated_at = {now},
+        modified_by_user_uuid = %(system_user)s, modified_by_client_uuid = NULL
+    WHERE uuid = ANY(%(uuids)s::text[])
+""".format(now=SQL_NOW_UTC)
+
+SQL_DELETE_TASKS = 'DELETE FROM job_tasks WHERE job_uuid = ANY(%(uuids)s::text[])'
+
+SQL_INSERT_LOGS = """
+    WITH inserted AS (
+        INSERT INTO logs (uuid, owner_uuid, modified_by_client_uuid, modified_by_user_uuid,
+                          object_uuid, object_owner_uuid, event_at, event_type, summary,
+                          properties, created_at, updated_at, modified_at)
+        SELECT l.uuid, l.owner_uuid, NULL, l.system_user, l.job_uuid, l.owner_uuid,
+               {now}, 'dispatch', %(summary)s, %(properties)s, {now}, {now}, {now}
+        FROM unnest(%(log_uuids)s::text[], %(owners)s::text[], %(system_users)s::text[],
+                    %(uuids)s::text[]) AS l(uuid, owner_uuid, system_user, job_uuid)
+        RETURNING id, uuid
+    )
+    SELECT uuid, pg_notify('logs', id::text) FROM inserted ORDER BY uuid
+""".format(now=SQL_NOW_UTC)
+
+
+class CleanupOptions(object):
+    """What a cleanup does. Validated on creation, before anything is read or written."""
+
+    def __init__(self, threshold=None, uuids=None, retry=False,
+                 revoke_tokens=True, message=None, batch_size=1000, lock_wait=30.0,
+                 check_mode=False, diff=False, keep_uuids=True):
+        self.threshold = threshold
+        self.uuids = None if uuids is None else sorted(set(uuids))
+        self.retry = bool(retry)
+        self.revoke_tokens = bool(revoke_tokens)
+        self.message = message or (DEFAULT_RETRY_MESSAGE if retry else DEFAULT_FAIL_MESSAGE)
+        self.batch_size = batch_size
+        self.lock_wait = lock_wait
+        self.check_mode = bool(check_mode)
+        self.diff = bool(diff)
+        self.keep_uuids = bool(keep_uuids or diff)
+        self._validate()
+
+    def _validate(self):
+        if not isinstance(self.batch_size, int) or isinstance(self.batch_size, bool) \
+                or self.batch_size < 1:
+            raise RecoveryError('batch_size must be a positive integer, got %r' % (self.batch_size,))
+        if self.lock_wait < 0:
+            raise RecoveryError('lock_wait must not be negative, got %r' % (self.lock_wait,))
+        if not self.message.strip():
+            raise RecoveryError('message must not be empty')
+        if self.uuids is not None:
+            check_job_uuids(self.uuids)
+
+    @property
+    def target_state(self):
+        return JOB_STATE_QUEUED if self.retry else JOB_STATE_FAILED
+
+
+def check_job_uuids(uuids):
+    bad = [u for u in uuids if not isinstance(u, str) or not JOB_UUID_RE.match(u)]
+    if bad:
+        raise RecoveryError('not Arvados job UUIDs (<prefix>-8i9sb-<15 chars>): %s'
+                            % ', '.join(repr(u) for u in bad[:10]))
+
+
+class Tally(object):
+    """A count of UUIDs and, when `keep` is true, the UUIDs themselves.
+
+    The command's summary needs only the counts, so a run over a million jobs keeps its
+    memory flat; the module and `--json` keep the lists they return.
+    """
+
+    def __init__(self, keep=True):
+        self.count = 0
+        self.items = [] if keep else None
+
+    def extend(self, uuids):
+        uuids = list(uuids)
+        self.count += len(uuids)
+        if self.items is not None:
+            self.items.extend(uuids)
+
+    def __len__(self):
+        return self.count
+
+    def as_list(self):
+        return list(self.items or ())
+
+
+class CleanupResult(object):
+    """What a run did (or, in check mode, would do), gathered batch by batch."""
+
+    def __init__(self, options):
+        self.options = options
+        keep = options.keep_uuids
+        self.done_jobs = Tally(keep)
+        self.skipped = Tally(keep)
+        self.revoked_tokens = Tally(keep)
+        self.log_uuids = Tally(keep)
+        # Few by nature (started after a reboot, or inconsistent rows): always listed.
+        self.exempt = []
+        self.unstarted = []
+        self.slurm = {}
+        self.batches = 0
+
+    @property
+    def changed(self):
+        return bool(self.done_jobs.count)
+
+    def add_slurm(self, part):
+        if not self.options.keep_uuids:
+            part = dict((k, len(v) if isinstance(v, list) else v) for k, v in part.items())
+        self.slurm = merge_slurm_results([self.slurm, part])
+
+    def to_dict(self):
+        opts = self.options
+        done = self.done_jobs.as_list()
+        result = {
+            'changed': self.changed,
+            'threshold': None if opts.threshold is None else opts.threshold.to_iso8601(),
+            'threshold_source': None if opts.threshold is None else opts.threshold.source,
+            'requeued_jobs' if opts.retry else 'failed_jobs': done,
+            'exempt': {'count': len(self.exempt), 'uuids': list(self.exempt)},
+            'no_started_at': list(self.unstarted),
+            'skipped': self.skipped.as_list(),
+            'revoked_tokens': self.revoked_tokens.as_list(),
+            'log_uuids': self.log_uuids.as_list(),
+            'counts': {
+                'jobs': self.done_jobs.count, 'skipped': self.skipped.count,
+                'revoked_tokens': self.revoked_tokens.count, 'logs': self.log_uuids.count,
+            },
+            'slurm': dict(self.slurm),
+            'batches': self.batches,
+        }
+        if opts.diff:
+            after = opts.target_state
+            result['diff'] = {
+                'before': ''.join('%s: %s\n' % (u, JOB_STATE_RUNNING) for u in done),
+                'after': ''.join('%s: %s\n' % (u, after) for u in done),
+            }
+        return result
+
+
+def merge_slurm_results(results):
+    """One summary of the per-batch results of the Slurm cancel engine."""
+    merged = {}
+    for part in results:
+        for key, value in part.items():
+            if isinstance(value, list):
+                merged.setdefault(key, []).extend(value)
+            elif isinstance(value, bool):
+                merged[key] = merged.get(key, False) or value
+            elif isinstance(value, (int, float)):
+                merged[key] = merged.get(key, 0) + value
+            else:
+                merged[key] = value
+    return merged
+
+
+def check_schema(conn):
+    """Fail with the names of whatever table or column the cleanup needs and lacks."""
+    rows = conn.execute(
+        'SELECT table_name, column_name FROM information_schema.columns '
+        'WHERE table_schema = current_schema() AND table_name = ANY(%s)',
+        (list(REQUIRED_COLUMNS),)).fetchall()
+    present = {}
+    for table, column in rows:
+        present.setdefault(table, set()).add(column)
+    problems = []
+    for table, columns in REQUIRED_COLUMNS.items():
+        if table not in present:
+            problems.append('table %s is missing' % table)
+            continue
+        missing = [c for c in columns if c not in present[table]]
+        if missing:
+            problems.append('table %s lacks column(s) %s' % (table, ', '.join(missing)))
+    if problems:
+        raise RecoveryError('this database does not have the Arvados schema the cleanup '
+                            'needs: %s' % '; '.join(problems))
+
+
+def take_advisory_lock(conn, wait, sleep=time.sleep, clock=time.monotonic):
+    """Hold the collection's advisory lock for this session, waiting at most `wait` s."""
+    deadline = clock() + wait
+    delay = 0.1
+    while True:
+        if conn.execute('SELECT pg_try_advisory_lock(%s)', (ADVISORY_LOCK_KEY,)).fetchone()[0]:
+            conn.commit()
+            return
+        conn.rollback()
+        if clock() >= deadline:
+            raise RecoveryError(
+                'another arvados_fail_jobs run holds the cleanup lock (PostgreSQL advisory '
+                'lock %d); waited %.0f s. Try again when it has finished.'
+                % (ADVISORY_LOCK_KEY, wait))
+        sleep(min(delay, max(0.0, deadline - clock())))
+        delay = min(delay * 2, 2.0)
+
+
+class JobCleaner(object):
+    """Runs one cleanup on an open psycopg 3 connection (autocommit off).
+
+    `cancel_slurm(uuids, check_mode)` makes the Slurm jobs named after `uuids` absent and
+    returns the Slurm engine's result as a dict; it raises to stop the run before the
+    batch touches the database. `progress(result)` is called after each batch.
+    """
+
+    def __init__(self, conn, options, cancel_slurm=None, progress=None):
+        self.conn = conn
+        self.options = options
+        self.cancel_slurm = cancel_slurm
+        self.progress = progress
+        self.result = CleanupResult(options)
+
+    def run(self):
+        opts = self.options
+        # A generic plan, which psycopg's automatic preparing leads to after a few
+        # batches, turns the token join into a slow one; custom plans see each batch.
+        self.conn.prepare_threshold = None
+        check_schema(self.conn)
+        self.conn.rollback()
+        take_advisory_lock(self.conn, opts.lock_wait)
+        try:
+            for batch in self._qualifying_batches():
+                self._clean_batch(batch)
+                self.result.batches += 1
+                if self.progress is not None:
+                    self.progress(self.result)
+        finally:
+            self.conn.rollback()
+            self.conn.execute('SELECT pg_advisory_unlock(%s)', (ADVISORY_LOCK_KEY,))
+            self.conn.commit()
+        return self.result
+
+    def _qualifying_batches(self):
+        """Yield lists of job UUIDs that qualify, a batch at a time, exempt ones apart."""
+        opts = self.options
+        with self.conn.cursor(name='arvados_fail_jobs_running', withhold=True) as cursor:
+            cursor.execute(SQL_DECLARE_RUNNING, {'uuids': opts.uuids})
+            # Committing makes the server keep the WITH HOLD result beyond this transaction.
+            self.conn.commit()
+            while True:
+                rows = cursor.fetchmany(opts.batch_size)
+                # The FETCH opened a transaction; each batch gets a transaction of its own.
+                self.conn.commit()
+                if not rows:
+                    return
+                batch = [uuid for uuid, started_at in rows if self._qualifies(uuid, started_at)]
+                if batch:
+                    yield batch
+
+    def _qualifies(self, uuid, started_at):
+        verdict = classify_running_job(started_at, self.options.threshold)
+        if started_at is None:
+            self.result.unstarted.append(uuid)
+        if verdict == EXEMPT:
+            self.result.exempt.append(uuid)
+        return verdict == QUALIFIES
+
+    def _still_qualifies(self, state, started_at):
+        return state == JOB_STATE_RUNNING and \
+            classify_running_job(started_at, self.options.threshold) == QUALIFIES
+
+    def _clean_batch(self, uuids):
+        opts = self.options
+        if self.cancel_slurm is not None:
+            self.result.add_slurm(self.cancel_slurm(uuids, opts.check_mode))
+        try:
+            outcome = self._write_batch(uuids)
+        except BaseException:
+            self.conn.rollback()
+            raise
+        if opts.check_mode:
+            self.conn.rollback()
+        else:
+            self.conn.commit()
+        # Only what has been committed (or, in check mode, what would be) is reported.
+        done, skipped, tokens, logs = outcome
+        self.result.done_jobs.extend(done)
+        self.result.skipped.extend(skipped)
+        self.result.revoked_tokens.extend(tokens)
+        self.result.log_uuids.extend(logs)
+
+    def _write_batch(self, uuids):
+        """All of one batch's statements, in the transaction the caller ends."""
+        opts = self.options
+        rows = self._lock_rows(uuids)
+        jobs = [r for r in rows if self._still_qualifies(r[2], r[4])]
+        done = [r[0] for r in jobs]
+        done_set = set(done)
+        skipped = [u for u in uuids if u not in done_set]
+        if not jobs:
+            return done, skipped, [], []
+        tokens = self._tokens(jobs) if opts.revoke_tokens else []
+        if opts.check_mode:
+            return done, skipped, tokens, []
+        self._update_jobs(done)
+        logs = self._insert_logs(jobs)
+        return done, skipped, tokens, logs
+
+    def _lock_rows(self, uuids):
+        sql = SQL_BATCH_ROWS if self.options.check_mode else SQL_BATCH_ROWS + ' FOR UPDATE OF j'
+        return self.conn.execute(sql, {'uuids': uuids}).fetchall()
+
+    def _tokens(self, jobs):
+        windows = [r for r in jobs if r[5] is not None and r[4] is not None]
+        if not windows:
+            return []
+        params = {
+            'user_ids': [r[5] for r in windows],
+            'created': [r[3] for r in windows],
+            'started': [r[4] for r in windows],
+        }
+        sql = SQL_SELECT_TOKENS if self.options.check_mode else SQL_REVOKE_TOKENS
+        return sorted(row[0] for row in self.conn.execute(sql, params))
+
+    def _update_jobs(self, uuids):
+        opts = self.options
+        params = {'uuids': uuids, 'system_user': system_user_uuid(uuids[0][:5])}
+        if opts.retry:
+            self.conn.execute(SQL_REQUEUE_JOBS, params)
+            self.conn.execute(SQL_DELETE_TASKS, params)
+        else:
+            self.conn.execute(SQL_FAIL_JOBS, params)
+
+    def _insert_logs(self, jobs):
+        message = self.options.message
+        params = {
+            'uuids': [r[0] for r in jobs],
+            'owners': [r[1] for r in jobs],
+            'system_users': [system_user_uuid(r[0][:5]) for r in jobs],
+            'log_uuids': [new_uuid(r[0][:5], LOG_INFIX) for r in jobs],
+            'summary': message,
+            'properties': json.dumps({'text': message}),
+        }
+        return [row[0] for row in self.conn.execute(SQL_INSERT_LOGS, params)]

@@ -1,0 +1,202 @@
+# -*- coding: utf-8 -*-
+# Copyright: Contributors to the arvados_ops.recovery collection
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The ``arvados-fail-jobs`` command: the module's cleanup, for boot time, without Ansible.
+
+It needs Python 3 and psycopg 3 on the host (and PyYAML to read Arvados' config files).
+The flags are the module's options (``--before reboot``, ``--retry``,
+``--no-revoke-tokens``, ``--config``, ...). ``--options-file`` reads them from a YAML or
+JSON mapping of option names, which is where the boot unit keeps them, so a database
+password never has to be on a command line; flags win over the file.
+
+Output: a summary a person reads at a glance on stdout (``--json``: the module's result
+as JSON), progress and errors on stderr with syslog priority prefixes when journald
+captures the output (so ``journalctl -p err`` finds the failures). Exit status 0 on
+success, also when there was nothing to do; 1 with a one-line reason otherwise; 2 for a
+command line that cannot be understood.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from .errors import RecoveryError
+from .fail_jobs_run import ALL_OPTIONS, run_fail_jobs
+
+PROGRAM = 'arvados-fail-jobs'
+_FLAG_ALIASES = {'config_file': ['--config'], 'uuids': ['--uuid'], 'log_message': ['--message']}
+# The password flag would show in `ps` to every user of the host; the options file,
+# PGPASSWORD, ~/.pgpass or Arvados' own config are the ways to give it.
+_NO_FLAG = ('db_password',)
+_PRIORITY = {'info': 6, 'warning': 4, 'error': 3}
+_PROGRESS_EVERY = 5.0
+
+
+class Reporter(object):
+    """Writes progress and problems to stderr; journald keeps the priority prefixes."""
+
+    def __init__(self, stream=None, journald=None, quiet=False, clock=time.monotonic):
+        self.stream = stream or sys.stderr
+        self.journald = bool(os.environ.get('JOURNAL_STREAM')) if journald is None else journald
+        self.quiet = quiet
+        self.clock = clock
+        self.next_progress = clock() + _PROGRESS_EVERY
+
+    def say(self, level, text):
+        if self.quiet and level == 'info':
+            return
+        prefix = '<%d>' % _PRIORITY[level] if self.journald else '%s: ' % PROGRAM
+        self.stream.write('%s%s\n' % (prefix, text))
+        self.stream.flush()
+
+    def progress(self, result):
+        """Called after each batch; speaks at most every few seconds."""
+        now = self.clock()
+        if now < self.next_progress:
+            return
+        self.next_progress = now + _PROGRESS_EVERY
+        self.say('info', '%d batch(es): %d job(s) done, %d token(s) revoked so far'
+                 % (result.batches, len(result.done_jobs), len(result.revoked_tokens)))
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog=PROGRAM,
+        description='Fail (or requeue) the Arvados jobs a reboot left Running, directly in '
+                    "PostgreSQL, revoking their tokens and cancelling their Slurm jobs first.")
+    parser.add_argument('--options-file', metavar='FILE',
+                        help='YAML or JSON mapping of option names (as the Ansible module '
+                             'takes them) to values; flags win over it')
+    parser.add_argument('--check', action='store_true',
+                        help='report what would be done and change nothing')
+    parser.add_argument('--diff', action='store_true', help='list each job with its state before and after')
+    parser.add_argument('--json', action='store_true', help='print the result as JSON')
+    parser.add_argument('--quiet', action='store_true', help='no progress messages')
+    for name, spec in ALL_OPTIONS.items():
+        if name not in _NO_FLAG:
+            add_option_flag(parser, name, spec)
+    return parser
+
+
+def add_option_flag(parser, name, spec):
+    flags = ['--' + name.replace('_', '-')] + _FLAG_ALIASES.get(name, [])
+    if spec['type'] == 'bool':
+        parser.add_argument(*flags, dest=name, action='store_true', default=None, help=spec['help'])
+        parser.add_argument('--no-' + name.replace('_', '-'), dest=name, action='store_false',
+                            help=argparse.SUPPRESS)
+        return
+    kwargs = {'dest': name, 'default': None, 'help': spec['help']}
+    if spec['type'] == 'list':
+        kwargs.update(action='append', metavar='UUID')
+    elif spec['type'] in ('int', 'float'):
+        kwargs['type'] = int if spec['type'] == 'int' else float
+    if spec.get('choices'):
+        kwargs['choices'] = spec['choices']
+    parser.add_argument(*flags, **kwargs)
+
+
+def read_options_file(path):
+    try:
+        with open(path) as handle:
+            text = handle.read()
+    except (IOError, OSError) as error:
+        raise RecoveryError('cannot read options file %s: %s' % (path, error.strerror))
+    try:
+        import yaml  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        values = _json_options(text, path)
+    else:
+        try:
+            values = yaml.safe_load(text)
+        except yaml.YAMLError:
+            # PyYAML quotes the offending text, which may be the password: say only where.
+            raise RecoveryError('options file %s is not valid YAML' % path)
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise RecoveryError('options file %s must hold a mapping of option names to values' % path)
+    unknown = sorted(str(key) for key in values if key not in ALL_OPTIONS)
+    if unknown:
+        raise RecoveryError('options file %s has unknown option(s): %s' % (path, ', '.join(unknown)))
+    return values
+
+
+def _json_options(text, path):
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise RecoveryError('options file %s is not valid JSON (and PyYAML is not installed '
+                            'to read YAML)' % path)
+
+
+def gather_params(args):
+    params = read_options_file(args.options_file) if args.options_file else {}
+    for name in ALL_OPTIONS:
+        value = getattr(args, name, None)
+        if value is not None:
+            params[name] = value
+    return params
+
+
+def _count(value):
+    return len(value) if isinstance(value, list) else int(value or 0)
+
+
+def summary_lines(result, check_mode):
+    would = 'would be ' if check_mode else ''
+    verb = 'requeued' if 'requeued_jobs' in result else 'failed'
+    counts = result['counts']
+    lines = []
+    if result['threshold']:
+        lines.append('threshold: %s (%s)' % (result['threshold'], result['threshold_source']))
+    else:
+        lines.append('threshold: none (every Running job qualifies)')
+    lines.append('jobs %s%s: %d' % (would, verb, counts['jobs']))
+    lines.append('tokens %srevoked: %d' % (would, counts['revoked_tokens']))
+    lines.append('exempt (started after the threshold): %d' % result['exempt']['count'])
+    if result['no_started_at']:
+        lines.append('Running without started_at: %d (%s)'
+                     % (len(result['no_started_at']), ', '.join(result['no_started_at'][:5])))
+    if counts['skipped']:
+        lines.append('skipped (changed under us): %d' % counts['skipped'])
+    slurm = result.get('slurm') or {}
+    if slurm.get('skipped'):
+        lines.append('slurm: not asked (%s)' % slurm['skipped'])
+    elif slurm:
+        lines.append('slurm jobs %scancelled: %d (squeue %d, scancel %d calls)'
+                     % (would, _count(slurm.get('cancelled')), slurm.get('squeue_calls', 0),
+                        slurm.get('scancel_calls', 0)))
+    lines.append('changed: %s' % ('yes' if result['changed'] else 'no'))
+    return lines
+
+
+def main(argv=None, stdout=None, reporter=None):
+    args = build_parser().parse_args(argv)
+    stdout = stdout or sys.stdout
+    reporter = reporter or Reporter(quiet=args.quiet)
+    try:
+        params = gather_params(args)
+        result = run_fail_jobs(params, check_mode=args.check, diff=args.diff,
+                               keep_uuids=args.json, progress=reporter.progress)
+    except RecoveryError as error:
+        reporter.say('error', str(error))
+        return 1
+    for warning in result.get('warnings', []):
+        reporter.say('warning', warning)
+    if args.json:
+        json.dump(result, stdout, indent=2, sort_keys=True)
+        stdout.write('\n')
+    else:
+        stdout.write(''.join(line + '\n' for line in summary_lines(result, args.check)))
+        if args.diff and result.get('diff'):
+            stdout.write(result['diff']['after'])
+    return 0
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())

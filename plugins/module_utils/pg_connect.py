@@ -1,0 +1,91 @@
+# -*- coding: utf-8 -*-
+# Copyright: Contributors to the arvados_ops.recovery collection
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Opening the Arvados database with psycopg 3, patiently enough for a boot.
+
+At boot the recovery unit may start while PostgreSQL is still coming up, so a refused or
+timed-out connection is tried again until `wait` seconds have passed. A wrong password or
+a missing database will not fix itself: those fail at once.
+"""
+
+from __future__ import annotations
+
+import time
+
+from .errors import RecoveryError
+
+# SQLSTATE classes that say "the server answered and refused": retrying cannot help.
+# (28: authorization, 3D: no such database). Failures before the server answers carry no
+# SQLSTATE, so the wording of libpq's messages for the same cases is checked too.
+_PERMANENT_SQLSTATE_CLASSES = ('28', '3D')
+_PERMANENT_MESSAGES = (
+    'password authentication failed',
+    'no password supplied',
+    'does not exist',
+    'no pg_hba.conf entry',
+)
+
+
+class DatabaseUnavailable(RecoveryError):
+    """The database could not be reached or refused the connection."""
+
+
+def import_psycopg():
+    """psycopg, or a RecoveryError saying how to install it."""
+    try:
+        import psycopg  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        raise RecoveryError(
+            'the Python package psycopg (version 3) is needed to reach PostgreSQL: '
+            'install python3-psycopg (Debian/Ubuntu) or "pip install psycopg[binary]"')
+    return psycopg
+
+
+def is_permanent(error):
+    """True when a connection error will be the same on the next try."""
+    sqlstate = getattr(error, 'sqlstate', None) or ''
+    if sqlstate[:2] in _PERMANENT_SQLSTATE_CLASSES:
+        return True
+    text = str(error)
+    return any(marker in text for marker in _PERMANENT_MESSAGES)
+
+
+def redact(text, secret):
+    """`text` with every occurrence of `secret` masked."""
+    if secret:
+        text = text.replace(secret, '********')
+    return text
+
+
+def describe_target(kwargs):
+    host = kwargs.get('host') or 'the local socket'
+    port = kwargs.get('port')
+    where = '%s:%s' % (host, port) if port else host
+    return 'database %r as %r on %s' % (kwargs.get('dbname'), kwargs.get('user'), where)
+
+
+def connect(conn_kwargs, wait=0.0, psycopg=None, sleep=time.sleep, clock=time.monotonic):
+    """An open connection (autocommit off), trying again for `wait` seconds.
+
+    `conn_kwargs` are psycopg.connect keyword arguments (`host`, `port`, `dbname`, `user`,
+    `password`, `sslmode`, `connect_timeout`, `application_name`). Every message this
+    raises has the password masked.
+    """
+    psycopg = psycopg or import_psycopg()
+    password = conn_kwargs.get('password')
+    deadline = clock() + max(0.0, wait)
+    delay = 0.5
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            return psycopg.connect(**conn_kwargs)
+        except psycopg.OperationalError as error:
+            reason = redact(' '.join(str(error).split()), password)
+            if is_permanent(error) or clock() + delay > deadline:
+                raise DatabaseUnavailable(
+                    'cannot connect to the %s after %d attempt(s): %s'
+                    % (describe_target(conn_kwargs), attempts, reason))
+        sleep(delay)
+        delay = min(delay * 2, 5.0)

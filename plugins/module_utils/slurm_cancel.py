@@ -1,0 +1,512 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to arvados_ops.recovery
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Make Slurm jobs absent with the least load on slurmctld.
+
+Entry point: ``cancel_jobs(CancelRequest(...))`` returns a ``CancelResult``.
+Pure Python (3.8+), standard library only; the ``slurm_job_cancel`` module,
+``arvados_fail_jobs`` and the boot-time command share it.
+
+How a call goes:
+
+* One ``squeue`` per round lists every requested name and id. Rounds come
+  0.05 s apart, the gap doubling up to 1 s, back to 0.05 s after each
+  ``scancel`` returns (so a call ends soon after the last job leaves), and
+  a round is also held the moment a job may get its next ``scancel``.
+* A job is ``scancel``ed only when the latest listing shows it queued, that
+  listing began after ``grace_period`` (first ``scancel``) or after
+  ``retry_delay`` / ``error_retry_delay`` from its previous ``scancel``,
+  and it is not ``COMPLETING``. A failed ``scancel`` proves nothing: only
+  the queue decides.
+* ``scancel`` gets job ids, many per call (``--name`` takes a single name),
+  pending ids first; calls holding only running jobs start once every call
+  holding pending ones has returned, so freed CPUs cannot start jobs about
+  to be cancelled. At most ``max_job_ids_per_scancel`` ids per call, which
+  keeps one call well within ``command_timeout`` and confines a failure to
+  its own ids.
+* ``scancel`` starts are spaced by a token bucket of one token refilled at
+  ``max_scancel_per_second``; at most ``max_concurrent_scancel`` are alive
+  at once, and ``squeue`` runs alone, so Slurm sees at most that plus one.
+* With ``signal``, running (and suspended) jobs get the signal once: the job
+  is not expected to leave, so a signal that was delivered is never sent
+  again. ``wait`` then waits for the signalled jobs to leave the queue.
+  Pending jobs cannot take a signal and are reported, not waited for.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Mapping, Optional
+
+from .slurm_cancel_request import DEFAULT_NAME_PATTERN, CancelRequest, CancelRequestError
+from .slurm_queue import (
+    QueueEntry,
+    client_environment,
+    id_keys,
+    parse_squeue,
+    scancel_command,
+    select_requested,
+    squeue_command,
+)
+from .slurm_runner import Clock, CommandNotFoundError, ProcessHandle, Runner, SubprocessRunner, SystemClock
+
+__all__ = [
+    "DEFAULT_NAME_PATTERN",
+    "CancelRequest",
+    "CancelRequestError",
+    "CancelResult",
+    "CommandNotFoundError",
+    "PollSchedule",
+    "TokenBucket",
+    "cancel_jobs",
+]
+
+# How often live scancel processes are checked for having ended (a cheap
+# waitpid); the next look at the queue waits for it.
+SCANCEL_CHECK_INTERVAL = 0.005
+# Never sleep less, so that a rounding error cannot turn the loop into a spin.
+MIN_SLEEP = 0.001
+_EPSILON = 1e-9
+_MAX_JOBS_IN_MESSAGE = 10
+
+
+class PollSchedule:
+    """Gaps between queue listings: short at first, doubling up to a ceiling."""
+
+    def __init__(self, initial: float = 0.05, maximum: float = 1.0) -> None:
+        self.initial = initial
+        self.maximum = maximum
+        self._gap = initial
+
+    def next_gap(self) -> float:
+        gap = self._gap
+        self._gap = min(gap * 2, self.maximum)
+        return gap
+
+    def reset(self) -> None:
+        self._gap = self.initial
+
+
+class TokenBucket:
+    """Starts spaced at least 1/rate apart; no burst beyond ``capacity``."""
+
+    def __init__(self, rate: float, now: float, capacity: float = 1.0) -> None:
+        self.rate = rate
+        self.capacity = capacity
+        self._tokens = capacity
+        self._updated = now
+
+    def _refill(self, now: float) -> None:
+        self._tokens = min(self.capacity, self._tokens + (now - self._updated) * self.rate)
+        self._updated = now
+
+    def take(self, now: float) -> bool:
+        self._refill(now)
+        if self._tokens < 1 - _EPSILON:
+            return False
+        self._tokens -= 1
+        return True
+
+    def next_available(self, now: float) -> float:
+        self._refill(now)
+        return now + max(0.0, (1 - self._tokens) / self.rate)
+
+
+@dataclass
+class CancelResult:
+    changed: bool = False
+    failed: bool = False
+    msg: str = ""
+    cancelled: List[Dict[str, str]] = field(default_factory=list)
+    signalled: List[Dict[str, str]] = field(default_factory=list)
+    already_absent: List[str] = field(default_factory=list)
+    already_absent_job_ids: List[str] = field(default_factory=list)
+    skipped_other_user: List[Dict[str, str]] = field(default_factory=list)
+    skipped_pending: List[Dict[str, str]] = field(default_factory=list)
+    remaining: List[Dict[str, Optional[str]]] = field(default_factory=list)
+    scancel_calls: int = 0
+    squeue_calls: int = 0
+    elapsed: float = 0.0
+    messages: List[str] = field(default_factory=list)
+    slurm_error: str = ""
+    diff_before: str = ""
+    diff_after: str = ""
+
+    def to_dict(self) -> Dict[str, Any]:
+        result = {key: value for key, value in self.__dict__.items() if not key.startswith("diff_")}
+        result["diff"] = {"before": self.diff_before, "after": self.diff_after}
+        return result
+
+
+@dataclass
+class _TrackedJob:
+    first_seen: QueueEntry
+    in_flight: bool = False
+    acted: bool = False
+    # A scancel for this job exited 0 (Slurm took the request).
+    acknowledged: bool = False
+    # Earliest start of a listing that may lead to the job's next scancel.
+    eligible_at: float = 0.0
+    next_log_at: Optional[float] = None
+
+    def action_entry(self) -> Dict[str, str]:
+        entry = self.first_seen
+        return {"name": entry.name, "job_id": entry.job_id, "state_before": entry.state, "user": entry.user}
+
+
+@dataclass
+class _CommandOutcome:
+    program: str
+    returncode: Optional[int]
+    stdout: str
+    stderr: str
+    timed_out: bool
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+    def error_text(self, command_timeout: float) -> str:
+        said = " ".join(self.stderr.split())
+        if self.timed_out:
+            reason = "%s did not finish within %g s and was killed" % (self.program, command_timeout)
+            return "%s: %s" % (reason, said) if said else reason
+        return said or "%s exited with status %s" % (self.program, self.returncode)
+
+
+@dataclass
+class _ScancelCall:
+    handle: ProcessHandle
+    job_ids: List[str]
+    holds_pending: bool
+    kill_at: float
+
+
+def cancel_jobs(
+    request: CancelRequest,
+    runner: Optional[Runner] = None,
+    clock: Optional[Clock] = None,
+    environ: Optional[Mapping[str, str]] = None,
+) -> CancelResult:
+    """Carry out ``request``.
+
+    Raises CommandNotFoundError when squeue or scancel cannot be run; every
+    other failure (Slurm down, jobs left at the deadline) is in the result.
+    """
+    canceller = _Canceller(
+        request,
+        runner or SubprocessRunner(),
+        clock or SystemClock(),
+        os.environ if environ is None else environ,
+    )
+    return canceller.run()
+
+
+class _Canceller:
+    def __init__(self, request: CancelRequest, runner: Runner, clock: Clock, environ: Mapping[str, str]) -> None:
+        self.request = request
+        self.runner = runner
+        self.clock = clock
+        self.env = client_environment(environ)
+        self.started = clock.now()
+        self.deadline = self.started + request.timeout
+        self.grace_end = self.started + request.grace_period
+        self.signal_mode = bool(request.signal)
+        self.jobs: Dict[str, _TrackedJob] = {}
+        self.others: Dict[str, QueueEntry] = {}
+        self.seen_names: set = set()
+        self.seen_job_ids: set = set()
+        self.first_listing: Optional[List[QueueEntry]] = None
+        self.listing: Optional[List[QueueEntry]] = None
+        self.listing_time = 0.0
+        self.live: List[_ScancelCall] = []
+        self.bucket = TokenBucket(request.max_scancel_per_second, self.started)
+        self.polls = PollSchedule()
+        self.next_poll_at = self.started
+        self.next_error_log_at: Dict[str, float] = {}
+        self.result = CancelResult()
+        self.squeue_error = ""
+        self.scancel_error = ""
+
+    # -- the loop ------------------------------------------------------------
+
+    def run(self) -> CancelResult:
+        if not self.request.names and not self.request.job_ids:
+            return self._finish("nothing requested: no Slurm job name or id given")
+        if self.request.check_mode:
+            return self._check()
+        while True:
+            self._reap_scancels()
+            now = self.clock.now()
+            if self._done() or now >= self.deadline:
+                break
+            # No look while scancels run: the call cannot end before they
+            # do, and a look taken after them tells more.
+            if now >= self.next_poll_at and not self.live:
+                self._poll_queue()
+                continue
+            left_waiting = self._start_due_scancels(now)
+            self._sleep_until_next_event(now, left_waiting)
+        self._let_live_scancels_end()
+        return self._finish()
+
+    def _check(self) -> CancelResult:
+        self._list_queue()
+        return self._finish()
+
+    def _done(self) -> bool:
+        return self.listing is not None and not self.live and not self._unfinished()
+
+    def _sleep_until_next_event(self, now: float, left_waiting: bool) -> None:
+        wake = self.deadline
+        if left_waiting:
+            wake = min(wake, self.bucket.next_available(now))
+        if self.live:
+            wake = min(wake, now + SCANCEL_CHECK_INTERVAL, min(call.kill_at for call in self.live))
+        else:
+            wake = min(wake, self.next_poll_at)
+        self.clock.sleep(max(wake - now, MIN_SLEEP))
+
+    def _let_live_scancels_end(self) -> None:
+        while self.live:
+            self._reap_scancels()
+            if self.live:
+                now = self.clock.now()
+                wake = min(now + SCANCEL_CHECK_INTERVAL, min(call.kill_at for call in self.live))
+                self.clock.sleep(max(wake - now, MIN_SLEEP))
+
+    # -- the queue -----------------------------------------------------------
+
+    def _poll_queue(self) -> None:
+        listed = self._list_queue()
+        now = self.clock.now()
+        self.next_poll_at = now + self.polls.next_gap()
+        if listed:
+            upcoming = [
+                self.jobs[entry.job_id].eligible_at
+                for entry in self._actionable()
+                if self.jobs[entry.job_id].eligible_at > now
+            ]
+            self.next_poll_at = min([self.next_poll_at] + upcoming)
+
+    def _list_queue(self) -> bool:
+        request = self.request
+        argv = squeue_command(request.squeue_path, request.names, request.job_ids, request.clusters)
+        began = self.clock.now()
+        outcome = self._run_to_end("squeue", argv)
+        self.result.squeue_calls += 1
+        if not outcome.ok:
+            self.squeue_error = outcome.error_text(request.command_timeout)
+            self._log_error("squeue", "squeue failed: " + self.squeue_error)
+            return False
+        self.squeue_error = ""
+        self._absorb(parse_squeue(outcome.stdout), began)
+        return True
+
+    def _absorb(self, entries: List[QueueEntry], listing_time: float) -> None:
+        requested = select_requested(entries, self.request.names, self.request.job_ids)
+        wanted_ids = set(self.request.job_ids)
+        for entry in requested:
+            self.seen_names.add(entry.name)
+            self.seen_job_ids.update(wanted_ids.intersection(id_keys(entry.job_id)))
+            if not self._is_ours(entry):
+                self.others.setdefault(entry.job_id, entry)
+            elif entry.job_id not in self.jobs:
+                self.jobs[entry.job_id] = _TrackedJob(entry, eligible_at=self.grace_end)
+        if self.first_listing is None:
+            self.first_listing = requested
+        self.listing = requested
+        self.listing_time = listing_time
+        self._log_lingering(listing_time)
+
+    def _is_ours(self, entry: QueueEntry) -> bool:
+        return self.request.user is None or entry.user == self.request.user
+
+    def _ours(self) -> List[QueueEntry]:
+        return [entry for entry in self.listing or () if self._is_ours(entry)]
+
+    def _actionable(self) -> List[QueueEntry]:
+        """Jobs in the latest listing that may still need an scancel."""
+        return [entry for entry in self._ours() if self._needs_action(entry)]
+
+    def _needs_action(self, entry: QueueEntry) -> bool:
+        if entry.is_leaving:
+            return False
+        job = self.jobs[entry.job_id]
+        if self.signal_mode:
+            return not entry.is_pending and not job.acknowledged
+        return self.request.wait or not job.acknowledged
+
+    def _unfinished(self) -> List[QueueEntry]:
+        if not self.request.wait:
+            return self._actionable()
+        return [entry for entry in self._ours() if not self._skipped_pending(entry)]
+
+    def _skipped_pending(self, entry: QueueEntry) -> bool:
+        return self.signal_mode and entry.is_pending and not self.jobs[entry.job_id].acted
+
+    # -- scancel -------------------------------------------------------------
+
+    def _start_due_scancels(self, now: float) -> bool:
+        """Start what the bounds allow; True if due jobs are left waiting for them."""
+        due = [
+            entry
+            for entry in self._actionable()
+            if not self.jobs[entry.job_id].in_flight
+            and self.listing_time >= self.jobs[entry.job_id].eligible_at - _EPSILON
+        ]
+        due.sort(key=lambda entry: not entry.is_pending)
+        cap = self.request.max_job_ids_per_scancel
+        for first in range(0, len(due), cap):
+            batch = due[first:first + cap]
+            holds_pending = batch[0].is_pending
+            if not holds_pending and any(call.holds_pending for call in self.live):
+                return True
+            if len(self.live) >= self.request.max_concurrent_scancel or not self.bucket.take(now):
+                return True
+            self._start_scancel(batch, holds_pending, now)
+        return False
+
+    def _start_scancel(self, batch: List[QueueEntry], holds_pending: bool, now: float) -> None:
+        request = self.request
+        job_ids = [entry.job_id for entry in batch]
+        argv = scancel_command(request.scancel_path, job_ids, request.clusters, request.signal, request.batch)
+        handle = self.runner.start(argv, self.env)
+        self.result.scancel_calls += 1
+        self.live.append(_ScancelCall(handle, job_ids, holds_pending, now + request.command_timeout))
+        for job_id in job_ids:
+            job = self.jobs[job_id]
+            job.in_flight = True
+            job.acted = True
+
+    def _reap_scancels(self) -> None:
+        for call in list(self.live):
+            returncode = call.handle.poll()
+            now = self.clock.now()
+            timed_out = returncode is None
+            if timed_out:
+                if now < call.kill_at:
+                    continue
+                call.handle.kill()
+            self.live.remove(call)
+            stdout, stderr = call.handle.output()
+            self._settle(call, _CommandOutcome("scancel", returncode, stdout, stderr, timed_out), now)
+
+    def _settle(self, call: _ScancelCall, outcome: _CommandOutcome, now: float) -> None:
+        request = self.request
+        delay = request.retry_delay if outcome.ok else request.error_retry_delay
+        for job_id in call.job_ids:
+            job = self.jobs[job_id]
+            job.in_flight = False
+            job.acknowledged = job.acknowledged or outcome.ok
+            job.eligible_at = now + delay
+            if job.next_log_at is None:
+                job.next_log_at = now + request.retry_delay
+        if outcome.ok:
+            self.scancel_error = ""
+        else:
+            self.scancel_error = outcome.error_text(request.command_timeout)
+            self._log_error("scancel", "scancel of %d job(s) failed: %s" % (len(call.job_ids), self.scancel_error))
+        # Pending jobs leave at once and running ones within moments: look soon.
+        self.polls.reset()
+        self.next_poll_at = min(self.next_poll_at, now)
+
+    # -- commands and messages -----------------------------------------------
+
+    def _run_to_end(self, program: str, argv: List[str]) -> _CommandOutcome:
+        handle = self.runner.start(argv, self.env)
+        returncode = handle.wait(self.request.command_timeout)
+        timed_out = returncode is None
+        if timed_out:
+            handle.kill()
+        stdout, stderr = handle.output()
+        return _CommandOutcome(program, returncode, stdout, stderr, timed_out)
+
+    def _log_error(self, key: str, message: str) -> None:
+        now = self.clock.now()
+        if now < self.next_error_log_at.get(key, now):
+            return
+        self.result.messages.append(message)
+        self.next_error_log_at[key] = now + self.request.log_interval
+
+    def _log_lingering(self, listing_time: float) -> None:
+        for entry in self._ours():
+            job = self.jobs[entry.job_id]
+            if job.next_log_at is None or listing_time < job.next_log_at - _EPSILON:
+                continue
+            self.result.messages.append(
+                "Slurm job %s (%s) still in queue, %s, %.1f s into the call"
+                % (entry.job_id, entry.name, entry.state, listing_time - self.started)
+            )
+            job.next_log_at = listing_time + self.request.log_interval
+
+    # -- the result ----------------------------------------------------------
+
+    def _finish(self, note: str = "") -> CancelResult:
+        result = self.result
+        acted = [job.action_entry() for job in self.jobs.values() if job.acted]
+        if self.request.check_mode:
+            acted = [self.jobs[entry.job_id].action_entry() for entry in self._actionable()]
+        if self.signal_mode:
+            result.signalled = acted
+        else:
+            result.cancelled = acted
+        result.changed = bool(acted)
+        listed = self.listing is not None
+        if listed:
+            result.already_absent = [name for name in self.request.names if name not in self.seen_names]
+            result.already_absent_job_ids = [i for i in self.request.job_ids if i not in self.seen_job_ids]
+            result.skipped_pending = [entry.describe() for entry in self._ours() if self._skipped_pending(entry)]
+            result.remaining = [] if self.request.check_mode else [e.describe() for e in self._unfinished()]
+        elif self.request.names or self.request.job_ids:
+            result.remaining = self._unknown_remaining()
+        result.skipped_other_user = [entry.describe() for entry in self.others.values()]
+        result.slurm_error = "; ".join(error for error in (self.squeue_error, self.scancel_error) if error)
+        result.failed = bool(result.remaining)
+        result.msg = note or self._message(listed)
+        result.diff_before = _lines(self.first_listing or ())
+        result.diff_after = _lines(self._queue_after())
+        result.elapsed = round(self.clock.now() - self.started, 3)
+        return result
+
+    def _unknown_remaining(self) -> List[Dict[str, Optional[str]]]:
+        by_name = [{"name": name, "job_id": None, "state": "UNKNOWN", "user": None} for name in self.request.names]
+        by_id = [{"name": None, "job_id": i, "state": "UNKNOWN", "user": None} for i in self.request.job_ids]
+        return by_name + by_id
+
+    def _queue_after(self) -> Iterable[QueueEntry]:
+        if self.listing is None:
+            return ()
+        if self.request.check_mode and not self.signal_mode:
+            return [entry for entry in self.listing if not self._is_ours(entry)]
+        if not self.request.wait and not self.signal_mode:
+            return [entry for entry in self.listing if entry.job_id not in self.jobs or not self.jobs[entry.job_id].acknowledged]
+        return self.listing
+
+    def _message(self, listed: bool) -> str:
+        result = self.result
+        if not listed:
+            return "could not list Slurm's queue within %g s: %s" % (self.request.timeout, result.slurm_error)
+        verb = "signalled" if self.signal_mode else "cancelled"
+        if self.request.check_mode:
+            verb = "would have " + verb
+        acted = len(result.signalled or result.cancelled)
+        done = "%s %d Slurm job(s)" % (verb, acted) if acted else "no Slurm job needed an scancel"
+        if not result.remaining:
+            return done
+        shown = ", ".join(
+            "%s (%s, %s)" % (job["job_id"], job["name"], job["state"]) for job in result.remaining[:_MAX_JOBS_IN_MESSAGE]
+        )
+        more = len(result.remaining) - _MAX_JOBS_IN_MESSAGE
+        if more > 0:
+            shown += " and %d more" % more
+        message = "%s; %d still queued after %g s: %s" % (done, len(result.remaining), self.request.timeout, shown)
+        if result.slurm_error:
+            message += "; Slurm said: " + result.slurm_error
+        return message
+
+
+def _lines(entries: Iterable[QueueEntry]) -> str:
+    return "".join(entry.as_line() + "\n" for entry in entries)

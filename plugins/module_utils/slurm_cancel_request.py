@@ -1,0 +1,182 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to arvados_ops.recovery
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What to cancel and how: the options of the Slurm cancel engine, checked.
+
+A ``CancelRequest`` cannot exist with a bad value in it, so the module, the
+``arvados_fail_jobs`` module and the boot-time command all get the same
+checks, and no command runs before they pass. Pure Python (3.8+).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Any, Iterable, Optional, Tuple
+
+from .errors import ConfigError
+
+# Any Arvados object UUID; callers narrow it to one kind, e.g.
+# ^[0-9a-z]{5}-8i9sb-[0-9a-z]{15}$ for crunch v1 jobs or -dz642- for containers.
+DEFAULT_NAME_PATTERN = r"^[0-9a-z]{5}-[0-9a-z]{5}-[0-9a-z]{15}$"
+
+_JOB_ID = re.compile(r"[0-9]+(?:_[0-9]+)?", re.ASCII)
+# Slurm accepts a signal by name, with or without SIG, or by number (RTMIN+3 too).
+_SIGNAL = re.compile(r"[0-9]{1,2}|(?:SIG)?[A-Z][A-Z0-9]*(?:[+-][0-9]+)?", re.ASCII)
+_CLUSTERS = re.compile(r"[A-Za-z0-9_.-]+(?:,[A-Za-z0-9_.-]+)*", re.ASCII)
+
+
+class CancelRequestError(ConfigError):
+    """An option of a cancel request is invalid; the message names the bad value."""
+
+
+@dataclass(frozen=True)
+class CancelRequest:
+    """Make the Slurm jobs with these names or ids absent.
+
+    Durations are seconds. ``timeout`` bounds the whole call; each squeue or
+    scancel is also killed after ``command_timeout`` (set it to Slurm's
+    MessageTimeout), so a call never lasts longer than their sum.
+    """
+
+    names: Tuple[str, ...] = ()
+    job_ids: Tuple[str, ...] = ()
+    user: Optional[str] = None
+    wait: bool = True
+    grace_period: float = 0.0
+    retry_delay: float = 2.0
+    error_retry_delay: float = 10.0
+    timeout: float = 120.0
+    max_scancel_per_second: float = 10.0
+    max_concurrent_scancel: int = 3
+    max_job_ids_per_scancel: int = 500
+    log_interval: float = 30.0
+    signal: Optional[str] = None
+    batch: bool = False
+    clusters: Optional[str] = None
+    name_pattern: str = DEFAULT_NAME_PATTERN
+    squeue_path: str = "squeue"
+    scancel_path: str = "scancel"
+    command_timeout: float = 10.0
+    check_mode: bool = False
+
+    def __post_init__(self) -> None:
+        pattern = _compiled_pattern(self.name_pattern)
+        self._set("names", _unique(_checked_name(name, pattern) for name in _sequence("names", self.names)))
+        self._set("job_ids", _unique(_checked_job_id(job_id) for job_id in _sequence("job_ids", self.job_ids)))
+        self._set("user", _optional_word("user", self.user))
+        self._set("signal", _optional_match("signal", self.signal, _SIGNAL))
+        self._set("clusters", _optional_match("clusters", self.clusters, _CLUSTERS))
+        for flag in ("wait", "batch", "check_mode"):
+            _require_bool(flag, getattr(self, flag))
+        if self.batch and not self.signal:
+            raise CancelRequestError("batch needs signal: scancel --batch alone would kill only the batch shell")
+        for name in ("grace_period", "retry_delay", "error_retry_delay", "log_interval"):
+            self._set(name, _seconds(name, getattr(self, name), minimum=0.0))
+        for name in ("timeout", "max_scancel_per_second", "command_timeout"):
+            self._set(name, _seconds(name, getattr(self, name), minimum=0.0, strictly_above=True))
+        for name in ("max_concurrent_scancel", "max_job_ids_per_scancel"):
+            _require_positive_int(name, getattr(self, name))
+        for name in ("squeue_path", "scancel_path"):
+            _require_path(name, getattr(self, name))
+
+    def _set(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+
+
+def _compiled_pattern(pattern: Any):
+    if not isinstance(pattern, str) or not pattern:
+        raise CancelRequestError("name_pattern must be a non-empty regular expression, got %r" % (pattern,))
+    try:
+        return re.compile(pattern)
+    except re.error as error:
+        raise CancelRequestError("name_pattern %r is not a valid regular expression: %s" % (pattern, error)) from error
+
+
+def _sequence(option: str, values: Any) -> Iterable[Any]:
+    if values is None:
+        return ()
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise CancelRequestError("%s must be a list of strings, got %r" % (option, values))
+    return values
+
+
+def _unique(values: Iterable[str]) -> Tuple[str, ...]:
+    return tuple(dict.fromkeys(values))
+
+
+def _has_forbidden_character(text: str) -> bool:
+    # Commas would split squeue's --name list; whitespace and control
+    # characters have no place in a job name and hide in logs.
+    return any(
+        char == "," or char.isspace() or unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp")
+        for char in text
+    )
+
+
+def _checked_name(name: Any, pattern) -> str:
+    if not isinstance(name, str) or not name:
+        raise CancelRequestError("job name %r is not a non-empty string" % (name,))
+    if _has_forbidden_character(name):
+        raise CancelRequestError("job name %r contains a comma, whitespace or a control character" % (name,))
+    if not pattern.fullmatch(name):
+        raise CancelRequestError("job name %r does not match name_pattern %r" % (name, pattern.pattern))
+    return name
+
+
+def _checked_job_id(job_id: Any) -> str:
+    if isinstance(job_id, int) and not isinstance(job_id, bool):
+        job_id = str(job_id)
+    if not isinstance(job_id, str) or not _JOB_ID.fullmatch(job_id):
+        raise CancelRequestError("job id %r is not digits with an optional _N array index" % (job_id,))
+    return job_id
+
+
+def _optional_word(option: str, value: Any) -> Optional[str]:
+    if value is None:
+        return None
+    _require_word(option, value)
+    return value
+
+
+def _require_word(option: str, value: Any) -> None:
+    if not isinstance(value, str) or not value or _has_forbidden_character(value):
+        raise CancelRequestError(
+            "%s %r must be a non-empty string without commas, whitespace or control characters" % (option, value)
+        )
+
+
+def _require_path(option: str, value: Any) -> None:
+    if not isinstance(value, str) or not value or any(unicodedata.category(char) == "Cc" for char in value):
+        raise CancelRequestError("%s %r must be a non-empty path without control characters" % (option, value))
+
+
+def _optional_match(option: str, value: Any, pattern) -> Optional[str]:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        raise CancelRequestError("%s %r is not valid (expected %s)" % (option, value, pattern.pattern))
+    return value
+
+
+def _require_bool(option: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise CancelRequestError("%s must be true or false, got %r" % (option, value))
+
+
+def _seconds(option: str, value: Any, minimum: float, strictly_above: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise CancelRequestError("%s must be a finite number, got %r" % (option, value))
+    too_small = value <= minimum if strictly_above else value < minimum
+    if too_small:
+        relation = "above" if strictly_above else "at least"
+        raise CancelRequestError("%s must be %s %g, got %r" % (option, relation, minimum, value))
+    return float(value)
+
+
+def _require_positive_int(option: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise CancelRequestError("%s must be a whole number of at least 1, got %r" % (option, value))

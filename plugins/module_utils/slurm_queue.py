@@ -1,0 +1,147 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to arvados_ops.recovery
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Reading Slurm's queue and building squeue/scancel command lines.
+
+Pure Python (3.8+), standard library only.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+
+# Fields are separated by "|", which Slurm job ids, states and user names
+# never contain; the job name comes last so that a name holding "|" (someone
+# else's job) still parses.
+FIELD_SEPARATOR = "|"
+SQUEUE_FORMAT = FIELD_SEPARATOR.join(("%i", "%T", "%u", "%j"))
+
+# A longer --name argument risks the kernel's per-argument limit (128 KiB);
+# beyond it the whole queue is listed and filtered here instead.
+MAX_NAME_FILTER_CHARS = 64 * 1024
+
+PENDING_STATES = frozenset(
+    ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SPECIAL_EXIT")
+)
+# The job has ended and Slurm is cleaning up: another scancel does nothing.
+LEAVING_STATES = frozenset(("COMPLETING", "STAGE_OUT"))
+# Only shown by squeue when asked for; such a job is no longer queued.
+FINISHED_STATES = frozenset(
+    (
+        "BOOT_FAIL",
+        "CANCELLED",
+        "COMPLETED",
+        "DEADLINE",
+        "FAILED",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+        "PREEMPTED",
+        "REVOKED",
+        "TIMEOUT",
+    )
+)
+
+# Variables that silently change what squeue lists or what scancel does
+# (SQUEUE_NAMES, SCANCEL_STATE, SCANCEL_INTERACTIVE, ...).
+_CLIENT_ENV_PREFIXES = ("SQUEUE_", "SCANCEL_")
+
+
+class QueueEntry(NamedTuple):
+    job_id: str
+    state: str
+    user: str
+    name: str
+
+    @property
+    def is_pending(self) -> bool:
+        return self.state in PENDING_STATES
+
+    @property
+    def is_leaving(self) -> bool:
+        return self.state in LEAVING_STATES
+
+    @property
+    def is_queued(self) -> bool:
+        return self.state not in FINISHED_STATES
+
+    def as_line(self) -> str:
+        return "%s %s %s %s" % (self.job_id, self.name, self.state, self.user)
+
+    def describe(self) -> Dict[str, str]:
+        return {"name": self.name, "job_id": self.job_id, "state": self.state, "user": self.user}
+
+
+def client_environment(base: Mapping[str, str]) -> Dict[str, str]:
+    env = {key: value for key, value in base.items() if not key.startswith(_CLIENT_ENV_PREFIXES)}
+    env["LC_ALL"] = "C"
+    return env
+
+
+def squeue_command(
+    squeue: str, names: Sequence[str], job_ids: Sequence[str], clusters: Optional[str]
+) -> List[str]:
+    """One squeue listing that covers every requested name and id.
+
+    squeue ANDs --name with --jobs, and a single unknown --jobs id makes it
+    exit 1 like an unreachable controller; so ids are never passed and,
+    when ids are requested, the whole queue is listed and filtered here.
+    """
+    argv = [squeue, "--noheader", "--all", "--array", "--format=" + SQUEUE_FORMAT]
+    if clusters:
+        argv.append("--clusters=" + clusters)
+    name_filter = ",".join(names)
+    if names and not job_ids and len(name_filter) <= MAX_NAME_FILTER_CHARS:
+        argv.append("--name=" + name_filter)
+    return argv
+
+
+def scancel_command(
+    scancel: str,
+    job_ids: Sequence[str],
+    clusters: Optional[str],
+    signal: Optional[str],
+    batch: bool,
+) -> List[str]:
+    argv = [scancel]
+    if clusters:
+        argv.append("--clusters=" + clusters)
+    if signal:
+        argv.append("--signal=" + signal)
+    if batch:
+        argv.append("--batch")
+    argv.extend(job_ids)
+    return argv
+
+
+def parse_squeue(stdout: str) -> List[QueueEntry]:
+    entries = []
+    # Split on "\n" only: str.splitlines() also splits on characters that may
+    # appear inside other users' job names.
+    for line in stdout.split("\n"):
+        fields = line.rstrip("\r").split(FIELD_SEPARATOR, 3)
+        # With --clusters squeue adds "CLUSTER: name" lines; they have no separator.
+        if len(fields) != 4 or not fields[0].strip():
+            continue
+        job_id, state, user, name = fields
+        entries.append(QueueEntry(job_id.strip(), state.strip(), user.strip(), name))
+    return entries
+
+
+def id_keys(listed: str) -> Tuple[str, ...]:
+    """The requested ids that cover a listed job: its own, and for an array task its array's."""
+    array_job_id, separator, _task = listed.partition("_")
+    return (listed, array_job_id) if separator else (listed,)
+
+
+def select_requested(
+    entries: Iterable[QueueEntry], names: Iterable[str], job_ids: Iterable[str]
+) -> List[QueueEntry]:
+    wanted_names = set(names)
+    wanted_ids = set(job_ids)
+    return [
+        entry
+        for entry in entries
+        if entry.is_queued
+        and (entry.name in wanted_names or not wanted_ids.isdisjoint(id_keys(entry.job_id)))
+    ]

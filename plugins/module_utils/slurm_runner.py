@@ -1,0 +1,135 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to arvados_ops.recovery
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""How the Slurm engine starts commands and tells time.
+
+The engine only talks to the two small interfaces below, so that tests can
+replace them with a fake clock and scripted commands and never really wait.
+Pure Python (3.8+), standard library only.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+import time
+from typing import Mapping, Optional, Protocol, Sequence, Tuple
+
+from .errors import RecoveryError
+
+
+class CommandNotFoundError(RecoveryError):
+    """A Slurm client program is missing or cannot be executed."""
+
+
+class ProcessHandle(Protocol):
+    """A started command."""
+
+    def poll(self) -> Optional[int]:
+        """The exit code if the command has ended, else None."""
+
+    def wait(self, timeout: float) -> Optional[int]:
+        """Wait at most ``timeout`` seconds; the exit code, or None if still running."""
+
+    def kill(self) -> None:
+        """Kill the command and reap it."""
+
+    def output(self) -> Tuple[str, str]:
+        """Standard output and error, once the command has ended."""
+
+
+class Runner(Protocol):
+    def start(self, argv: Sequence[str], env: Mapping[str, str]) -> ProcessHandle:
+        """Start ``argv`` (no shell) with exactly ``env``; CommandNotFoundError if argv[0] cannot run."""
+
+
+class Clock(Protocol):
+    def now(self) -> float:
+        """Seconds on a monotonic scale."""
+
+    def sleep(self, seconds: float) -> None:
+        """Pause for ``seconds``."""
+
+
+_FIRST_WAIT_PAUSE = 0.001
+_LONGEST_WAIT_PAUSE = 0.01
+
+
+class SystemClock:
+    def now(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            time.sleep(seconds)
+
+
+class _PopenHandle:
+    # Output goes to temporary files, not pipes: an scancel given hundreds of
+    # ids can print more errors than a pipe holds, and would then block
+    # forever while we only poll it.
+    def __init__(self, process: subprocess.Popen, stdout_file, stderr_file) -> None:
+        self._process = process
+        self._stdout_file = stdout_file
+        self._stderr_file = stderr_file
+
+    def poll(self) -> Optional[int]:
+        return self._process.poll()
+
+    def wait(self, timeout: float) -> Optional[int]:
+        # Popen.wait(timeout) polls with sleeps growing to 50 ms, which can
+        # double the time of a 10 ms squeue; this polls at most 10 ms apart.
+        deadline = time.monotonic() + max(timeout, 0.0)
+        pause = _FIRST_WAIT_PAUSE
+        while True:
+            returncode = self._process.poll()
+            if returncode is not None:
+                return returncode
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, _LONGEST_WAIT_PAUSE)
+
+    def kill(self) -> None:
+        if self._process.poll() is None:
+            self._process.kill()
+        self._process.wait()
+
+    def output(self) -> Tuple[str, str]:
+        return _read_and_close(self._stdout_file), _read_and_close(self._stderr_file)
+
+
+def _read_and_close(file) -> str:
+    if file.closed:
+        return ""
+    file.seek(0)
+    # Job names are arbitrary bytes to Slurm; one odd name must not break the listing.
+    text = file.read().decode("utf-8", errors="replace")
+    file.close()
+    return text
+
+
+class SubprocessRunner:
+    def start(self, argv: Sequence[str], env: Mapping[str, str]) -> ProcessHandle:
+        stdout_file = tempfile.TemporaryFile()
+        stderr_file = tempfile.TemporaryFile()
+        try:
+            # stdin is /dev/null rather than a closed descriptor: a closed fd 0
+            # would be reused by the child's next open() and read as its input.
+            process = subprocess.Popen(
+                list(argv),
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=stdout_file,
+                stderr=stderr_file,
+                close_fds=True,
+            )
+        except OSError as error:
+            stdout_file.close()
+            stderr_file.close()
+            raise CommandNotFoundError(
+                "cannot run %s: %s" % (argv[0], error.strerror or error)
+            ) from error
+        return _PopenHandle(process, stdout_file, stderr_file)

@@ -1,0 +1,344 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: Contributors to the arvados_ops.recovery collection
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: arvados_fail_jobs
+short_description: Fail or requeue the Arvados jobs a reboot left Running, in PostgreSQL
+version_added: 0.1.0
+description:
+  - When an Arvados API server crashes or reboots while crunch v1 jobs run, the database
+    still says C(Running) but nothing watches them; Slurm may still hold jobs named after
+    them, and each job's API token stays valid for ever. This module puts that right
+    directly in Arvados' PostgreSQL database, so it works before the API server is up.
+  - Jobs in state C(Running) qualify; with O(before), only those started before it. A
+    C(Running) job without C(started_at) is an inconsistent row. Without O(before) it
+    qualifies like the others; with O(before) nothing shows it started before the threshold,
+    so it is left alone. Either way it is listed in RV(no_started_at).
+  - For each batch of O(batch_size) jobs, the Slurm jobs named after their UUIDs are made
+    absent first (see O(cancel_slurm_jobs)); then one transaction locks the rows,
+    re-checks that each job is still C(Running) and qualifies (others are listed in
+    RV(skipped)), expires the jobs' API tokens, marks the jobs C(Failed) (or, with
+    O(retry), puts them back in the queue scrubbed and deletes their tasks), writes one
+    C(logs) row per job and notifies C(logs) listeners (the websocket server).
+  - Killing the process at any instant leaves each job either untouched or completely done
+    (state, log row, tasks and tokens together); a rerun finishes the rest. A rerun after a
+    complete run changes nothing and reports C(changed=false).
+  - A PostgreSQL advisory lock keeps two runs (the boot unit and a playbook) from working at
+    once; the second waits O(lock_wait) seconds, then fails.
+  - A job's token is found as the dispatcher made it, since no column links the two; a
+    token qualifies when it has C(api_client_id=0), has not expired, belongs to the user in
+    the job's C(is_locked_by_uuid), was created between the job's creation and its start,
+    and is not a container's token (C(containers.auth_uuid)). A job without C(started_at) has
+    no such window, so no token is revoked for it. Token secrets are never read into the
+    result, only token UUIDs.
+  - The same cleanup is available without Ansible as the C(arvados-fail-jobs) command
+    (see the C(boot_recovery) role), with the same options as flags.
+author:
+  - Arvados Ops recovery maintainers (@arvados-ops)
+extends_documentation_fragment:
+  - arvados_ops.recovery.arvados_db
+attributes:
+  check_mode:
+    support: full
+    description: Reads the same rows and the Slurm queue, reports exactly the jobs, tokens
+      and Slurm jobs a real run would touch, and writes nothing.
+  diff_mode:
+    support: full
+    description: Lists each job with its state before and after.
+  platform:
+    description: Runs where Python reaches the database; Slurm is asked on the same host.
+    support: full
+    platforms: posix
+requirements:
+  - psycopg 3 (C(python3-psycopg) on Debian and Ubuntu) on the host the module runs on
+  - PyYAML when the database settings come from a file
+  - the Slurm client tools on that host, to cancel the jobs' Slurm jobs
+options:
+  before:
+    description:
+      - Only jobs started before this instant qualify; jobs started at or after it are
+        exempt (RV(exempt)).
+      - V(reboot) is this host's boot time (C(btime) in C(/proc/stat)). Otherwise a time as
+        C(@<epoch seconds>) (V(@1448378837)), ISO 8601 with or without zone
+        (V(2015-11-24T10:27:17-05:00), V(2015-11-24 10:27:17)), or what C(date) prints
+        (V(Tue Nov 24 10:27:17 EST 2015)). A time without zone is this host's local time.
+      - Unset, every C(Running) job qualifies.
+    type: str
+  uuids:
+    description:
+      - Only these job UUIDs (C(<prefix>-8i9sb-<15 characters>)), for playbooks that choose
+        the set first. Jobs of the list that are not C(Running) are ignored.
+    type: list
+    elements: str
+  retry:
+    description:
+      - Put the jobs back in the queue instead of failing them. The row is scrubbed
+        (C(state=Queued), C(running=false), C(success), C(started_at), C(finished_at),
+        C(cancelled_at), C(is_locked_by_uuid), C(log) and C(output) emptied,
+        C(tasks_summary) reset) and the job's C(job_tasks) are deleted.
+    type: bool
+    default: false
+  revoke_tokens:
+    description:
+      - Expire the jobs' API tokens (C(expires_at) set to now).
+    type: bool
+    default: true
+  log_message:
+    description:
+      - The text of the C(logs) row written for each job (C(summary) and
+        C(properties.text)).
+      - The default says the job was left C(Running) by a server going down and was marked
+        C(Failed) (or put back in the queue).
+    type: str
+  batch_size:
+    description:
+      - Jobs per transaction, for example V(500).
+    type: int
+    default: 1000
+  lock_wait:
+    description:
+      - Seconds to wait for another run of this cleanup (which holds the advisory lock) to
+        finish before failing.
+    type: float
+    default: 60
+  db_wait:
+    description:
+      - Seconds to keep trying a database that refuses connections or does not answer, as at
+        boot while PostgreSQL starts. A wrong password or a missing database fails at once.
+    type: float
+    default: 30
+  cancel_slurm_jobs:
+    description:
+      - Make the Slurm jobs named after the jobs' UUIDs absent before the database changes,
+        through the engine of M(arvados_ops.recovery.slurm_job_cancel). Only Slurm job names
+        matching the job UUID pattern C(^[0-9a-z]{5}-8i9sb-[0-9a-z]{15}$) are ever considered.
+      - V(auto) does so when C(squeue) is on this host (or O(squeue_path) is set); V(true)
+        always (a missing C(squeue) is then an error); V(false) never.
+    type: raw
+    default: auto
+  slurm_errors:
+    description:
+      - What to do when Slurm cannot be reached or a batch's Slurm jobs do not leave the queue
+        within O(slurm_timeout).
+      - V(fail) fails before that batch changes anything in the database; V(ignore) warns and
+        goes on.
+    type: str
+    choices: [fail, ignore]
+    default: fail
+  slurm_timeout:
+    description:
+      - Seconds one batch may spend making its Slurm jobs absent.
+    type: float
+    default: 120
+  slurm_user:
+    description:
+      - Only Slurm jobs of this user (the dispatcher's) are cancelled, for example V(crunch).
+    type: str
+  slurm_max_scancel_per_second:
+    description:
+      - Rate limit of C(scancel) calls.
+    type: float
+    default: 10
+  slurm_max_concurrent_scancel:
+    description:
+      - How many C(scancel) processes may be alive at once.
+    type: int
+    default: 3
+  squeue_path:
+    description:
+      - The C(squeue) to run, for example V(/usr/bin/squeue). Default, from E(PATH).
+    type: path
+  scancel_path:
+    description:
+      - The C(scancel) to run, for example V(/usr/bin/scancel). Default, from E(PATH).
+    type: path
+notes:
+  - Timestamps in Arvados' database are UTC; RV(threshold) is reported in UTC.
+seealso:
+  - module: arvados_ops.recovery.slurm_job_cancel
+"""
+
+EXAMPLES = r"""
+- name: Fail the jobs the last reboot of this API server left Running
+  arvados_ops.recovery.arvados_fail_jobs:
+    before: reboot
+
+- name: Requeue the jobs started before a given time, keeping their tokens
+  arvados_ops.recovery.arvados_fail_jobs:
+    before: "2015-11-24T10:27:17-05:00"
+    retry: true
+    revoke_tokens: false
+
+- name: Fail exactly the jobs an earlier task chose, with explicit database settings
+  arvados_ops.recovery.arvados_fail_jobs:
+    uuids: "{{ stale_jobs }}"
+    db_host: db.example.org
+    db_name: arvados_production
+    db_user: arvados
+    db_password: "{{ vault_arvados_db_password }}"
+    cancel_slurm_jobs: false
+
+- name: See what a cleanup would do
+  arvados_ops.recovery.arvados_fail_jobs:
+    before: reboot
+  check_mode: true
+  diff: true
+  register: preview
+"""
+
+RETURN = r"""
+threshold:
+  description: The O(before) instant, in UTC, ISO 8601; null without O(before).
+  returned: always
+  type: str
+  sample: "2026-11-30T12:07:56Z"
+threshold_source:
+  description: Where the threshold came from.
+  returned: always
+  type: str
+  sample: "reboot (btime 1796040476 in /proc/stat)"
+failed_jobs:
+  description: UUIDs of the jobs marked C(Failed) (in check mode, that would be).
+  returned: when O(retry=false)
+  type: list
+  elements: str
+  sample: ["zzzzz-8i9sb-rx5jc1btxig25i6"]
+requeued_jobs:
+  description: UUIDs of the jobs put back in the queue (in check mode, that would be).
+  returned: when O(retry=true)
+  type: list
+  elements: str
+  sample: ["zzzzz-8i9sb-rx5jc1btxig25i6"]
+exempt:
+  description: The C(Running) jobs started at or after the threshold, left alone.
+  returned: always
+  type: dict
+  contains:
+    count:
+      description: How many.
+      type: int
+      sample: 1
+    uuids:
+      description: Their UUIDs.
+      type: list
+      elements: str
+      sample: ["zzzzz-8i9sb-l1813b3logug6pr"]
+no_started_at:
+  description: C(Running) jobs without C(started_at); see the description for what is done with them.
+  returned: always
+  type: list
+  elements: str
+  sample: []
+skipped:
+  description: Jobs that qualified when listed but had changed (finished, or restarted after
+    the threshold) when their batch locked them; left alone.
+  returned: always
+  type: list
+  elements: str
+  sample: []
+revoked_tokens:
+  description: UUIDs of the API tokens expired (in check mode, that would be). Never the secrets.
+  returned: always
+  type: list
+  elements: str
+  sample: ["zzzzz-gj3su-0k6v1i2mxn9x3cq"]
+log_uuids:
+  description: UUIDs of the C(logs) rows written, one per job; empty in check mode.
+  returned: always
+  type: list
+  elements: str
+  sample: ["zzzzz-57u5n-6y0f4x4fmaz7w0e"]
+counts:
+  description: How many jobs were done, skipped, tokens revoked and log rows written (in
+    check mode, would be).
+  returned: always
+  type: dict
+  sample: {"jobs": 19, "skipped": 0, "revoked_tokens": 19, "logs": 19}
+slurm:
+  description:
+    - The results of the Slurm cancel engine, summed over the batches (the keys of
+      M(arvados_ops.recovery.slurm_job_cancel)'s result, such as C(cancelled),
+      C(already_absent), C(squeue_calls), C(scancel_calls)).
+    - Only C(skipped) with the reason when Slurm was not asked; empty when no job qualified.
+  returned: always
+  type: dict
+  sample: {"cancelled": [], "already_absent": ["zzzzz-8i9sb-rx5jc1btxig25i6"], "squeue_calls": 1, "scancel_calls": 0}
+batches:
+  description: How many batches had qualifying jobs.
+  returned: always
+  type: int
+  sample: 1
+database:
+  description: Where the connection settings came from (never the password).
+  returned: always
+  type: str
+  sample: "config_file /etc/arvados/config.yml, cluster zzzzz"
+diff:
+  description: Each job with its state before and after.
+  returned: in diff mode
+  type: dict
+  sample: {"before": "zzzzz-8i9sb-rx5jc1btxig25i6: Running\n", "after": "zzzzz-8i9sb-rx5jc1btxig25i6: Failed\n"}
+"""
+
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+try:
+    import psycopg  # noqa: F401  pylint: disable=unused-import
+except ImportError:
+    PSYCOPG_IMPORT_ERROR = traceback.format_exc()
+else:
+    PSYCOPG_IMPORT_ERROR = None
+
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.arvados_db_config import (
+    CONNECTION_MUTUALLY_EXCLUSIVE,
+)
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import RecoveryError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_run import (
+    ALL_OPTIONS,
+    run_fail_jobs,
+)
+
+
+def argument_spec():
+    """The module's options, from the table the command's flags are made of too."""
+    spec = {}
+    for name, option in ALL_OPTIONS.items():
+        entry = {key: value for key, value in option.items() if key != 'help'}
+        if entry.get('default') is None:
+            entry.pop('default', None)
+        spec[name] = entry
+    return spec
+
+
+def run_module(module):
+    if PSYCOPG_IMPORT_ERROR:
+        module.fail_json(msg=missing_required_lib('psycopg (version 3)'),
+                         exception=PSYCOPG_IMPORT_ERROR)
+    try:
+        result = run_fail_jobs(module.params, check_mode=module.check_mode, diff=module._diff)
+    except RecoveryError as error:
+        module.fail_json(msg=str(error))
+    for warning in result.pop('warnings'):
+        module.warn(warning)
+    module.exit_json(**result)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=argument_spec(),
+        mutually_exclusive=CONNECTION_MUTUALLY_EXCLUSIVE,
+        supports_check_mode=True,
+    )
+    run_module(module)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,391 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: contributors to arvados_ops.recovery
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: slurm_job_cancel
+short_description: Make sure no Slurm job with the given names or ids is queued
+version_added: 0.1.0
+description:
+  - Makes the Slurm jobs named after Arvados UUIDs (or given by job id) absent from the queue,
+    with the least load on C(slurmctld), and waits until they have left.
+  - Each polling round runs one C(squeue) for every requested name and id. Jobs still queued are
+    cancelled by job id, many ids per C(scancel), pending jobs before running ones, within a global
+    rate limit and a bound on C(scancel) processes alive at once. Jobs in C(COMPLETING) are waited
+    for, never cancelled again.
+  - The queue is listed again as soon as a C(scancel) returns, then after 0.05 s, the gap
+    doubling up to 1 s while jobs linger, so the task ends soon after the last job leaves.
+  - A failed or timed-out C(scancel) does not mean the job lives; only the queue decides.
+  - Nothing to cancel means C(changed=false) and no C(scancel) at all, so a second run after a
+    successful one is never changed.
+  - When C(slurmctld) or C(munged) does not answer, the module keeps trying within O(timeout),
+    then fails with Slurm's own error text and the jobs still queued in RV(remaining).
+  - Commands run as argument lists, never through a shell, with C(LC_ALL=C); C(SQUEUE_*) and
+    C(SCANCEL_*) environment variables, which would change what the clients list or cancel,
+    are removed.
+author:
+  - Arvados Ops recovery maintainers (@arvados-ops)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: One C(squeue) and no C(scancel); C(changed) is true exactly when a real run would
+      send an C(scancel). O(grace_period) is not waited for.
+  diff_mode:
+    support: full
+    details: The queue lines (C(JOBID NAME STATE USER)) of the requested jobs before and after;
+      in check mode the after side is predicted.
+  platform:
+    support: full
+    platforms: posix
+options:
+  name:
+    description:
+      - Slurm job names to make absent, for example V(zzzzz-dz642-0123456789abcde).
+      - Each must fully match O(name_pattern). Names holding a comma, whitespace or a control
+        character are refused whatever the pattern, before any command runs.
+      - A name that matches no queued job is reported in RV(already_absent).
+    type: list
+    elements: str
+    aliases: [uuid]
+  job_id:
+    description:
+      - Slurm job ids to make absent, instead of or besides O(name), for example V(['4242', '4243_7']).
+      - Digits, optionally followed by V(_N) for one task of an array job; a bare array job id
+        covers all its tasks.
+      - With job ids the whole queue is listed and filtered by the module, because C(squeue)
+        would AND C(--jobs) with C(--name).
+    type: list
+    elements: str
+  user:
+    description:
+      - Only jobs of this Slurm user (as C(squeue) prints it) are cancelled, for example V(crunch).
+      - Jobs of other users with a requested name or id are reported in RV(skipped_other_user),
+        never cancelled and not waited for.
+      - Default is to act on the jobs of every user.
+    type: str
+  wait:
+    description:
+      - Return only once the jobs have left the queue, for example V(false) to return as soon
+        as Slurm has accepted every C(scancel).
+      - With O(signal), wait for the signalled jobs to leave the queue; they are never signalled twice.
+    type: bool
+    default: true
+  grace_period:
+    description:
+      - Seconds to let the jobs leave the queue on their own before the first C(scancel), for
+        example V(5) right after a container has finished. The queue is watched meanwhile and
+        jobs that leave cost no C(scancel).
+    type: float
+    default: 0
+  retry_delay:
+    description:
+      - Seconds between an C(scancel) and the next one for a job still queued, for example V(2).
+        The queue is listed again after the delay, before any new C(scancel).
+    type: float
+    default: 2
+  error_retry_delay:
+    description:
+      - Like O(retry_delay), after an C(scancel) that failed or timed out, for example V(10).
+    type: float
+    default: 10
+  timeout:
+    description:
+      - Deadline in seconds for the whole task, for example V(300). The task never lasts longer
+        than O(timeout) plus O(command_timeout).
+      - Jobs still queued at the deadline are returned in RV(remaining) and the task fails.
+    type: float
+    default: 120
+  command_timeout:
+    description:
+      - Seconds after which one C(squeue) or C(scancel) is killed, for example V(20). Set it to
+        Slurm's C(MessageTimeout), after which the clients give up on their own.
+    type: float
+    default: 10
+  max_scancel_per_second:
+    description:
+      - Global rate limit on starting C(scancel) processes, for example V(2). Starts are spaced at
+        least 1/O(max_scancel_per_second) seconds apart.
+    type: float
+    default: 10
+  max_concurrent_scancel:
+    description:
+      - At most this many C(scancel) processes are alive at once, for example V(1). C(squeue)
+        never runs beside them, so Slurm sees at most this many client processes of this task.
+    type: int
+    default: 3
+  max_job_ids_per_scancel:
+    description:
+      - Job ids given to one C(scancel), for example V(100). Keeps each call well within
+        O(command_timeout) and a failure confined to its own ids.
+    type: int
+    default: 500
+  log_interval:
+    description:
+      - At most one "still in queue" warning per job per this many seconds, for example V(60).
+        The first comes O(retry_delay) after the job's first C(scancel). Repeated C(squeue) or
+        C(scancel) failures are limited the same way.
+    type: float
+    default: 30
+  signal:
+    description:
+      - Send this signal instead of cancelling, for example V(TERM), V(SIGUSR1) or V(15).
+      - Only running (and suspended) jobs are signalled, each once; a failed delivery is retried
+        after O(error_retry_delay). Pending jobs cannot take a signal; they are reported in
+        RV(skipped_pending), and signalled if they start while the task waits. The jobs are not
+        expected to leave the queue, see O(wait).
+    type: str
+  batch:
+    description:
+      - With O(signal), signal only the batch shell and its children (C(scancel --batch)), not the
+        job's other steps, for example V(true) to let C(crunch-run) clean up as the dispatcher does.
+    type: bool
+    default: false
+  clusters:
+    description:
+      - Slurm clusters to act on (C(--clusters), that is C(-M)), for example V(east) or V(east,west).
+    type: str
+  name_pattern:
+    description:
+      - Regular expression every O(name) must match in full, for example V(^[0-9a-z]{5}-dz642-[0-9a-z]{15}$)
+        for containers only or V(^[0-9a-z]{5}-8i9sb-[0-9a-z]{15}$) for crunch v1 jobs.
+      - The default accepts any Arvados UUID.
+    type: str
+    default: ^[0-9a-z]{5}-[0-9a-z]{5}-[0-9a-z]{15}$
+  squeue_path:
+    description:
+      - Path of C(squeue), for example V(/opt/slurm/bin/squeue). Default is C(squeue) found on the
+        remote C(PATH); the task fails at once if there is none.
+    type: path
+  scancel_path:
+    description:
+      - Path of C(scancel), for example V(/opt/slurm/bin/scancel). Default is C(scancel) found on
+        the remote C(PATH).
+    type: path
+notes:
+  - C(scancel) is given job ids, never C(--name), which takes a single name and cancels every job
+    of that name whoever owns it.
+  - Point the Slurm clients at the cluster with C(SLURM_CONF) in the task's C(environment) if
+    C(/etc/slurm/slurm.conf) is not the right file.
+seealso:
+  - name: scancel manual
+    description: Options of Slurm's scancel.
+    link: https://slurm.schedmd.com/scancel.html
+"""
+
+EXAMPLES = r"""
+- name: Make sure the Slurm jobs of these containers are gone
+  arvados_ops.recovery.slurm_job_cancel:
+    name:
+      - zzzzz-dz642-0123456789abcde
+      - zzzzz-dz642-0123456789abcdf
+    user: crunch
+
+- name: Let just-finished containers leave on their own for 5 s first
+  arvados_ops.recovery.slurm_job_cancel:
+    uuid: "{{ finished_container_uuids }}"
+    name_pattern: ^[0-9a-z]{5}-dz642-[0-9a-z]{15}$
+    grace_period: 5
+    timeout: 300
+
+- name: Ask crunch-run to stop, as the dispatcher does, without waiting
+  arvados_ops.recovery.slurm_job_cancel:
+    name: zzzzz-dz642-0123456789abcde
+    signal: TERM
+    batch: true
+    wait: false
+
+- name: Cancel by job id on one cluster, gently
+  arvados_ops.recovery.slurm_job_cancel:
+    job_id: ["4242", "4243_7"]
+    clusters: east
+    max_scancel_per_second: 1
+    max_concurrent_scancel: 1
+  environment:
+    SLURM_CONF: /etc/slurm/east.conf
+"""
+
+RETURN = r"""
+cancelled:
+  description:
+    - Jobs an C(scancel) was sent to (in check mode, would be sent to), with their state when first seen.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"name": "zzzzz-dz642-0123456789abcde", "job_id": "4242", "state_before": "RUNNING", "user": "crunch"}]
+signalled:
+  description: With O(signal), the jobs the signal was sent to (in check mode, would be sent to); same keys as RV(cancelled).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"name": "zzzzz-dz642-0123456789abcde", "job_id": "4242", "state_before": "RUNNING", "user": "crunch"}]
+already_absent:
+  description: Requested names never seen in the queue.
+  returned: always
+  type: list
+  elements: str
+  sample: ["zzzzz-dz642-0123456789abcdf"]
+already_absent_job_ids:
+  description: Requested job ids never seen in the queue.
+  returned: always
+  type: list
+  elements: str
+  sample: ["4243_7"]
+skipped_other_user:
+  description: Queued jobs with a requested name or id that belong to another user than O(user); left alone.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"name": "zzzzz-dz642-0123456789abcde", "job_id": "4250", "state": "PENDING", "user": "alice"}]
+skipped_pending:
+  description: With O(signal), pending jobs that could not take the signal.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"name": "zzzzz-dz642-0123456789abcde", "job_id": "4251", "state": "PENDING", "user": "crunch"}]
+remaining:
+  description:
+    - Jobs still queued when the task gave up. V(job_id) is null and V(state) is V(UNKNOWN) when the
+      queue could never be listed.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"name": "zzzzz-dz642-0123456789abcde", "job_id": "4242", "state": "COMPLETING", "user": "crunch"}]
+scancel_calls:
+  description: Number of C(scancel) processes started.
+  returned: always
+  type: int
+  sample: 1
+squeue_calls:
+  description: Number of C(squeue) processes started.
+  returned: always
+  type: int
+  sample: 3
+elapsed:
+  description: Seconds the task took.
+  returned: always
+  type: float
+  sample: 0.162
+messages:
+  description: The "still in queue" and Slurm error messages, also shown as warnings.
+  returned: always
+  type: list
+  elements: str
+  sample: ["Slurm job 4242 (zzzzz-dz642-0123456789abcde) still in queue, COMPLETING, 2.1 s into the call"]
+slurm_error:
+  description: The last error text of C(squeue) or C(scancel) that was not followed by a success; empty if none.
+  returned: always
+  type: str
+  sample: "squeue: error: Unable to contact slurm controller (connect failure)"
+"""
+
+import os
+from dataclasses import replace
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_cancel import (
+    DEFAULT_NAME_PATTERN,
+    CancelRequest,
+    CancelRequestError,
+    CommandNotFoundError,
+    cancel_jobs,
+)
+
+ARGUMENT_SPEC = dict(
+    name=dict(type="list", elements="str", aliases=["uuid"]),
+    job_id=dict(type="list", elements="str"),
+    user=dict(type="str"),
+    wait=dict(type="bool", default=True),
+    grace_period=dict(type="float", default=0.0),
+    retry_delay=dict(type="float", default=2.0),
+    error_retry_delay=dict(type="float", default=10.0),
+    timeout=dict(type="float", default=120.0),
+    command_timeout=dict(type="float", default=10.0),
+    max_scancel_per_second=dict(type="float", default=10.0),
+    max_concurrent_scancel=dict(type="int", default=3),
+    max_job_ids_per_scancel=dict(type="int", default=500),
+    log_interval=dict(type="float", default=30.0),
+    signal=dict(type="str"),
+    batch=dict(type="bool", default=False),
+    clusters=dict(type="str"),
+    name_pattern=dict(type="str", default=DEFAULT_NAME_PATTERN),
+    squeue_path=dict(type="path"),
+    scancel_path=dict(type="path"),
+)
+
+# Options passed to the engine under the same name.
+_SAME_NAME_OPTIONS = (
+    "user",
+    "wait",
+    "grace_period",
+    "retry_delay",
+    "error_retry_delay",
+    "timeout",
+    "command_timeout",
+    "max_scancel_per_second",
+    "max_concurrent_scancel",
+    "max_job_ids_per_scancel",
+    "log_interval",
+    "signal",
+    "batch",
+    "clusters",
+    "name_pattern",
+)
+
+
+def build_request(params, check_mode):
+    options = {option: params[option] for option in _SAME_NAME_OPTIONS}
+    return CancelRequest(names=params["name"] or (), job_ids=params["job_id"] or (), check_mode=check_mode, **options)
+
+
+def client_path(module, option, program):
+    return module.params[option] or module.get_bin_path(program, required=True)
+
+
+def run_module(module):
+    try:
+        # Options are checked before the clients are even looked for.
+        request = build_request(module.params, module.check_mode)
+        request = replace(
+            request,
+            squeue_path=client_path(module, "squeue_path", "squeue"),
+            scancel_path=client_path(module, "scancel_path", "scancel"),
+        )
+        result = cancel_jobs(request, environ=os.environ)
+    except (CancelRequestError, CommandNotFoundError) as error:
+        module.fail_json(msg=str(error))
+    else:
+        report(module, result)
+
+
+def report(module, result):
+    outcome = result.to_dict()
+    diff = outcome.pop("diff")
+    if module._diff:
+        outcome["diff"] = diff
+    for message in result.messages:
+        module.warn(message)
+    if outcome.pop("failed"):
+        module.fail_json(**outcome)
+    module.exit_json(**outcome)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=ARGUMENT_SPEC,
+        required_one_of=[("name", "job_id")],
+        required_if=[("batch", True, ("signal",))],
+        supports_check_mode=True,
+    )
+    run_module(module)
+
+
+if __name__ == "__main__":
+    main()

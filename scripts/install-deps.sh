@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Installs what `make test` and `make demo` need on a Debian 12 machine, as root:
+# the Debian packages of the lab and the project virtualenv from requirements-dev.txt.
+# Every step checks first, so a second run costs a few dpkg and sha256 look-ups.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEBIAN_PACKAGES=(
+  postgresql-15        # the lab database (contrib, for pg_trgm, is part of it)
+  slurm-wlm            # slurmctld, slurmd and the client tools
+  munge                # Slurm's authentication
+  catatonit            # a subreaper for slurmd, see lab/labctl.py
+  python3-venv         # the project virtualenv
+  python3-psycopg      # what the boot-time command uses on a real host
+  git                  # ansible-test sanity works on a git checkout
+  shellcheck           # make lint checks the shell scripts
+)
+
+missing_packages() {
+  local pkg
+  for pkg in "${DEBIAN_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || echo "$pkg"
+  done
+}
+
+install_debian_packages() {
+  local missing
+  missing=$(missing_packages)
+  [ -z "$missing" ] && return 0
+  if [ "$(id -u)" != 0 ]; then
+    echo "install-deps: missing Debian packages: $missing (run as root to install them)" >&2
+    exit 1
+  fi
+  echo "install-deps: installing Debian packages: ${missing//$'\n'/ }"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # shellcheck disable=SC2086 # one word per package is what we want
+  apt-get install -y -qq --no-install-recommends $missing >/dev/null
+}
+
+install_virtualenv() {
+  local want have
+  want=$(sha256sum requirements-dev.txt | cut -d' ' -f1)
+  have=$(cat .venv/.requirements.sha256 2>/dev/null || true)
+  [ "$want" = "$have" ] && [ -x .venv/bin/python ] && return 0
+  echo "install-deps: installing the Python tools into .venv"
+  # Debian's own interpreter, so the venv sees the same Python a target host has.
+  [ -x .venv/bin/python ] || /usr/bin/python3 -m venv .venv
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -r requirements-dev.txt
+  echo "$want" > .venv/.requirements.sha256
+}
+
+install_debian_packages
+install_virtualenv

@@ -1,0 +1,114 @@
+"""Fixtures for tests that use the running lab (start it with `lab/labctl.py start`).
+
+- `lab`: the shared lab's LabSettings (ports, paths, DSN pieces); fails if it is not up.
+- `lab_env`: an environment for subprocesses (Slurm clients, psql, ansible-playbook).
+- `db_connect`: `db_connect(dbname=..., superuser=False)` -> a psycopg connection,
+  closed after the test.
+- `fresh_db`: a clone of `arvados_template` for one test, dropped afterwards.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import uuid
+from pathlib import Path
+from typing import Callable, Dict, Iterator, List
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from lab import labctl
+
+
+def pytest_collection_modifyitems(items):
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(item.fspath).parents:
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def lab() -> labctl.LabSettings:
+    settings = labctl.lab_settings()
+    statuses = labctl.service_status(settings)
+    down = [f"{name}: {status}" for name, status in statuses.items() if not status.startswith("up")]
+    if down:
+        pytest.fail(f"the lab in {settings.lab_dir} is not up ({'; '.join(down)}); "
+                    "start it with `lab/labctl.py start`", pytrace=False)
+    return settings
+
+
+@pytest.fixture(scope="session")
+def lab_env(lab: labctl.LabSettings) -> Dict[str, str]:
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("PG", "SLURM_", "LAB_"))}
+    env.update(lab.exports())
+    env["LC_ALL"] = "C"
+    return env
+
+
+@pytest.fixture
+def db_connect(lab: labctl.LabSettings) -> Iterator[Callable[..., psycopg.Connection]]:
+    """Connect as `arvados` over TCP with its password, or as superuser over the socket."""
+    opened: List[psycopg.Connection] = []
+
+    def connect(dbname: str = labctl.DATABASE, superuser: bool = False,
+                **options) -> psycopg.Connection:
+        keywords = (lab.superuser_connection(dbname) if superuser
+                    else lab.connection(dbname))
+        keywords.update(options)
+        connection = psycopg.connect(**keywords)
+        opened.append(connection)
+        return connection
+
+    yield connect
+    for connection in opened:
+        connection.close()
+
+
+@dataclasses.dataclass
+class FreshDatabase:
+    """A database cloned from arvados_template, owned by `arvados`."""
+
+    name: str
+    lab: labctl.LabSettings
+
+    @property
+    def connection(self) -> Dict[str, object]:
+        return self.lab.connection(self.name)
+
+    @property
+    def superuser_connection(self) -> Dict[str, object]:
+        return self.lab.superuser_connection(self.name)
+
+    def connect(self, superuser: bool = False, **options) -> psycopg.Connection:
+        keywords = self.superuser_connection if superuser else self.connection
+        return psycopg.connect(**{**keywords, **options})
+
+    def write_arvados_config(self, path: Path) -> Path:
+        """An /etc/arvados/config.yml naming this database (file mode 0600)."""
+        labctl.write_private_file(path, labctl.render_arvados_config(
+            self.lab, self.lab.db_password(), dbname=self.name))
+        return path
+
+    def write_database_yml(self, path: Path) -> Path:
+        """An older /etc/arvados/api/database.yml naming this database (file mode 0600)."""
+        labctl.write_private_file(path, labctl.render_database_yml(
+            self.lab, self.lab.db_password(), dbname=self.name))
+        return path
+
+
+@pytest.fixture
+def fresh_db(lab: labctl.LabSettings) -> Iterator[FreshDatabase]:
+    name = f"lab_test_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(**lab.superuser_connection("postgres"), autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {} OWNER {} TEMPLATE {}").format(
+            sql.Identifier(name), sql.Identifier(labctl.DB_ROLE),
+            sql.Identifier(labctl.TEMPLATE_DATABASE)))
+    try:
+        yield FreshDatabase(name, lab)
+    finally:
+        with psycopg.connect(**lab.superuser_connection("postgres"), autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(name)))

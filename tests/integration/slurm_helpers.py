@@ -1,0 +1,273 @@
+"""Shared helpers of the slurm_job_cancel integration tests.
+
+- `Slurm`: Slurm's clients aimed at one lab (submit, list, cancel), remembering the jobs a
+  test submitted so that teardown cancels exactly those and nothing else;
+- `PrivateLab`: a lab of its own (LAB_DIR in /tmp, ports 55434/16837/16838) for what must
+  not happen to the shared one: a sleeping Epilog, slurmctld or munged stopped;
+- `logging_client`: a wrapper script that logs each call of a Slurm client and execs it;
+- `run_playbook`: real `ansible-playbook` runs of the module, results as dicts.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import time
+import uuid as uuid_module
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+
+from lab import labctl
+from plugins.module_utils.uuids import CONTAINER_INFIX, new_uuid
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PYTHON = REPO_ROOT / ".venv" / "bin" / "python"
+ANSIBLE_PLAYBOOK = REPO_ROOT / ".venv" / "bin" / "ansible-playbook"
+LABCTL = Path(labctl.__file__)
+MODULE = "arvados_ops.recovery.slurm_job_cancel"
+
+PRIVATE_LAB_PORTS = {"LAB_PG_PORT": "55434", "LAB_SLURMCTLD_PORT": "16837",
+                     "LAB_SLURMD_PORT": "16838"}
+# The lab's slurm.conf says MessageTimeout=10.
+MESSAGE_TIMEOUT = 10.0
+
+
+def job_name() -> str:
+    """A container UUID nobody else uses: Slurm job names of parallel runs never collide."""
+    return new_uuid("zzzzz", CONTAINER_INFIX)
+
+
+def wait_for(condition: Callable[[], Any], timeout: float, interval: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(interval)
+
+
+def clean_env(extra: Mapping[str, str]) -> Dict[str, str]:
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("PG", "SLURM_", "LAB_", "SQUEUE_", "SCANCEL_"))}
+    env.update(extra)
+    env["LC_ALL"] = "C"
+    return env
+
+
+class Job(NamedTuple):
+    job_id: str
+    name: str
+    state: str
+    user: str
+
+
+class Slurm:
+    """Slurm's clients with one lab's environment; `submitted` is what teardown cancels."""
+
+    def __init__(self, env: Mapping[str, str]):
+        self.env = dict(env)
+        self.submitted: List[str] = []
+
+    def run(self, *argv: str, check: bool = True, user: Optional[str] = None,
+            timeout: float = 60) -> subprocess.CompletedProcess:
+        command = list(argv)
+        if user is not None:
+            # runuser keeps the environment (SLURM_CONF) unless told otherwise.
+            command = ["runuser", "-u", user, "--", *command]
+        result = subprocess.run(command, env=self.env, capture_output=True, text=True,
+                                timeout=timeout, check=False)
+        if check and result.returncode != 0:
+            raise AssertionError("%s exited %d: %s%s" % (" ".join(command), result.returncode,
+                                                          result.stdout, result.stderr))
+        return result
+
+    def submit(self, name: str, command: str = "exec sleep 300", user: Optional[str] = None,
+               hold: bool = False) -> str:
+        """sbatch one job; held jobs stay PENDING and never take a CPU of the shared lab."""
+        argv = ["sbatch", "--parsable", "--job-name=" + name, "--output=/dev/null",
+                "--chdir=/tmp"]
+        if hold:
+            argv.append("--hold")
+        argv += ["--wrap", command]
+        job_id = self.run(*argv, user=user).stdout.strip().split(";")[0]
+        assert job_id.isdigit(), job_id
+        self.submitted.append(job_id)
+        return job_id
+
+    def queue(self, names: Iterable[str] = ()) -> Dict[str, Job]:
+        """Queued jobs (the finished ones squeue keeps for MinJobAge are not shown)."""
+        argv = ["squeue", "--noheader", "--all", "--format=%i|%j|%T|%u"]
+        names = list(names)
+        if names:
+            argv.append("--name=" + ",".join(names))
+        lines = self.run(*argv).stdout.splitlines()
+        jobs = [Job(*line.split("|")) for line in lines if line.strip()]
+        return {job.job_id: job for job in jobs}
+
+    def final_state(self, job_id: str) -> str:
+        """The state of a job, finished ones included (kept for MinJobAge = 300 s)."""
+        result = self.run("squeue", "--noheader", "--all", "--states=all", "--jobs=" + job_id,
+                          "--format=%T", check=False)
+        return result.stdout.strip() or "GONE"
+
+    def wait_for_state(self, job_id: str, state: str, timeout: float = 30) -> None:
+        seen: List[str] = []
+
+        def reached() -> bool:
+            job = self.queue().get(job_id)
+            seen.append(job.state if job else "ABSENT")
+            return job is not None and job.state == state
+
+        assert wait_for(reached, timeout), "job %s never %s; states seen: %s" % (
+            job_id, state, sorted(set(seen)))
+
+    def cancel_leftovers(self, timeout: float = 30) -> None:
+        """scancel (by id) whatever this test submitted that is still queued."""
+        leftovers = [job_id for job_id in self.submitted if job_id in self.queue()]
+        if leftovers:
+            self.run("scancel", *leftovers, check=False)
+            wait_for(lambda: not set(leftovers) & set(self.queue()), timeout, interval=0.1)
+
+
+def logging_client(directory: Path, program: str) -> Tuple[Path, Path]:
+    """A wrapper of `program` that appends 'start <argv>' and 'end <rc>' lines to a log.
+
+    Returns (wrapper, log). The log does not exist until the wrapper first runs.
+    """
+    real = shutil.which(program)
+    assert real, "%s is not on PATH" % program
+    directory.mkdir(parents=True, exist_ok=True)
+    wrapper = directory / ("logging-" + program)
+    log = directory / (program + ".log")
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        "printf 'start %s\\n' \"$*\" >> {log}\n"
+        "{real} \"$@\"\n"
+        "rc=$?\n"
+        "printf 'end %s\\n' \"$rc\" >> {log}\n"
+        "exit $rc\n".format(log=shlex.quote(str(log)), real=shlex.quote(real)))
+    wrapper.chmod(0o755)
+    return wrapper, log
+
+
+def logged_calls(log: Path) -> List[List[str]]:
+    """The argument lists (without the program) of each logged call, in order."""
+    if not log.exists():
+        return []
+    return [line.split()[1:] for line in log.read_text().splitlines()
+            if line.startswith("start ")]
+
+
+def finished_calls(log: Path) -> int:
+    if not log.exists():
+        return 0
+    return sum(1 for line in log.read_text().splitlines() if line.startswith("end "))
+
+
+# -- ansible-playbook --------------------------------------------------------------------
+
+def playbook_for(tasks: Sequence[Mapping[str, Any]], result_files: Sequence[Path]
+                 ) -> List[Dict[str, Any]]:
+    """Each task is {'args': ..., 'check': bool, 'diff': bool}; results land in JSON files."""
+    play_tasks: List[Dict[str, Any]] = []
+    for number, (task, result_file) in enumerate(zip(tasks, result_files)):
+        play_tasks.append({
+            "name": "cancel %d" % number,
+            MODULE: dict(task["args"]),
+            "register": "outcome_%d" % number,
+            "ignore_errors": True,
+            "check_mode": bool(task.get("check", False)),
+            "diff": bool(task.get("diff", False)),
+        })
+        play_tasks.append({
+            "name": "keep result %d" % number,
+            "ansible.builtin.copy": {
+                "content": "{{ outcome_%d | to_json }}" % number,
+                "dest": str(result_file),
+                "mode": "0600",
+            },
+            "check_mode": False,
+            "diff": False,
+        })
+    return [{
+        "hosts": "localhost",
+        "connection": "local",
+        "gather_facts": False,
+        "vars": {"ansible_python_interpreter": str(PYTHON)},
+        "tasks": play_tasks,
+    }]
+
+
+@dataclasses.dataclass
+class PlaybookRun:
+    process: subprocess.Popen
+    result_files: List[Path]
+    started: float
+
+    def finish(self, timeout: float = 300) -> Tuple[List[Dict[str, Any]], float]:
+        """Results of every task, and the wall time of the whole ansible-playbook run."""
+        stdout, stderr = self.process.communicate(timeout=timeout)
+        wall = time.monotonic() - self.started
+        assert self.process.returncode == 0, "ansible-playbook failed:\n%s\n%s" % (
+            stdout[-4000:], stderr[-4000:])
+        return [json.loads(path.read_text()) for path in self.result_files], wall
+
+
+def start_playbook(env: Mapping[str, str], directory: Path,
+                   tasks: Sequence[Mapping[str, Any]]) -> PlaybookRun:
+    run_id = uuid_module.uuid4().hex[:8]
+    result_files = [directory / ("result-%s-%d.json" % (run_id, number))
+                    for number in range(len(tasks))]
+    playbook_path = directory / ("playbook-%s.yml" % run_id)
+    playbook_path.write_text(json.dumps(playbook_for(tasks, result_files), indent=2))
+    started = time.monotonic()
+    process = subprocess.Popen(
+        [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", str(playbook_path)],
+        # ansible-core refuses a non-UTF-8 locale; the module sets LC_ALL=C for Slurm itself.
+        cwd=str(REPO_ROOT), env=dict(env, LC_ALL="C.UTF-8"), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    return PlaybookRun(process, result_files, started)
+
+
+def run_playbook(env: Mapping[str, str], directory: Path, tasks: Sequence[Mapping[str, Any]],
+                 timeout: float = 300) -> Tuple[List[Dict[str, Any]], float]:
+    return start_playbook(env, directory, tasks).finish(timeout)
+
+
+def run_module(env: Mapping[str, str], directory: Path, args: Mapping[str, Any],
+               check: bool = False, diff: bool = False) -> Dict[str, Any]:
+    results, _ = run_playbook(env, directory, [{"args": args, "check": check, "diff": diff}])
+    return results[0]
+
+
+# -- a lab of our own --------------------------------------------------------------------
+
+@dataclasses.dataclass
+class PrivateLab:
+    settings: labctl.LabSettings
+    env: Dict[str, str]
+
+    @classmethod
+    def create(cls, lab_dir: Path) -> "PrivateLab":
+        env = clean_env(dict(PRIVATE_LAB_PORTS, LAB_DIR=str(lab_dir)))
+        settings = labctl.lab_settings(environ=env)
+        env.update(settings.exports())
+        return cls(settings, env)
+
+    def labctl(self, *arguments: str, check: bool = True) -> subprocess.CompletedProcess:
+        result = subprocess.run([str(PYTHON), str(LABCTL), *arguments], env=self.env,
+                                capture_output=True, text=True, timeout=180, check=False)
+        if check and result.returncode != 0:
+            raise AssertionError("labctl %s exited %d:\n%s\n%s" % (
+                " ".join(arguments), result.returncode, result.stdout, result.stderr))
+        return result
+
+    def stop_service(self, service: str) -> None:
+        """Stop one daemon by its recorded pid (and start time): nothing else is touched."""
+        record = labctl.live_record(self.settings, service)
+        assert record is not None, "%s of the private lab is not running" % service
+        labctl.terminate(record)
+        assert not record.is_alive()

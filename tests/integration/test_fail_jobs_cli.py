@@ -1,0 +1,339 @@
+"""The `arvados-fail-jobs` command as a subprocess, on the lab's PostgreSQL: its summary and
+exit status, check mode, the advisory lock, errors, and SIGKILL at random moments of a
+large run followed by a rerun (every job either untouched or completely done).
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from lab import datagen
+from plugins.module_utils import fail_jobs
+from plugins.module_utils.fail_jobs_threshold import ACCEPTED_FORMS
+from tests.integration import fail_jobs_helpers as h
+
+SCHEMA_2017 = h.REPO_ROOT / "lab" / "schema" / "2017"
+
+
+def options(fresh_db, tmp_path, **extra):
+    values = {"config_file": str(h.write_config(fresh_db, tmp_path)),
+              "cancel_slurm_jobs": False, "db_wait": 5}
+    values.update(extra)
+    return values
+
+
+def before_flag(summary):
+    return ["--before", "@%d" % h.boot_epoch(summary)]
+
+
+def one_line_reason(completed):
+    assert completed.returncode == 1, (completed.stdout, completed.stderr)
+    assert completed.stdout == ""
+    lines = completed.stderr.splitlines()
+    assert len(lines) == 1, completed.stderr
+    assert lines[0].startswith("arvados-fail-jobs: ")
+    return lines[0][len("arvados-fail-jobs: "):]
+
+
+def test_summary_exit_status_and_rerun(fresh_db, lab_env, tmp_path):
+    summary = h.load(fresh_db, running=9, running_after_boot=2, running_unstarted=1)
+    conn = fresh_db.connect()
+    jobs_before = h.jobs(conn)
+
+    completed = h.run_cli(lab_env, tmp_path, options(fresh_db, tmp_path),
+                          before_flag(summary) + ["--quiet"])
+
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.splitlines() == [
+        "threshold: %sZ (argument)" % summary.boot_time.isoformat(),
+        "jobs failed: 6",
+        "tokens revoked: 6",
+        "exempt (started after the threshold): 2",
+        "Running without started_at: 1 (%s)" % summary.running_unstarted[0],
+        "slurm: not asked (cancel_slurm_jobs is false)",
+        "changed: yes",
+    ]
+    jobs_after = h.jobs(conn)
+    assert {u for u in jobs_after if jobs_after[u]["state"] != jobs_before[u]["state"]} == \
+        set(summary.running_before_boot)
+    assert {row["object_uuid"] for row in h.logs(conn)} == set(summary.running_before_boot)
+
+    rerun = h.run_cli(lab_env, tmp_path, options(fresh_db, tmp_path), before_flag(summary))
+
+    assert rerun.returncode == 0, rerun.stderr
+    assert "jobs failed: 0" in rerun.stdout.splitlines()
+    assert rerun.stdout.splitlines()[-1] == "changed: no"
+    assert len(h.logs(conn)) == 6
+
+
+def test_json_output_matches_the_database_and_holds_no_secret(fresh_db, lab_env, tmp_path):
+    summary = h.load(fresh_db, running=8, running_after_boot=1)
+    conn = fresh_db.connect()
+    secrets = h.api_token_secrets(conn)
+
+    completed = h.run_cli(lab_env, tmp_path, options(fresh_db, tmp_path),
+                          before_flag(summary) + ["--json", "--diff"])
+
+    result = h.cli_json(completed)
+    assert result["changed"] is True
+    assert result["failed_jobs"] == sorted(summary.running_before_boot)
+    assert result["revoked_tokens"] == sorted(
+        summary.job_token_uuids[u] for u in summary.running_before_boot)
+    assert sorted(result["log_uuids"]) == sorted(r["uuid"] for r in h.logs(conn))
+    assert result["diff"]["before"] == "".join(
+        "%s: Running\n" % u for u in sorted(summary.running_before_boot))
+    assert result["database"].startswith("config_file ")
+    assert [s for s in secrets if s in completed.stdout + completed.stderr] == []
+    password = fresh_db.connection["password"]
+    assert password not in completed.stdout + completed.stderr
+
+
+def test_retry_and_no_revoke_tokens_flags(fresh_db, lab_env, tmp_path):
+    summary = h.load(fresh_db, running=6, running_after_boot=1, tasks_per_job=2)
+    conn = fresh_db.connect()
+    tokens_before, tasks_before = h.tokens(conn), h.tasks_by_job(conn)
+    requeued = set(summary.running_before_boot)
+
+    result = h.cli_json(h.run_cli(lab_env, tmp_path, options(fresh_db, tmp_path),
+                                  before_flag(summary) + ["--retry", "--no-revoke-tokens",
+                                                          "--json"]))
+
+    assert result["requeued_jobs"] == sorted(requeued)
+    assert result["revoked_tokens"] == []
+    assert h.tokens(conn) == tokens_before
+    states = {u: row["state"] for u, row in h.jobs(conn).items()}
+    assert {u for u in summary.running_uuids if states[u] == "Queued"} == requeued
+    assert h.tasks_by_job(conn) == {u: t for u, t in tasks_before.items() if u not in requeued}
+
+
+def test_check_writes_nothing_and_predicts_the_real_run(fresh_db, lab_env, tmp_path):
+    summary = h.load(fresh_db, running=10, running_after_boot=2, running_unstarted=1)
+    opts = options(fresh_db, tmp_path)
+    dump_before = h.pg_dump(fresh_db, lab_env)
+
+    check = h.run_cli(lab_env, tmp_path, opts, before_flag(summary) + ["--check"])
+    assert check.returncode == 0, check.stderr
+    assert "jobs would be failed: 7" in check.stdout.splitlines()
+    assert "tokens would be revoked: 7" in check.stdout.splitlines()
+    predicted = h.cli_json(h.run_cli(lab_env, tmp_path, opts,
+                                     before_flag(summary) + ["--check", "--json"]))
+
+    assert h.pg_dump(fresh_db, lab_env) == dump_before
+    real = h.cli_json(h.run_cli(lab_env, tmp_path, opts, before_flag(summary) + ["--json"]))
+    assert predicted["failed_jobs"] == real["failed_jobs"] == sorted(summary.running_before_boot)
+    assert predicted["revoked_tokens"] == real["revoked_tokens"]
+    assert predicted["exempt"] == real["exempt"]
+    assert predicted["log_uuids"] == []
+    assert h.pg_dump(fresh_db, lab_env) != dump_before
+
+
+def test_lock_held_by_another_run(fresh_db, lab_env, tmp_path):
+    summary = h.load(fresh_db, running=5, running_after_boot=1)
+    holder = fresh_db.connect(autocommit=True)
+    holder.execute("SELECT pg_advisory_lock(%s)", (fail_jobs.ADVISORY_LOCK_KEY,))
+    dump_before = h.pg_dump(fresh_db, lab_env)
+    opts = options(fresh_db, tmp_path, lock_wait=1)
+
+    began = time.monotonic()
+    blocked = h.run_cli(lab_env, tmp_path, opts, before_flag(summary))
+    assert time.monotonic() - began < 15
+    reason = one_line_reason(blocked)
+    assert "advisory lock %d" % fail_jobs.ADVISORY_LOCK_KEY in reason
+    assert "waited 1 s" in reason
+    assert h.pg_dump(fresh_db, lab_env) == dump_before
+
+    holder.execute("SELECT pg_advisory_unlock(%s)", (fail_jobs.ADVISORY_LOCK_KEY,))
+    result = h.cli_json(h.run_cli(lab_env, tmp_path, opts, before_flag(summary) + ["--json"]))
+    assert result["failed_jobs"] == sorted(summary.running_before_boot)
+
+
+def test_errors_exit_1_with_a_one_line_reason_and_write_nothing(fresh_db, lab_env, tmp_path,
+                                                                lab):
+    h.load(fresh_db, running=5, running_after_boot=1)
+    config = h.write_config(fresh_db, tmp_path)
+    dump_before = h.pg_dump(fresh_db, lab_env)
+    base = {"config_file": str(config), "cancel_slurm_jobs": False}
+
+    wrong_password = "WrongSecret-91c2e77b40"
+    reason = one_line_reason(h.run_cli(lab_env, tmp_path,
+                                       dict(base, db_password=wrong_password)))
+    assert "password authentication failed" in reason
+    assert wrong_password not in reason
+
+    port = free_port()
+    began = time.monotonic()
+    reason = one_line_reason(h.run_cli(lab_env, tmp_path, dict(base, db_port=port),
+                                       ["--db-wait", "1", "--db-connect-timeout", "1"]))
+    assert time.monotonic() - began < 10
+    assert reason.startswith("cannot connect to the database %r as 'arvados' on 127.0.0.1:%d"
+                             % (fresh_db.name, port))
+
+    reason = one_line_reason(h.run_cli(lab_env, tmp_path, base,
+                                       ["--before", "the day before yesterday"]))
+    assert reason == "cannot read before='the day before yesterday': " + ACCEPTED_FORMS
+
+    two_clusters = tmp_path / "two.yml"
+    text = config.read_text()
+    two_clusters.write_text(text + text.split("Clusters:\n", 1)[1].replace(
+        "  %s:" % lab.cluster_id, "  yyyyy:"))
+    reason = one_line_reason(h.run_cli(lab_env, tmp_path,
+                                       dict(base, config_file=str(two_clusters))))
+    assert reason == "config_file %s defines several clusters (%s); set cluster_id" % (
+        two_clusters, ", ".join(sorted([lab.cluster_id, "yyyyy"])))
+
+    reason = one_line_reason(h.run_cli(lab_env, tmp_path, dict(base, no_such_option=1)))
+    assert "unknown option(s): no_such_option" in reason
+
+    assert h.pg_dump(fresh_db, lab_env) == dump_before
+
+
+def test_missing_column_is_named(fresh_db, lab_env, tmp_path):
+    h.load(fresh_db, running=4, running_after_boot=1)
+    with fresh_db.connect(autocommit=True) as conn:
+        conn.execute("ALTER TABLE jobs DROP COLUMN is_locked_by_uuid CASCADE")
+    dump_before = h.pg_dump(fresh_db, lab_env)
+
+    reason = one_line_reason(h.run_cli(lab_env, tmp_path, options(fresh_db, tmp_path)))
+
+    assert reason.endswith("table jobs lacks column(s) is_locked_by_uuid")
+    assert h.pg_dump(fresh_db, lab_env) == dump_before
+
+
+def test_a_command_line_it_cannot_understand_exits_2(fresh_db, lab_env, tmp_path):
+    # The password is never a flag: it would show in `ps` to every user of the host.
+    completed = subprocess.run(h.CLI + ["--db-password", "x"], cwd=str(h.REPO_ROOT),
+                               env=dict(lab_env), capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 2
+    assert "unrecognized arguments: --db-password" in completed.stderr
+
+
+def free_port():
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+# -- 8. SIGKILL at random moments -------------------------------------------------------
+
+KILL_JOBS = 3000
+KILL_BATCH = 50
+
+
+def consistency(conn, summary):
+    """(done job uuids, still-Running job uuids); asserts nothing is half done."""
+    states = {u: row["state"] for u, row in h.jobs(conn).items()}
+    log_objects = [row["object_uuid"] for row in h.logs(conn)]
+    expired = {u for u, row in h.tokens(conn).items() if row["expires_at"] is not None}
+    assert len(log_objects) == len(set(log_objects)), "duplicate log rows"
+    done = {u for u in summary.running_uuids if states[u] == "Failed"}
+    running = {u for u in summary.running_uuids if states[u] == "Running"}
+    assert done | running == set(summary.running_uuids)
+    assert set(log_objects) == done
+    assert {u for u in summary.running_uuids if summary.job_token_uuids[u] in expired} == done
+    return done, running
+
+
+def wait_for_logs(conn, target, process, deadline):
+    while time.monotonic() < deadline and process.poll() is None:
+        count = conn.execute("SELECT count(*) FROM logs").fetchone()[0]
+        if count >= target:
+            return count
+        time.sleep(0.003)
+    return None
+
+
+def test_sigkill_at_random_moments_then_rerun_leaves_every_job_whole(fresh_db, lab_env,
+                                                                     tmp_path):
+    summary = h.load(fresh_db, jobs=KILL_JOBS, running=KILL_JOBS, queued=0,
+                     running_after_boot=0, tasks_per_job=1, decoys=False,
+                     finished_job_tokens=False)
+    opts = options(fresh_db, tmp_path, batch_size=KILL_BATCH, lock_wait=30)
+    options_file = tmp_path / "kill-options.json"
+    options_file.write_text(json.dumps(opts))
+    command = h.CLI + ["--options-file", str(options_file), "--quiet"] + before_flag(summary)
+    watcher = fresh_db.connect(autocommit=True)
+    rng = random.Random()
+    kills = []
+    done = set()
+    for _ in range(3):
+        remaining = KILL_JOBS - len(done)
+        target = len(done) + rng.randint(1, remaining // 3)
+        process = subprocess.Popen(command, cwd=str(h.REPO_ROOT), env=dict(lab_env),
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            reached = wait_for_logs(watcher, target, process, time.monotonic() + 30)
+            # A few ms more lands the kill anywhere in a batch's transaction.
+            time.sleep(rng.uniform(0, 0.02))
+            process.send_signal(signal.SIGKILL)
+        finally:
+            process.wait(timeout=30)
+        assert reached is not None, "the run ended before the kill (target %d): %s" % (
+            target, process.stderr.read().decode())
+        assert process.returncode == -signal.SIGKILL
+        process.stderr.close()
+        done_now, running_now = consistency(fresh_db.connect(), summary)
+        assert done <= done_now
+        assert 0 < len(done_now) < KILL_JOBS, "killed after the last batch: not mid-way"
+        kills.append(len(done_now))
+        done = done_now
+    print("jobs done at each kill: %s" % kills)
+
+    final = h.cli_json(subprocess.run(command + ["--json"], cwd=str(h.REPO_ROOT),
+                                      env=dict(lab_env), capture_output=True, text=True,
+                                      timeout=120))
+
+    assert final["failed_jobs"] == sorted(set(summary.running_uuids) - done)
+    assert final["skipped"] == []
+    done_final, running_final = consistency(fresh_db.connect(), summary)
+    assert done_final == set(summary.running_uuids) and running_final == set()
+    again = h.cli_json(subprocess.run(command + ["--json"], cwd=str(h.REPO_ROOT),
+                                      env=dict(lab_env), capture_output=True, text=True,
+                                      timeout=120))
+    assert again["changed"] is False
+
+
+# -- 10. the 2017 schema ----------------------------------------------------------------
+
+@pytest.mark.skipif(not SCHEMA_2017.is_dir(),
+                    reason="lab/schema/2017/ does not exist: no 2017 schema to test against")
+def test_the_2017_schema(lab, lab_env, tmp_path):
+    name = "lab_test_2017_%d" % os.getpid()
+    with psycopg.connect(**lab.superuser_connection("postgres"), autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {} OWNER {} TEMPLATE template0").format(
+            sql.Identifier(name), sql.Identifier("arvados")))
+    try:
+        with psycopg.connect(**lab.superuser_connection(name), autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+        with psycopg.connect(**lab.connection(name), autocommit=True) as conn:
+            for path in sorted(Path(SCHEMA_2017).glob("*.sql")):
+                conn.execute(path.read_text())
+        conninfo = psycopg.conninfo.make_conninfo(
+            **{k: str(v) for k, v in lab.connection(name).items()})
+        now = datagen.utc_now()
+        spec = datagen.ClusterSpec(boot_time=now.replace(microsecond=0) - timedelta(
+            minutes=30), now=now, jobs=40, running=6, queued=3, running_after_boot=1,
+            users=4, idle_users=1, seed=h.random_seed())
+        summary, _ = datagen.load_cluster(conninfo, spec)
+        opts = {"db_host": "127.0.0.1", "db_port": lab.pg_port, "db_name": name,
+                "db_user": "arvados", "db_password": lab.db_password(),
+                "cancel_slurm_jobs": False}
+        result = h.cli_json(h.run_cli(lab_env, tmp_path, opts, before_flag(summary) + ["--json"]))
+        assert result["failed_jobs"] == sorted(summary.running_before_boot)
+        assert result["revoked_tokens"] == sorted(
+            summary.job_token_uuids[u] for u in summary.running_before_boot)
+    finally:
+        with psycopg.connect(**lab.superuser_connection("postgres"), autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(name)))

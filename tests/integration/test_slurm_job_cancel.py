@@ -1,0 +1,372 @@
+"""slurm_job_cancel against real Slurm, through real `ansible-playbook` runs (issue 3).
+
+Where each test runs:
+- the shared lab, for what disturbs nobody: every job there is submitted `--hold`, so it
+  stays PENDING and never takes a CPU another engineer's test is waiting for;
+- a private lab (its own LAB_DIR and ports 55434/16837/16838, shared by this file's tests
+  marked `own_lab`), for what needs running jobs on an otherwise empty node or breaks the
+  lab: a sleeping Epilog, slurmctld or munged stopped.
+
+Commands are counted twice: by the module (`squeue_calls`, `scancel_calls`) and by wrapper
+scripts given as `squeue_path` / `scancel_path` that log every call and exec the real client.
+"""
+from __future__ import annotations
+
+import fcntl
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Dict, Iterator, List
+
+import pytest
+
+from tests.integration.slurm_helpers import (
+    MESSAGE_TIMEOUT,
+    PrivateLab,
+    Slurm,
+    finished_calls,
+    job_name,
+    logged_calls,
+    logging_client,
+    run_module,
+    run_playbook,
+    start_playbook,
+    wait_for,
+)
+
+# How long ansible-playbook itself may add to a task (start-up, the result task) on this
+# loaded 2-core machine; only used as an upper bound.
+ANSIBLE_OVERHEAD = 20.0
+
+
+# ---------------------------------------------------------------- fixtures
+
+@pytest.fixture
+def shared_slurm(lab_env) -> Iterator[Slurm]:
+    slurm = Slurm(lab_env)
+    yield slurm
+    slurm.cancel_leftovers()
+
+
+@pytest.fixture(scope="module")
+def private_lab() -> Iterator[PrivateLab]:
+    lab_dir = Path(tempfile.mkdtemp(prefix="arvlab-t3-", dir="/tmp"))
+    lab_dir.chmod(0o755)
+    lab = PrivateLab.create(lab_dir)
+    try:
+        lab.labctl("start")
+        yield lab
+    finally:
+        lab.labctl("epilog-sleep", "0", check=False)
+        lab.labctl("stop", check=False)
+        shutil.rmtree(lab_dir, ignore_errors=True)
+
+
+@pytest.fixture
+def own_slurm(private_lab: PrivateLab) -> Iterator[Slurm]:
+    """The private lab, up (a previous test may have stopped a daemon) and its queue empty."""
+    private_lab.labctl("start")
+    slurm = Slurm(private_lab.env)
+    assert slurm.queue() == {}, "the private lab's queue is not empty"
+    yield slurm
+    slurm.cancel_leftovers()
+
+
+def clients(tmp_path: Path) -> Dict[str, Path]:
+    squeue, squeue_log = logging_client(tmp_path / "clients", "squeue")
+    scancel, scancel_log = logging_client(tmp_path / "clients", "scancel")
+    return {"squeue_path": squeue, "scancel_path": scancel,
+            "squeue_log": squeue_log, "scancel_log": scancel_log}
+
+
+def paths(wrappers: Dict[str, Path]) -> Dict[str, str]:
+    return {"squeue_path": str(wrappers["squeue_path"]),
+            "scancel_path": str(wrappers["scancel_path"])}
+
+
+def by_name(entries: List[Dict[str, str]]) -> Dict[str, Dict[str, str]]:
+    return {entry["name"]: entry for entry in entries}
+
+
+# ---------------------------------------------------------------- private lab
+
+@pytest.mark.own_lab
+def test_running_and_pending_jobs_are_cancelled_and_a_rerun_changes_nothing(
+        own_slurm: Slurm, private_lab: PrivateLab, tmp_path: Path):
+    running = [job_name() for _ in range(2)]
+    pending = [job_name() for _ in range(4)]
+    never_queued = job_name()
+    ids = {}
+    for name in running:
+        ids[name] = own_slurm.submit(name)
+    for name in running:
+        own_slurm.wait_for_state(ids[name], "RUNNING")
+    for name in pending:  # the node's 2 CPUs are taken
+        ids[name] = own_slurm.submit(name)
+    before = own_slurm.queue()
+    assert {name: before[ids[name]].state for name in ids} == {
+        **{name: "RUNNING" for name in running}, **{name: "PENDING" for name in pending}}
+
+    wrappers = clients(tmp_path)
+    args = dict(name=running + pending + [never_queued], **paths(wrappers))
+    (first, rerun), _ = run_playbook(private_lab.env, tmp_path, [
+        {"args": args, "diff": True}, {"args": args}])
+
+    assert not first.get("failed"), first
+    assert first["changed"] is True
+    assert by_name(first["cancelled"]) == {
+        name: {"name": name, "job_id": ids[name], "state_before": before[ids[name]].state,
+               "user": "root"} for name in running + pending}
+    assert first["already_absent"] == [never_queued]
+    assert first["remaining"] == []
+    assert own_slurm.queue(ids) == {}
+    assert sorted(first["diff"]["before"].splitlines()) == sorted(
+        "%s %s %s root" % (ids[name], name, before[ids[name]].state) for name in ids)
+    assert first["diff"]["after"] == ""
+    # All six in one scancel, the pending ones first (their CPUs-to-be are not freed).
+    scancels = logged_calls(wrappers["scancel_log"])
+    assert len(scancels) == first["scancel_calls"] == 1
+    assert set(scancels[0][:4]) == {ids[name] for name in pending}
+    assert set(scancels[0][4:]) == {ids[name] for name in running}
+    assert all(own_slurm.final_state(ids[name]) == "CANCELLED" for name in ids)
+
+    assert not rerun.get("failed"), rerun
+    assert rerun["changed"] is False
+    assert rerun["scancel_calls"] == 0 and rerun["cancelled"] == []
+    assert rerun["squeue_calls"] == 1
+    assert sorted(rerun["already_absent"]) == sorted(args["name"])
+    assert len(logged_calls(wrappers["scancel_log"])) == 1
+    assert len(logged_calls(wrappers["squeue_log"])) == first["squeue_calls"] + 1
+
+
+@pytest.mark.own_lab
+def test_a_job_that_ends_during_the_grace_period_costs_no_scancel(
+        own_slurm: Slurm, private_lab: PrivateLab, tmp_path: Path):
+    finishing, lingering = job_name(), job_name()
+    gate = tmp_path / "gate"
+    gate.touch(mode=0o644)
+    with open(gate) as held:
+        # The job blocks on this lock: it ends when the test lets it, not after a guessed time.
+        fcntl.flock(held, fcntl.LOCK_EX)
+        finishing_id = own_slurm.submit(finishing, "exec flock %s true" % gate)
+        lingering_id = own_slurm.submit(lingering)
+        own_slurm.wait_for_state(finishing_id, "RUNNING")
+        wrappers = clients(tmp_path)
+        run = start_playbook(private_lab.env, tmp_path, [{"args": dict(
+            name=[finishing, lingering], grace_period=6, retry_delay=0.5, **paths(wrappers)),
+            "diff": True}])
+        # Let the job end once the module has seen it queued.
+        assert wait_for(lambda: finished_calls(wrappers["squeue_log"]) >= 1, 60), \
+            "the module never listed the queue"
+        fcntl.flock(held, fcntl.LOCK_UN)
+    assert wait_for(lambda: finishing_id not in own_slurm.queue(), 5)
+    (result,), _ = run.finish()
+
+    assert not result.get("failed"), result
+    assert finishing_id in result["diff"]["before"]  # seen queued, then left on its own
+    assert [entry["job_id"] for entry in result["cancelled"]] == [lingering_id]
+    assert result["already_absent"] == []
+    assert result["scancel_calls"] == 1
+    assert logged_calls(wrappers["scancel_log"]) == [[lingering_id]]
+    assert own_slurm.final_state(finishing_id) == "COMPLETED"
+    assert own_slurm.final_state(lingering_id) == "CANCELLED"
+    assert own_slurm.queue([finishing, lingering]) == {}
+
+
+@pytest.mark.own_lab
+def test_a_job_held_in_completing_by_the_epilog_is_waited_for_not_cancelled_again(
+        own_slurm: Slurm, private_lab: PrivateLab, tmp_path: Path):
+    private_lab.labctl("epilog-sleep", "8")
+    try:
+        running, finished = job_name(), job_name()
+        running_id = own_slurm.submit(running)
+        own_slurm.wait_for_state(running_id, "RUNNING")
+        finished_id = own_slurm.submit(finished, "exec true")
+        own_slurm.wait_for_state(finished_id, "COMPLETING")
+        wrappers = clients(tmp_path)
+        # retry_delay 0.5 s: a loop that re-sends scancel while the job is still queued
+        # would send about 16 during the 8 s Epilog.
+        result = run_module(private_lab.env, tmp_path, dict(
+            name=[running, finished], retry_delay=0.5, log_interval=30, timeout=60,
+            **paths(wrappers)), diff=True)
+    finally:
+        private_lab.labctl("epilog-sleep", "0")
+
+    assert not result.get("failed"), result
+    assert "%s %s COMPLETING root" % (finished_id, finished) in result["diff"]["before"], \
+        "the job left COMPLETING before the module looked (machine too slow?): %s" % result
+    # The running job got one scancel, then sat in COMPLETING for the Epilog's 8 s.
+    assert logged_calls(wrappers["scancel_log"]) == [[running_id]]
+    assert result["scancel_calls"] == 1
+    assert [entry["job_id"] for entry in result["cancelled"]] == [running_id]
+    assert result["changed"] is True and result["remaining"] == []
+    # Waited for: both gone when the task returned.
+    assert own_slurm.queue([running, finished]) == {}
+    # One "still in queue" message per job per log_interval, none for the job never cancelled.
+    lingering = [message for message in result["messages"] if "still in queue" in message]
+    assert len([message for message in lingering if running_id in message]) == 1
+    assert not [message for message in lingering if finished_id in message]
+    assert result["squeue_calls"] == len(logged_calls(wrappers["squeue_log"]))
+
+
+@pytest.mark.own_lab
+def test_munged_down_fails_within_the_deadline_with_slurms_error(
+        own_slurm: Slurm, private_lab: PrivateLab, tmp_path: Path):
+    name = job_name()
+    job_id = own_slurm.submit(name, hold=True)
+    private_lab.stop_service("munged")
+    try:
+        result, wall = run_playbook(private_lab.env, tmp_path, [{"args": dict(
+            name=[name], timeout=4)}])
+        result = result[0]
+    finally:
+        private_lab.labctl("start")
+
+    assert result.get("failed") is True, result
+    assert "Munge encode failed" in result["msg"], result["msg"]
+    assert result["remaining"] == [{"name": name, "job_id": None, "state": "UNKNOWN",
+                                    "user": None}]
+    assert result["scancel_calls"] == 0
+    assert result["squeue_calls"] >= 2  # it kept trying ...
+    assert len([m for m in result["messages"] if "squeue failed" in m]) == 1  # ... quietly
+    assert result["elapsed"] <= 4 + MESSAGE_TIMEOUT + 2
+    assert wall <= 4 + MESSAGE_TIMEOUT + ANSIBLE_OVERHEAD
+    assert job_id in own_slurm.queue()  # untouched, as far as Slurm is concerned
+
+
+@pytest.mark.own_lab
+def test_slurmctld_down_fails_within_the_deadline_with_slurms_error(
+        own_slurm: Slurm, private_lab: PrivateLab, tmp_path: Path):
+    name = job_name()
+    own_slurm.submit(name, hold=True)
+    private_lab.stop_service("slurmctld")
+    try:
+        result, wall = run_playbook(private_lab.env, tmp_path, [{"args": dict(
+            name=[name], timeout=2)}])
+        result = result[0]
+    finally:
+        # slurmctld starts with -c: the held job is forgotten, the lab is clean again.
+        private_lab.labctl("start")
+
+    assert result.get("failed") is True, result
+    assert "Unable to contact slurm controller" in result["msg"], result["msg"]
+    assert "Unable to contact slurm controller" in result["slurm_error"]
+    assert result["remaining"] == [{"name": name, "job_id": None, "state": "UNKNOWN",
+                                    "user": None}]
+    assert result["scancel_calls"] == 0
+    # squeue gives up after MessageTimeout - 1 s; the module must not add another round.
+    assert result["elapsed"] <= 2 + MESSAGE_TIMEOUT + 2
+    assert wall <= 2 + MESSAGE_TIMEOUT + ANSIBLE_OVERHEAD
+
+
+# ---------------------------------------------------------------- shared lab
+
+def test_check_mode_cancels_nothing_and_predicts_the_change(
+        shared_slurm: Slurm, lab_env, tmp_path: Path):
+    queued, absent = job_name(), [job_name(), job_name()]
+    job_id = shared_slurm.submit(queued, hold=True)
+    wrappers = clients(tmp_path)
+    (would, nothing), _ = run_playbook(lab_env, tmp_path, [
+        {"args": dict(name=[queued] + absent[:1], **paths(wrappers)), "check": True,
+         "diff": True},
+        {"args": dict(name=absent, **paths(wrappers)), "check": True}])
+
+    assert not would.get("failed"), would
+    assert would["changed"] is True
+    assert would["cancelled"] == [{"name": queued, "job_id": job_id, "state_before": "PENDING",
+                                   "user": "root"}]
+    assert would["already_absent"] == absent[:1]
+    assert would["squeue_calls"] == 1 and would["scancel_calls"] == 0
+    assert would["diff"]["before"] == "%s %s PENDING root\n" % (job_id, queued)
+    assert would["diff"]["after"] == ""
+    assert shared_slurm.queue([queued])[job_id].state == "PENDING"
+
+    assert not nothing.get("failed"), nothing
+    assert nothing["changed"] is False
+    assert nothing["squeue_calls"] == 1 and nothing["scancel_calls"] == 0
+    assert sorted(nothing["already_absent"]) == sorted(absent)
+    assert logged_calls(wrappers["scancel_log"]) == []
+    assert len(logged_calls(wrappers["squeue_log"])) == 2
+
+
+def test_another_users_job_of_the_same_name_survives_user(
+        shared_slurm: Slurm, lab_env, tmp_path: Path):
+    name = job_name()
+    theirs = shared_slurm.submit(name, hold=True, user="nobody")
+    ours = shared_slurm.submit(name, hold=True)
+    wrappers = clients(tmp_path)
+    args = dict(name=[name], user="root", **paths(wrappers))
+    (first, rerun), _ = run_playbook(lab_env, tmp_path, [{"args": args}, {"args": args}])
+
+    assert not first.get("failed"), first
+    assert first["changed"] is True
+    assert [entry["job_id"] for entry in first["cancelled"]] == [ours]
+    skipped = {"name": name, "job_id": theirs, "state": "PENDING", "user": "nobody"}
+    assert first["skipped_other_user"] == [skipped]
+    assert logged_calls(wrappers["scancel_log"]) == [[ours]]
+    assert list(shared_slurm.queue([name])) == [theirs]
+
+    assert not rerun.get("failed"), rerun
+    assert rerun["changed"] is False and rerun["scancel_calls"] == 0
+    assert rerun["skipped_other_user"] == [skipped]
+    assert rerun["already_absent"] == []  # the name is queued, just not ours
+
+    shared_slurm.run("scancel", theirs)
+    assert wait_for(lambda: not shared_slurm.queue([name]), 10)
+
+
+# (name, name_pattern): the last three are refused even by a pattern that lets anything through.
+DANGEROUS_NAMES = [
+    ("x; rm -rf /", None),
+    ("a,b", None),
+    ("x; rm -rf /", ".*"),
+    ("a,b", ".*"),
+    ("zzzzz-dz642-aaaaaaaaaaaaaaa\n", ".*"),
+]
+
+
+def test_a_dangerous_name_is_refused_and_nothing_is_cancelled(
+        shared_slurm: Slurm, lab_env, tmp_path: Path):
+    mine = job_name()
+    job_id = shared_slurm.submit(mine, hold=True)
+    wrappers = clients(tmp_path)
+    tasks = []
+    for bad_name, name_pattern in DANGEROUS_NAMES:
+        args = dict(name=[mine, bad_name], **paths(wrappers))
+        if name_pattern is not None:
+            args["name_pattern"] = name_pattern
+        tasks.append({"args": args})
+    # One playbook, one task per name: ansible-playbook's start-up is the slow part.
+    results, _ = run_playbook(lab_env, tmp_path, tasks)
+
+    for (bad_name, name_pattern), result in zip(DANGEROUS_NAMES, results):
+        case = "name %r, name_pattern %r: %s" % (bad_name, name_pattern, result)
+        assert result.get("failed") is True, case
+        assert repr(bad_name) in result["msg"], case
+        assert result.get("scancel_calls", 0) == 0 and not result.get("cancelled"), case
+    assert logged_calls(wrappers["squeue_log"]) == []  # refused before any command
+    assert logged_calls(wrappers["scancel_log"]) == []
+    assert shared_slurm.queue([mine])[job_id].state == "PENDING"
+
+
+def test_a_missing_or_unusable_client_fails_at_once_with_a_clear_message(
+        shared_slurm: Slurm, lab_env, tmp_path: Path):
+    name = job_name()
+    job_id = shared_slurm.submit(name, hold=True)
+    missing = tmp_path / "no-such-dir" / "squeue"
+    not_executable = tmp_path / "scancel"
+    not_executable.write_text("#!/bin/sh\nexit 0\n")
+    not_executable.chmod(0o644)
+    results, wall = run_playbook(lab_env, tmp_path, [
+        {"args": dict(name=[name], squeue_path=str(missing))},
+        {"args": dict(name=[name], scancel_path=str(not_executable))},
+        {"args": dict(name=[name], squeue_path=str(tmp_path))},  # a directory
+    ])
+    for result, path, reason in zip(results, (missing, not_executable, tmp_path),
+                                    ("No such file or directory", "Permission denied",
+                                     "Permission denied")):
+        assert result.get("failed") is True, result
+        assert str(path) in result["msg"] and reason in result["msg"], result["msg"]
+    # Three tasks with the default 120 s timeout: none of them waited for it.
+    assert wall < 120
+    assert shared_slurm.queue([name])[job_id].state == "PENDING"

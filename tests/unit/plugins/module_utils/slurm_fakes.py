@@ -1,0 +1,222 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to arvados_ops.recovery
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A fake clock and a scripted Slurm for the cancel engine's tests.
+
+Time only moves when the code under test sleeps or waits on a command, so
+tests assert exact timings and never really wait. The fake Slurm keeps a
+queue whose jobs change state at given instants; squeue and scancel act on
+it with the timings LAB.md measured, unless a test scripts other outcomes.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Deque, Dict, List, Optional
+
+from plugins.module_utils.slurm_runner import CommandNotFoundError
+
+UNREACHABLE = "squeue: error: Unable to contact slurm controller (connect failure)"
+# What LAB.md measured with slurmctld down and MessageTimeout=10.
+SQUEUE_WHEN_DOWN = dict(returncode=1, stderr=UNREACHABLE, duration=9.0)
+SCANCEL_WHEN_DOWN = dict(
+    returncode=8,
+    stderr="scancel: error: Kill job error on job id 1: Unable to contact slurm controller (connect failure)",
+    duration=10.0,
+    takes_effect=False,
+)
+
+
+class FakeClock:
+    def __init__(self, start: float = 1000.0) -> None:
+        self.start = start
+        self.time = start
+        self.sleeps: List[float] = []
+
+    def now(self) -> float:
+        return self.time
+
+    def sleep(self, seconds: float) -> None:
+        assert seconds >= 0, seconds
+        self.sleeps.append(seconds)
+        self.time += seconds
+
+    def elapsed(self) -> float:
+        return self.time - self.start
+
+
+@dataclass
+class FakeJob:
+    job_id: str
+    name: str
+    user: str = "crunch"
+    state: str = "RUNNING"
+    # Instant the job leaves the queue (None: it stays).
+    gone_at: Optional[float] = None
+    # Instant it turns COMPLETING before leaving.
+    completing_at: Optional[float] = None
+    # Seconds after a signal reaches it that the job exits (None: it ignores signals).
+    exits_after_signal: Optional[float] = None
+
+    def state_at(self, now: float) -> Optional[str]:
+        if self.gone_at is not None and now >= self.gone_at:
+            return None
+        if self.completing_at is not None and now >= self.completing_at:
+            return "COMPLETING"
+        return self.state
+
+
+@dataclass
+class Scripted:
+    """One scripted outcome for the next squeue or scancel."""
+
+    returncode: int = 0
+    stderr: str = ""
+    duration: Optional[float] = None
+    # Whether a scancel with this outcome still cancels (a hung slurmctld does, later).
+    takes_effect: bool = True
+
+
+@dataclass
+class FakeProcess:
+    clock: FakeClock
+    argv: List[str]
+    env: Dict[str, str]
+    started: float
+    ends: float
+    returncode: int
+    stdout: str = ""
+    stderr: str = ""
+    killed: bool = False
+
+    def poll(self) -> Optional[int]:
+        return self.returncode if self.clock.now() >= self.ends else None
+
+    def wait(self, timeout: float) -> Optional[int]:
+        left = self.ends - self.clock.now()
+        if left <= timeout:
+            self.clock.sleep(max(left, 0.0))
+            return self.returncode
+        self.clock.sleep(timeout)
+        return None
+
+    def kill(self) -> None:
+        if self.clock.now() < self.ends:
+            self.killed = True
+            self.ends = self.clock.now()
+            self.returncode = -9
+            self.stdout = ""
+
+    def output(self):
+        assert self.clock.now() >= self.ends, "output read before the command ended"
+        return self.stdout, self.stderr
+
+    def alive_at(self, instant: float) -> bool:
+        return self.started <= instant < self.ends
+
+
+@dataclass
+class FakeSlurm:
+    clock: FakeClock
+    squeue_duration: float = 0.005
+    scancel_duration: float = 0.08
+    # How long a cancelled running job shows COMPLETING.
+    completing_linger: float = 0.04
+    jobs: Dict[str, FakeJob] = field(default_factory=dict)
+    processes: List[FakeProcess] = field(default_factory=list)
+    missing: set = field(default_factory=set)
+    scripted: Dict[str, Deque[Scripted]] = field(default_factory=lambda: {"squeue": deque(), "scancel": deque()})
+    # Jobs that scancel does not remove (a job stuck in the kernel, say).
+    unkillable: set = field(default_factory=set)
+    peak_alive: int = 0
+    # From this instant on, slurmctld does not answer.
+    down_since: Optional[float] = None
+
+    # -- setting the scene ---------------------------------------------------
+
+    def add(self, job_id, name, state="RUNNING", user="crunch", gone_at=None, completing_at=None,
+            exits_after_signal=None) -> FakeJob:
+        job = FakeJob(str(job_id), name, user, state, gone_at, completing_at, exits_after_signal)
+        self.jobs[job.job_id] = job
+        return job
+
+    def script(self, program: str, *outcomes: Scripted) -> None:
+        self.scripted[program].extend(outcomes)
+
+    # -- what happened -------------------------------------------------------
+
+    def calls(self, program: Optional[str] = None) -> List[FakeProcess]:
+        return [p for p in self.processes if program is None or p.argv[0].endswith(program)]
+
+    def argvs(self, program: Optional[str] = None) -> List[List[str]]:
+        return [p.argv for p in self.calls(program)]
+
+    def relative_starts(self, program: str) -> List[float]:
+        return [round(p.started - self.clock.start, 6) for p in self.calls(program)]
+
+    # -- the Runner interface ------------------------------------------------
+
+    def start(self, argv, env) -> FakeProcess:
+        argv = list(argv)
+        if argv[0] in self.missing:
+            raise CommandNotFoundError("cannot run %s: No such file or directory" % argv[0])
+        now = self.clock.now()
+        program = "squeue" if argv[0].endswith("squeue") else "scancel"
+        outcome = self._outcome(program, now)
+        default = self.squeue_duration if program == "squeue" else self.scancel_duration
+        duration = default if outcome.duration is None else outcome.duration
+        process = FakeProcess(self.clock, argv, dict(env), now, now + duration, outcome.returncode, stderr=outcome.stderr)
+        if program == "squeue" and outcome.returncode == 0:
+            process.stdout = self._listing(argv, now)
+        if program == "scancel" and outcome.takes_effect:
+            self._cancel(argv, now + duration)
+        self.processes.append(process)
+        self.peak_alive = max(self.peak_alive, sum(p.alive_at(now) for p in self.processes))
+        return process
+
+    def _outcome(self, program: str, now: float) -> Scripted:
+        if self.scripted[program]:
+            return self.scripted[program].popleft()
+        if self.down_since is not None and now >= self.down_since:
+            return Scripted(**(SQUEUE_WHEN_DOWN if program == "squeue" else SCANCEL_WHEN_DOWN))
+        return Scripted()
+
+    def _listing(self, argv: List[str], now: float) -> str:
+        names = None
+        for arg in argv:
+            if arg.startswith("--name="):
+                names = set(arg[len("--name="):].split(","))
+        lines = []
+        for job in self.jobs.values():
+            state = job.state_at(now)
+            if state is None or (names is not None and job.name not in names):
+                continue
+            lines.append("%s|%s|%s|%s\n" % (job.job_id, state, job.user, job.name))
+        return "".join(lines)
+
+    def _cancel(self, argv: List[str], effective_at: float) -> None:
+        signalled = any(arg.startswith("--signal=") for arg in argv)
+        for job_id in (arg for arg in argv[1:] if not arg.startswith("-")):
+            job = self.jobs.get(job_id)
+            if job is None or job_id in self.unkillable:
+                continue
+            state = job.state_at(effective_at)
+            if state is None or state == "COMPLETING":
+                continue
+            if signalled:
+                if state == "RUNNING" and job.exits_after_signal is not None:
+                    self._leave(job, effective_at + job.exits_after_signal, linger=True)
+            elif state == "PENDING":
+                self._leave(job, effective_at, linger=False)
+            else:
+                self._leave(job, effective_at, linger=True)
+
+    def _leave(self, job: FakeJob, instant: float, linger: bool) -> None:
+        gone_at = instant + (self.completing_linger if linger else 0.0)
+        if job.gone_at is not None and job.gone_at <= gone_at:
+            return
+        job.gone_at = gone_at
+        if linger:
+            job.completing_at = instant

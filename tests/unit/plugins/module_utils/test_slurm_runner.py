@@ -1,0 +1,68 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to arvados_ops.recovery
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The real process runner, with the Python interpreter standing in for Slurm's clients."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from plugins.module_utils.slurm_runner import CommandNotFoundError, SubprocessRunner, SystemClock
+
+
+def python(code: str):
+    return [sys.executable, "-c", code]
+
+
+def test_output_exit_code_and_exact_environment():
+    handle = SubprocessRunner().start(
+        python("import os, sys; print(sorted(os.environ.items())); sys.stderr.write('oops'); sys.exit(3)"),
+        {"LC_ALL": "C", "ONLY": "this"},
+    )
+    assert handle.wait(10) == 3
+    stdout, stderr = handle.output()
+    assert stdout.strip().endswith("('LC_ALL', 'C'), ('ONLY', 'this')]")
+    assert stderr == "oops"
+
+
+def test_stdin_is_empty_so_a_prompt_cannot_block():
+    handle = SubprocessRunner().start(python("import sys; print(repr(sys.stdin.read()))"), {})
+    assert handle.wait(10) == 0
+    assert handle.output()[0].strip() == "''"
+
+
+def test_more_output_than_a_pipe_holds_does_not_block_a_polled_command():
+    handle = SubprocessRunner().start(python("import sys; sys.stderr.write('e' * 1000000)"), {})
+    assert handle.wait(10) == 0
+    assert len(handle.output()[1]) == 1000000
+
+
+def test_a_command_still_running_after_the_wait_can_be_killed():
+    handle = SubprocessRunner().start(python("import time; time.sleep(60)"), {})
+    assert handle.wait(0.05) is None
+    assert handle.poll() is None
+    handle.kill()
+    assert handle.poll() is not None
+    assert handle.output() == ("", "")
+
+
+def test_output_that_is_not_utf8_is_read_anyway():
+    handle = SubprocessRunner().start(python("import sys; sys.stdout.buffer.write(b'12|RUNNING|u|\\xff\\n')"), {})
+    assert handle.wait(10) == 0
+    assert handle.output()[0] == "12|RUNNING|u|\ufffd\n"
+
+
+@pytest.mark.parametrize("program", ["/nonexistent/squeue", "/dev/null"])
+def test_a_program_that_cannot_run_is_a_clear_error(program):
+    with pytest.raises(CommandNotFoundError, match="cannot run %s: " % program):
+        SubprocessRunner().start([program, "--noheader"], {})
+
+
+def test_system_clock_is_monotonic():
+    clock = SystemClock()
+    first = clock.now()
+    clock.sleep(0)
+    assert clock.now() >= first
