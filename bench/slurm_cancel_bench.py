@@ -13,13 +13,18 @@ starts from the same queue, and made absent by:
             sleeping 1 s and starting over;
   limit     one `squeue`, one `scancel` of all ids, then `squeue` until they are gone.
 
-A second scenario has half of the jobs end on their own during the call: 0.5 s after the
+A second scenario has half of the jobs end on their own during the call: 0.3 s after the
 contender starts, a "finisher" removes every other job (one of the two running ones and half
 of the pending ones) from the queue with one `scancel` of the real binary, which no contender
 counts. This stands for containers finishing by themselves: on the lab's 2-CPU node at most
 two jobs run, so `exec sleep 1` jobs could not end on their own in hundreds. The engine runs
 there twice: with no grace period, and with `grace_period` 1 s, which lets the finished jobs
 leave without being named to any `scancel`.
+
+slurmctld keeps finished jobs for MinJobAge (300 s in the lab), and every `squeue` and
+`scancel --name` reads that whole table, so each contender is slowed by the jobs of the
+contenders before it. The table's size at each start is reported ("table"), and
+`--reverse` runs the contenders in the opposite order: compare a run with a reversed one.
 
 Every contender runs `squeue` and `scancel` through wrapper scripts (bash) that append one
 line per call (program, start and end time, argument count, exit code) to a log with a
@@ -37,7 +42,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import shlex
 import shutil
 import subprocess
@@ -61,8 +65,8 @@ MODULE = "arvados_ops.recovery.slurm_job_cancel"
 RUNNING_JOBS = 2
 LOOP_POLL_PERIOD = 0.5
 LOOP_RETRY_SLEEP = 1.0
-FINISH_AFTER = 0.5
-GRACE_PERIOD = 1.0
+FINISH_AFTER = 0.3
+GRACE_PERIOD = 2.0
 LIMIT_POLL_PAUSE = 0.02
 SUBMIT_THREADS = 4
 # The engine's default bound on scancel processes alive at once.
@@ -174,6 +178,10 @@ class Queue:
                                                                     names[RUNNING_JOBS:])):
                 ids[name] = job_id
         return ids
+
+    def table_size(self) -> int:
+        result = self._run(["squeue", "--noheader", "--all", "--states=all", "--format=%i"])
+        return len(result.stdout.split())
 
     def clear(self, names: Sequence[str], timeout: float = 60) -> int:
         """Cancel whatever of these is still queued; the number that was left."""
@@ -299,6 +307,7 @@ class Measurement:
     peak: int
     left: int           # jobs the contender left queued (cleaned up afterwards)
     running_at_start: int
+    table: int          # jobs slurmctld holds at the start, finished ones included
     module_elapsed: Optional[float] = None
     failed: bool = False
 
@@ -323,6 +332,7 @@ def measure(queue: Queue, env: Dict[str, str], workdir: Path, scenario: str, siz
     ids = queue.fill(size)
     names = list(ids)
     running = sum(1 for _, state in queue.listing(names).values() if state == "RUNNING")
+    table_size = queue.table_size()
     clients = Clients(Path(tempfile.mkdtemp(dir=workdir, prefix=contender + "-")), env)
     started = threading.Event()
     helper = None
@@ -343,7 +353,7 @@ def measure(queue: Queue, env: Dict[str, str], workdir: Path, scenario: str, siz
     scancel = [call for call in calls if call["program"] == "scancel"]
     named = sum(call["argc"] for call in scancel)
     return Measurement(scenario, size, contender, wall, len(squeue), len(scancel), named,
-                       peak_concurrency(calls), left, running,
+                       peak_concurrency(calls), left, running, table_size,
                        outcome.get("module_elapsed"), bool(outcome.get("failed")))
 
 
@@ -377,15 +387,15 @@ def verdicts(rows: List[Measurement]) -> List[str]:
 
 def table(rows: List[Measurement]) -> str:
     header = ("| scenario | N | contender | wall s | squeue | scancel | processes | "
-              "named to scancel | peak alive | left |")
-    lines = [header, "|" + "---|" * 10]
+              "named to scancel | peak alive | left | table |")
+    lines = [header, "|" + "---|" * 11]
     for row in rows:
         wall = "%.2f" % row.wall
         if row.module_elapsed is not None and row.contender == "ansible":
             wall += " (module %.2f)" % row.module_elapsed
-        lines.append("| %s | %d | %s | %s | %d | %d | %d | %d | %d | %d |" % (
+        lines.append("| %s | %d | %s | %s | %d | %d | %d | %d | %d | %d | %d |" % (
             row.scenario, row.size, row.contender, wall, row.squeue, row.scancel,
-            row.processes, row.named, row.peak, row.left))
+            row.processes, row.named, row.peak, row.left, row.table))
     return "\n".join(lines)
 
 
@@ -394,6 +404,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[200, 1000])
     parser.add_argument("--no-ansible", action="store_true",
                         help="skip the run through ansible-playbook")
+    parser.add_argument("--reverse", action="store_true",
+                        help="run the contenders of each scenario in the opposite order")
     parser.add_argument("--json", type=Path, help="also write the measurements here")
     arguments = parser.parse_args(argv)
 
@@ -415,6 +427,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for size in arguments.sizes:
             for scenario, entries in (("all queued", contenders),
                                       ("half end on their own", half_contenders)):
+                if arguments.reverse:
+                    entries = list(reversed(entries))
                 for contender, run in entries:
                     if contender == "ansible":
                         run_dir = Path(tempfile.mkdtemp(dir=workdir, prefix="playbook-"))
@@ -423,9 +437,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     row = measure(queue, env, workdir, scenario, size, contender, run)
                     rows.append(row)
                     print("%-22s N=%-5d %-16s %6.2f s  squeue %4d  scancel %4d  named %4d  "
-                          "peak %d  left %d  running at start %d" % (
+                          "peak %d  left %d  running at start %d  table %d" % (
                               scenario, size, contender, row.wall, row.squeue, row.scancel,
-                              row.named, row.peak, row.left, row.running_at_start),
+                              row.named, row.peak, row.left, row.running_at_start, row.table),
                           file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -57,6 +57,12 @@ from plugins.module_utils import uuids  # noqa: E402
 SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
 TABLES_SQL = SCHEMA_DIR / "tables.sql"
 INDEXES_SQL = SCHEMA_DIR / "indexes.sql"
+# The same tables as Arvados had them in 2017 (integer ids, fewer columns,
+# a to_tsvector text-search index on jobs): see schema/README.md.
+SCHEMA_2017_DIR = SCHEMA_DIR / "2017"
+TABLES_2017_SQL = SCHEMA_2017_DIR / "tables.sql"
+INDEXES_2017_SQL = SCHEMA_2017_DIR / "indexes.sql"
+SCHEMA_INDEXES = {"current": INDEXES_SQL, "2017": INDEXES_2017_SQL}
 
 DEFER_INDEXES_FROM_JOBS = 50_000
 FINISHED_BLOCK_JOBS = 20_000
@@ -694,6 +700,53 @@ def _prepare_tables(conn, replace: bool) -> None:
                            % ", ".join(busy))
 
 
+def copy_columns(conn) -> Dict[str, Tuple[str, ...]]:
+    """Per generated table, the columns of ``COLUMNS`` that the target table has.
+
+    Read once per load. Today's schema has every one of them; an older one
+    (schema/2017) lacks some, and the generator's values for those are left
+    out of the COPY.
+    """
+    rows = conn.execute(
+        "SELECT table_name, column_name FROM information_schema.columns "
+        "WHERE table_schema = current_schema() AND table_name = ANY(%s)",
+        (list(COLUMNS),)).fetchall()
+    conn.rollback()
+    present: Dict[str, set] = {}
+    for table, column in rows:
+        present.setdefault(table, set()).add(column)
+    missing = [table for table in COLUMNS if table not in present]
+    if missing:
+        raise RuntimeError("the database has no table %s" % ", ".join(missing))
+    return {table: tuple(c for c in columns if c in present[table])
+            for table, columns in COLUMNS.items()}
+
+
+def _check_index_definitions(conn, definitions: Sequence[IndexDefinition]) -> None:
+    """Refuse to defer indexes with a file that would not rebuild the target's own.
+
+    Every secondary index the cluster tables have must be one the file
+    creates again (those it lacks are created); else the wrong schema's
+    indexes.sql was given, e.g. today's for a 2017 database.
+    """
+    rows = conn.execute(
+        "SELECT ic.relname FROM pg_index i"
+        " JOIN pg_class ic ON ic.oid = i.indexrelid"
+        " JOIN pg_class t ON t.oid = i.indrelid"
+        " JOIN pg_namespace n ON n.oid = t.relnamespace"
+        " WHERE n.nspname = 'public' AND t.relname = ANY(%s)"
+        " AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid)",
+        (list(CLUSTER_TABLES),)).fetchall()
+    conn.rollback()
+    unknown = sorted({name for (name,) in rows} - {d.name for d in definitions})
+    if unknown:
+        listed = ", ".join(unknown[:5]) + (
+            " (+%d more)" % (len(unknown) - 5) if len(unknown) > 5 else "")
+        raise RuntimeError(
+            "the indexes file does not define this database's indexes %s: is it the "
+            "other schema's (indexes_sql=INDEXES_2017_SQL / --schema 2017)?" % listed)
+
+
 def drop_indexes(conn, definitions: Sequence[IndexDefinition]) -> None:
     from psycopg import sql
 
@@ -737,31 +790,41 @@ def create_indexes(conninfo: str, definitions: Sequence[IndexDefinition], worker
         raise errors[0]
 
 
-def _copy_rows(conninfo: str, rows: Iterator[Row]) -> None:
-    """COPY every row, one connection per table, all open at once."""
+def _copy_rows(conninfo: str, rows: Iterator[Row],
+               columns: Optional[Dict[str, Tuple[str, ...]]] = None) -> None:
+    """COPY every row, one connection per table, all open at once.
+
+    ``columns`` (from ``copy_columns``) names, per table, the columns to
+    COPY, a subset of ``COLUMNS``; None = all of them.
+    """
     from psycopg import sql
 
     with ExitStack() as stack:
         connections = []
         copy_stacks = []
-        copies = {}
+        writers = {}
 
-        def copy_for(table: str):
+        def writer_for(table: str) -> Callable[[tuple], None]:
+            names = COLUMNS[table] if columns is None else columns[table]
             conn = stack.enter_context(_connect(conninfo))
             conn.execute("SET synchronous_commit = off")
             statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
                 sql.Identifier(table),
-                sql.SQL(", ").join(sql.Identifier(c) for c in COLUMNS[table]))
+                sql.SQL(", ").join(sql.Identifier(c) for c in names))
             copy_stack = stack.enter_context(ExitStack())
             connections.append(conn)
             copy_stacks.append(copy_stack)
-            return copy_stack.enter_context(conn.cursor().copy(statement))
+            write = copy_stack.enter_context(conn.cursor().copy(statement)).write_row
+            if tuple(names) == COLUMNS[table]:
+                return write
+            keep = [COLUMNS[table].index(name) for name in names]
+            return lambda values: write([values[i] for i in keep])
 
         for row in rows:
-            copy = copies.get(row.table)
-            if copy is None:
-                copy = copies[row.table] = copy_for(row.table)
-            copy.write_row(row.values)
+            write = writers.get(row.table)
+            if write is None:
+                write = writers[row.table] = writer_for(row.table)
+            write(row.values)
         # Finish every COPY (any error surfaces here) before committing any table.
         for copy_stack in copy_stacks:
             copy_stack.close()
@@ -780,10 +843,11 @@ def _reset_sequences(conn) -> None:
     conn.commit()
 
 
-def _load_finished_blocks(conninfo: str, spec: ClusterSpec, blocks: Sequence[int]) -> dict:
+def _load_finished_blocks(conninfo: str, spec: ClusterSpec, blocks: Sequence[int],
+                          columns: Optional[Dict[str, Tuple[str, ...]]] = None) -> dict:
     """Worker process: COPY some blocks of finished jobs, return their counts."""
     generator = ClusterGenerator(spec)
-    _copy_rows(conninfo, generator.finished_rows(blocks))
+    _copy_rows(conninfo, generator.finished_rows(blocks), columns)
     summary = generator.summary
     return {"rows": summary.rows, "jobs_by_state": summary.jobs_by_state,
             "tokens_by_kind": summary.tokens_by_kind}
@@ -803,12 +867,18 @@ def default_generation_workers() -> int:
 
 def load_cluster(conninfo: str, spec: ClusterSpec, defer_indexes: Optional[bool] = None,
                  replace: bool = False, index_workers: int = 2,
-                 generation_workers: Optional[int] = None) -> Tuple[Summary, LoadTimings]:
+                 generation_workers: Optional[int] = None,
+                 indexes_sql: Optional[Path] = None) -> Tuple[Summary, LoadTimings]:
     """Generate ``spec`` into the database at ``conninfo`` ('' = libpq's PG* env).
 
     Blocks of finished jobs are generated and copied by ``generation_workers``
     processes; each process commits its own COPYs, so a failed load can leave
     rows behind: load again with ``replace=True``.
+
+    Only the columns the target tables have are copied (read once from
+    information_schema), so the 2017 schema loads too. ``indexes_sql`` is
+    the file whose indexes a deferred-index load drops and rebuilds:
+    ``INDEXES_SQL`` (default) or, for the 2017 schema, ``INDEXES_2017_SQL``.
     """
     generator = ClusterGenerator(spec)
     timings = LoadTimings()
@@ -817,7 +887,7 @@ def load_cluster(conninfo: str, spec: ClusterSpec, defer_indexes: Optional[bool]
     timings.deferred_indexes = defer_indexes
     workers = generation_workers or default_generation_workers()
     workers = max(1, min(workers, generator.finished_blocks))
-    definitions = index_definitions()
+    definitions = index_definitions(indexes_sql or INDEXES_SQL)
     began = time.monotonic()
     with ExitStack() as stack:
         pool = None
@@ -826,18 +896,22 @@ def load_cluster(conninfo: str, spec: ClusterSpec, defer_indexes: Optional[bool]
             pool = stack.enter_context(multiprocessing.get_context("fork").Pool(workers - 1))
         conn = stack.enter_context(_connect(conninfo))
         _prepare_tables(conn, replace)
+        columns = copy_columns(conn)
+        if all(columns[table] == COLUMNS[table] for table in COLUMNS):
+            columns = None  # today's schema: every row as generated
         if defer_indexes:
+            _check_index_definitions(conn, definitions)
             drop_indexes(conn, definitions)
             timings.drop_indexes = time.monotonic() - began
         try:
             copy_began = time.monotonic()
             blocks = range(generator.finished_blocks)
             pending = [pool.apply_async(_load_finished_blocks,
-                                        (conninfo, spec, blocks[worker::workers]))
+                                        (conninfo, spec, blocks[worker::workers], columns))
                        for worker in range(1, workers)] if pool else []
             _copy_rows(conninfo, itertools.chain(generator.user_rows(),
                                                  generator.finished_rows(blocks[0::workers]),
-                                                 generator.active_rows()))
+                                                 generator.active_rows()), columns)
             for result in pending:
                 _merge_counts(generator.summary, result.get())
             timings.copy = time.monotonic() - copy_began
@@ -863,6 +937,32 @@ def load_cluster(conninfo: str, spec: ClusterSpec, defer_indexes: Optional[bool]
 # Slurm
 # ---------------------------------------------------------------------------
 
+def lab_conninfo() -> str:
+    """Where to load: libpq's PG* variables if they name a server, else the local lab.
+
+    The lab (lab/labctl.py) is reached as Arvados reaches it: the ``arvados``
+    role over TCP, database ``arvados_production``.
+    """
+    if os.environ.get("PGHOST") or os.environ.get("PGSERVICE"):
+        return ""
+    import psycopg
+    from lab import labctl
+
+    return psycopg.conninfo.make_conninfo(**labctl.lab_settings().connection())
+
+
+def slurm_environment() -> Dict[str, str]:
+    """The environment for Slurm's clients: ``LC_ALL=C``, the lab's slurm.conf by default."""
+    env = dict(os.environ, LC_ALL="C")
+    if "SLURM_CONF" not in env:
+        from lab import labctl
+
+        lab_conf = labctl.lab_settings().slurm_conf
+        if lab_conf.exists():
+            env["SLURM_CONF"] = str(lab_conf)
+    return env
+
+
 def sbatch_command(job_uuid: str, sleep_seconds: int, sbatch: str = "sbatch") -> List[str]:
     if not uuids.is_uuid_of("job", job_uuid):
         raise ValueError("not a job uuid: %r" % (job_uuid,))
@@ -875,7 +975,7 @@ def submit_slurm_jobs(job_uuids: Sequence[str], limit: int, sleep_seconds: int =
                       run: Callable[..., subprocess.CompletedProcess] = subprocess.run
                       ) -> Dict[str, str]:
     """One ``sbatch`` per job, for at most ``limit`` jobs; returns uuid -> Slurm job id."""
-    env = dict(os.environ, LC_ALL="C")
+    env = slurm_environment()
     submitted = {}
     for job_uuid in list(job_uuids)[:max(0, limit)]:
         result = run(sbatch_command(job_uuid, sleep_seconds, sbatch), env=env,
@@ -899,8 +999,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m lab.datagen",
         description="Fill an Arvados-shaped database with a generated cluster.")
-    parser.add_argument("--dsn", default="",
-                        help="libpq connection string (default: the PG* environment)")
+    parser.add_argument("--dsn", default=None,
+                        help="libpq connection string (default: the PG* environment if "
+                             "PGHOST is set, else the local lab's database)")
     parser.add_argument("--prefix", default="zzzzz", help="cluster prefix (default zzzzz)")
     parser.add_argument("--jobs", type=int, default=200, help="all jobs (default 200)")
     parser.add_argument("--running", type=int, default=20, help="Running jobs (default 20)")
@@ -929,6 +1030,10 @@ def build_parser() -> argparse.ArgumentParser:
                        default=None, help="drop indexes.sql's indexes, rebuild after the load "
                                           "(default from %d jobs)" % DEFER_INDEXES_FROM_JOBS)
     group.add_argument("--keep-indexes", dest="defer_indexes", action="store_false")
+    parser.add_argument("--schema", choices=sorted(SCHEMA_INDEXES), default="current",
+                        help="the target's schema, whose indexes.sql a deferred-index load "
+                             "drops and rebuilds: current (lab/schema, default) or 2017 "
+                             "(lab/schema/2017)")
     parser.add_argument("--replace", action="store_true",
                         help="empty the cluster tables first (else they must be empty)")
     parser.add_argument("--slurm-jobs", type=int, default=0,
@@ -995,8 +1100,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         spec = spec_from_args(args)
-        summary, timings = load_cluster(args.dsn, spec, defer_indexes=args.defer_indexes,
-                                        replace=args.replace)
+        conninfo = lab_conninfo() if args.dsn is None else args.dsn
+        summary, timings = load_cluster(conninfo, spec, defer_indexes=args.defer_indexes,
+                                        replace=args.replace,
+                                        indexes_sql=SCHEMA_INDEXES[args.schema])
         if args.slurm_jobs:
             summary.slurm_jobs = submit_slurm_jobs(summary.running_uuids, args.slurm_jobs,
                                                    args.slurm_sleep)

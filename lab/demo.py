@@ -1,16 +1,17 @@
 """What an operator wants to see of the lab cluster, and a "just rebooted" cluster to see.
 
-    python -m lab.demo seed-rebooted   # fill the lab DB as if this host just rebooted
+    python -m lab.demo seed-rebooted   # replace the lab data: this host "just rebooted"
     python -m lab.demo show            # jobs by state, running jobs, Slurm queue, tokens
+    python -m lab.demo counts --save F # the numbers a recovery changes; --before F: side by side
 
-The database comes from libpq's PG* variables (``eval "$(lab/labctl.py env)"``)
-or ``--dsn``; Slurm's clients find the lab through ``SLURM_CONF``.
+The database: ``--dsn``, else libpq's PG* variables when PGHOST is set, else
+the local lab (lab/labctl.py). Slurm: ``SLURM_CONF``, else the lab's slurm.conf.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import json
 import shutil
 import subprocess
 import sys
@@ -109,10 +110,9 @@ def slurm_queue(squeue: str = "squeue", timeout: float = 20.0) -> Tuple[Optional
     """(lab jobs, "") or (None, why the queue could not be read)."""
     if shutil.which(squeue) is None:
         return None, "squeue not found"
-    env = dict(os.environ, LC_ALL="C")
     try:
-        result = subprocess.run(squeue_command(squeue), env=env, capture_output=True, text=True,
-                                timeout=timeout, check=False)
+        result = subprocess.run(squeue_command(squeue), env=datagen.slurm_environment(),
+                                capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         return None, "squeue timed out after %.0f s" % timeout
     if result.returncode != 0:
@@ -124,8 +124,10 @@ def slurm_queue(squeue: str = "squeue", timeout: float = 20.0) -> Tuple[Optional
 # show
 # ---------------------------------------------------------------------------
 
-def show(conninfo: str, boot: datetime, max_running: int, out=sys.stdout) -> None:
+def show(conninfo: str, boot: datetime, max_running: int, out=None) -> None:
     import psycopg
+
+    out = out or sys.stdout
 
     with psycopg.connect(conninfo) as conn:
         state_rows = conn.execute(JOBS_BY_STATE_SQL).fetchall()
@@ -164,6 +166,70 @@ def show(conninfo: str, boot: datetime, max_running: int, out=sys.stdout) -> Non
 
 
 # ---------------------------------------------------------------------------
+# counts: the few numbers a recovery changes, to compare before and after
+# ---------------------------------------------------------------------------
+
+COUNTS_SQL = """
+SELECT count(*) FILTER (WHERE state = 'Running' AND started_at < %(boot)s),
+       count(*) FILTER (WHERE state = 'Running' AND started_at >= %(boot)s),
+       count(*) FILTER (WHERE state = 'Running' AND started_at IS NULL),
+       count(*) FILTER (WHERE state = 'Failed'),
+       count(*) FILTER (WHERE state = 'Queued')
+  FROM jobs
+"""
+
+DISPATCH_LOGS_SQL = "SELECT count(*) FROM logs WHERE event_type = 'dispatch'"
+
+STARTED_AT_SQL = "SELECT uuid, started_at FROM jobs WHERE uuid = ANY(%(uuids)s)"
+
+COUNT_LABELS = (
+    ("running_before_boot", "Running jobs started before boot"),
+    ("running_after_boot", "Running jobs started after boot"),
+    ("running_unstarted", "Running jobs without started_at"),
+    ("failed", "Failed jobs"),
+    ("queued", "Queued jobs"),
+    ("dispatch_logs", "log rows of type dispatch"),
+    ("valid_job_tokens", "valid tokens of running jobs"),
+    ("valid_tokens", "valid API tokens, all"),
+    ("slurm_before_boot", "Slurm jobs of jobs started before boot"),
+    ("slurm_after_boot", "Slurm jobs of jobs started after boot"),
+)
+
+
+def counts(conninfo: str, boot: datetime) -> dict:
+    """The numbers of COUNT_LABELS; the Slurm ones are None when the queue is unreadable."""
+    import psycopg
+
+    queue, _ = slurm_queue()
+    with psycopg.connect(conninfo) as conn:
+        before, after, unstarted, failed, queued = conn.execute(
+            COUNTS_SQL, {"boot": boot}).fetchone()
+        job_tokens, _ = conn.execute(VALID_JOB_TOKENS_SQL, {"boot": boot}).fetchone()
+        started = dict(conn.execute(STARTED_AT_SQL, {
+            "uuids": [name for _, name, _, _, _ in queue or ()]}).fetchall())
+        found = {
+            "running_before_boot": before, "running_after_boot": after,
+            "running_unstarted": unstarted, "failed": failed, "queued": queued,
+            "dispatch_logs": conn.execute(DISPATCH_LOGS_SQL).fetchone()[0],
+            "valid_job_tokens": job_tokens,
+            "valid_tokens": conn.execute(VALID_TOKENS_SQL).fetchone()[0],
+        }
+    sides = [boot_side(started[name], boot) for _, name, _, _, _ in queue or ()
+             if name in started]
+    found["slurm_before_boot"] = None if queue is None else sides.count("before boot")
+    found["slurm_after_boot"] = None if queue is None else sides.count("after boot")
+    return found
+
+
+def format_counts(now: dict, before: Optional[dict] = None) -> str:
+    """One column of numbers, or before and after side by side."""
+    if before is None:
+        return format_table(("", "now"), [(label, now.get(key)) for key, label in COUNT_LABELS])
+    return format_table(("", "before", "after"),
+                        [(label, before.get(key), now.get(key)) for key, label in COUNT_LABELS])
+
+
+# ---------------------------------------------------------------------------
 # seed-rebooted
 # ---------------------------------------------------------------------------
 
@@ -178,37 +244,78 @@ def rebooted_spec(boot: datetime, now: datetime, seed: int, running: int,
     )
 
 
+def running_job_uuids(conninfo: str) -> List[str]:
+    import psycopg
+
+    with psycopg.connect(conninfo) as conn:
+        return [uuid for (uuid,) in conn.execute("SELECT uuid FROM jobs WHERE state = 'Running'")]
+
+
+def cancel_slurm_jobs_named(names: Sequence[str], scancel: str = "scancel") -> List[str]:
+    """Cancel (one scancel, by job id) the queued Slurm jobs bearing these names."""
+    queue, _ = slurm_queue()
+    if queue is None:
+        return []
+    wanted = set(names)
+    job_ids = [job_id for job_id, name, _, _, _ in queue if name in wanted]
+    if job_ids:
+        subprocess.run([scancel, *job_ids], env=datagen.slurm_environment(),
+                       capture_output=True, text=True, timeout=60, check=False)
+    return job_ids
+
+
 def seed_rebooted(conninfo: str, boot: datetime, seed: int, running: int, slurm_jobs: int,
-                  prefix: str, out=sys.stdout) -> datagen.Summary:
+                  prefix: str, out=None) -> datagen.Summary:
     spec = rebooted_spec(boot, datagen.utc_now(), seed, running, prefix)
+    if slurm_jobs:
+        # The previous demo's Slurm jobs would otherwise outlive its data.
+        cancel_slurm_jobs_named(running_job_uuids(conninfo))
     summary, timings = datagen.load_cluster(conninfo, spec, defer_indexes=False, replace=True)
     if slurm_jobs:
         # Lingering Slurm jobs for the jobs the reboot interrupted (and a live
         # one for the job started since, which a recovery must leave alone).
         summary.slurm_jobs = datagen.submit_slurm_jobs(
             summary.running_after_boot + summary.running_before_boot, slurm_jobs)
-    print(datagen.format_report(summary, timings, max_listed=5), file=out)
+    print(datagen.format_report(summary, timings, max_listed=5), file=out or sys.stdout)
     return summary
 
 
+def lab_cluster_id() -> str:
+    from lab import labctl
+
+    return labctl.lab_settings().cluster_id
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m lab.demo", description=__doc__.split("\n")[0])
-    parser.add_argument("--dsn", default="", help="libpq connection string (default: PG* env)")
-    parser.add_argument("--boot-time", default="btime",
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--dsn", default=None,
+                        help="libpq connection string (default: the PG* environment if "
+                             "PGHOST is set, else the local lab's database)")
+    common.add_argument("--boot-time", default="btime",
                         help="'btime' (this host's, default), '@EPOCH' or ISO 8601 UTC")
-    parser.add_argument("--max-running", type=int, default=10,
-                        help="list at most this many running jobs and Slurm jobs (default 10)")
+    parser = argparse.ArgumentParser(prog="python -m lab.demo", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("show", help="print the lab cluster's state")
-    seed = commands.add_parser("seed-rebooted",
+    show_parser = commands.add_parser("show", parents=[common],
+                                      help="print the lab cluster's state")
+    show_parser.add_argument("--max-running", type=int, default=10,
+                             help="list at most this many running jobs and Slurm jobs "
+                                  "(default 10)")
+    seed = commands.add_parser("seed-rebooted", parents=[common],
                                help="replace the lab data with a cluster that just rebooted")
     seed.add_argument("--seed", type=int, default=2015, help="random seed (default 2015)")
     seed.add_argument("--running", type=int, default=12, help="Running jobs (default 12)")
     seed.add_argument("--slurm-jobs", type=int, default=20,
                       help="Slurm jobs named after running jobs, at most (default 20; "
                            "0: none)")
-    seed.add_argument("--prefix", default="zzzzz", help="cluster prefix (default zzzzz)")
-    seed.add_argument("--no-show", action="store_true", help="do not print the state after")
+    seed.add_argument("--prefix", default=None,
+                      help="cluster prefix (default: the lab's cluster id, zzzzz)")
+    counts_parser = commands.add_parser(
+        "counts", parents=[common],
+        help="the numbers a recovery changes (jobs, tokens, Slurm jobs), compact")
+    counts_parser.add_argument("--save", metavar="FILE",
+                               help="also write them to FILE (JSON), for --before later")
+    counts_parser.add_argument("--before", metavar="FILE",
+                               help="print them beside those saved in FILE")
     return parser
 
 
@@ -218,12 +325,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     try:
         boot = datagen.parse_time(args.boot_time)
+        conninfo = datagen.lab_conninfo() if args.dsn is None else args.dsn
         if args.command == "seed-rebooted":
-            seed_rebooted(args.dsn, boot, args.seed, args.running, args.slurm_jobs, args.prefix)
-            if args.no_show:
-                return 0
-            print()
-        show(args.dsn, boot, args.max_running)
+            seed_rebooted(conninfo, boot, args.seed, args.running, args.slurm_jobs,
+                          args.prefix or lab_cluster_id())
+        elif args.command == "counts":
+            now = counts(conninfo, boot)
+            if args.save:
+                Path(args.save).write_text(json.dumps(now))
+            before = json.loads(Path(args.before).read_text()) if args.before else None
+            print(format_counts(now, before))
+        else:
+            show(conninfo, boot, args.max_running)
     except (ValueError, RuntimeError, OSError, psycopg.Error) as error:
         print("demo: %s" % error, file=sys.stderr)
         return 1

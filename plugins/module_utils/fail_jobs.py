@@ -258,11 +258,12 @@ class CleanupResult(object):
             'requeued_jobs' if opts.retry else 'failed_jobs': done,
             'exempt': {'count': len(self.exempt), 'uuids': list(self.exempt)},
             'no_started_at': list(self.unstarted),
-            'skipped': self.skipped.as_list(),
+            # Not `skipped`: Ansible reads that key of a result as "the task was skipped".
+            'skipped_jobs': self.skipped.as_list(),
             'revoked_tokens': self.revoked_tokens.as_list(),
             'log_uuids': self.log_uuids.as_list(),
             'counts': {
-                'jobs': self.done_jobs.count, 'skipped': self.skipped.count,
+                'jobs': self.done_jobs.count, 'skipped_jobs': self.skipped.count,
                 'revoked_tokens': self.revoked_tokens.count, 'logs': self.log_uuids.count,
             },
             'slurm': dict(self.slurm),

@@ -162,8 +162,8 @@ def summary_lines(result, check_mode):
     if result['no_started_at']:
         lines.append('Running without started_at: %d (%s)'
                      % (len(result['no_started_at']), ', '.join(result['no_started_at'][:5])))
-    if counts['skipped']:
-        lines.append('skipped (changed under us): %d' % counts['skipped'])
+    if counts['skipped_jobs']:
+        lines.append('skipped (changed under us): %d' % counts['skipped_jobs'])
     slurm = result.get('slurm') or {}
     if slurm.get('skipped'):
         lines.append('slurm: not asked (%s)' % slurm['skipped'])

@@ -23,7 +23,7 @@ description:
   - For each batch of O(batch_size) jobs, the Slurm jobs named after their UUIDs are made
     absent first (see O(cancel_slurm_jobs)); then one transaction locks the rows,
     re-checks that each job is still C(Running) and qualifies (others are listed in
-    RV(skipped)), expires the jobs' API tokens, marks the jobs C(Failed) (or, with
+    RV(skipped_jobs)), expires the jobs' API tokens, marks the jobs C(Failed) (or, with
     O(retry), puts them back in the queue scrubbed and deletes their tasks), writes one
     C(logs) row per job and notifies C(logs) listeners (the websocket server).
   - Killing the process at any instant leaves each job either untouched or completely done
@@ -235,7 +235,7 @@ no_started_at:
   type: list
   elements: str
   sample: []
-skipped:
+skipped_jobs:
   description: Jobs that qualified when listed but had changed (finished, or restarted after
     the threshold) when their batch locked them; left alone.
   returned: always
@@ -259,7 +259,7 @@ counts:
     check mode, would be).
   returned: always
   type: dict
-  sample: {"jobs": 19, "skipped": 0, "revoked_tokens": 19, "logs": 19}
+  sample: {"jobs": 19, "skipped_jobs": 0, "revoked_tokens": 19, "logs": 19}
 slurm:
   description:
     - The results of the Slurm cancel engine, summed over the batches (the keys of

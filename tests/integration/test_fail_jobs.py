@@ -93,7 +93,7 @@ def test_fail_mode_fails_exactly_the_jobs_started_before_the_threshold(fresh_db,
     assert "requeued_jobs" not in result
     assert result["exempt"] == {"count": 3, "uuids": sorted(summary.running_after_boot)}
     assert result["no_started_at"] == sorted(summary.running_unstarted)
-    assert result["skipped"] == []
+    assert result["skipped_jobs"] == []
     assert result["slurm"] == {"skipped": "cancel_slurm_jobs is false"}
 
     jobs_after = h.jobs(conn)

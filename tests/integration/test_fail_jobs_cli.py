@@ -295,7 +295,7 @@ def test_sigkill_at_random_moments_then_rerun_leaves_every_job_whole(fresh_db, l
                                       timeout=120))
 
     assert final["failed_jobs"] == sorted(set(summary.running_uuids) - done)
-    assert final["skipped"] == []
+    assert final["skipped_jobs"] == []
     done_final, running_final = consistency(fresh_db.connect(), summary)
     assert done_final == set(summary.running_uuids) and running_final == set()
     again = h.cli_json(subprocess.run(command + ["--json"], cwd=str(h.REPO_ROOT),
@@ -308,17 +308,24 @@ def test_sigkill_at_random_moments_then_rerun_leaves_every_job_whole(fresh_db, l
 
 @pytest.mark.skipif(not SCHEMA_2017.is_dir(),
                     reason="lab/schema/2017/ does not exist: no 2017 schema to test against")
-def test_the_2017_schema(lab, lab_env, tmp_path):
+def test_the_2017_schema(lab, lab_env, tmp_path, fresh_db):
+    """The same cluster in a 2017 database and in today's (fresh_db): the command fails the
+    same jobs, revokes the same tokens and writes the same log rows in both."""
     name = "lab_test_2017_%d" % os.getpid()
     with psycopg.connect(**lab.superuser_connection("postgres"), autocommit=True) as admin:
         admin.execute(sql.SQL("CREATE DATABASE {} OWNER {} TEMPLATE template0").format(
             sql.Identifier(name), sql.Identifier("arvados")))
     try:
-        with psycopg.connect(**lab.superuser_connection(name), autocommit=True) as conn:
-            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+        # The 2017 schema needs no extension: its text search is to_tsvector, not pg_trgm.
         with psycopg.connect(**lab.connection(name), autocommit=True) as conn:
-            for path in sorted(Path(SCHEMA_2017).glob("*.sql")):
-                conn.execute(path.read_text())
+            for file_name in ("tables.sql", "indexes.sql"):
+                conn.execute(Path(SCHEMA_2017, file_name).read_text())
+            id_types = dict(conn.execute(
+                "SELECT table_name, data_type FROM information_schema.columns "
+                "WHERE table_schema = 'public' AND column_name = 'id'").fetchall())
+            assert set(id_types.values()) == {"integer"} and len(id_types) == 6
+            assert conn.execute("SELECT count(*) FROM pg_indexes WHERE indexname = "
+                                "'jobs_full_text_search_idx'").fetchone()[0] == 1
         conninfo = psycopg.conninfo.make_conninfo(
             **{k: str(v) for k, v in lab.connection(name).items()})
         now = datagen.utc_now()
@@ -326,13 +333,55 @@ def test_the_2017_schema(lab, lab_env, tmp_path):
             minutes=30), now=now, jobs=40, running=6, queued=3, running_after_boot=1,
             users=4, idle_users=1, seed=h.random_seed())
         summary, _ = datagen.load_cluster(conninfo, spec)
-        opts = {"db_host": "127.0.0.1", "db_port": lab.pg_port, "db_name": name,
-                "db_user": "arvados", "db_password": lab.db_password(),
-                "cancel_slurm_jobs": False}
-        result = h.cli_json(h.run_cli(lab_env, tmp_path, opts, before_flag(summary) + ["--json"]))
+        today, _ = datagen.load_cluster(h.conninfo(fresh_db), spec)
+        assert today.to_dict() == summary.to_dict()
+
+        def run(db_name):
+            opts = {"db_host": "127.0.0.1", "db_port": lab.pg_port, "db_name": db_name,
+                    "db_user": "arvados", "db_password": lab.db_password(),
+                    "cancel_slurm_jobs": False}
+            return h.cli_json(h.run_cli(lab_env, tmp_path, opts,
+                                        before_flag(summary) + ["--json"]))
+
+        def outcome(conn, since):
+            """Jobs, tasks, tokens and log rows, with the run's clock readings as 'now'."""
+            def norm(row, drop=()):
+                return {k: "now" if isinstance(v, type(since)) and v >= since else v
+                        for k, v in row.items() if k not in drop}
+            jobs = {u: norm(row) for u, row in h.jobs(conn).items()}
+            tokens = {u: norm(row, ("refreshes_at",)) for u, row in h.tokens(conn).items()}
+            logs = sorted((norm(row, ("uuid",)) for row in h.logs(conn)),
+                          key=lambda row: row["object_uuid"])
+            return jobs, h.tasks_by_job(conn), tokens, logs
+
+        outcomes, results = [], []
+        for db_name in (name, fresh_db.name):
+            with psycopg.connect(**lab.connection(db_name)) as conn:
+                since = h.db_now(conn)
+                results.append(run(db_name))
+                outcomes.append(outcome(conn, since))
+                log_uuids = sorted(row["uuid"] for row in h.logs(conn))
+                assert results[-1]["log_uuids"] == log_uuids
+                assert all(u.startswith(spec.prefix + "-57u5n-") for u in log_uuids)
+        result, today_result = results
+
         assert result["failed_jobs"] == sorted(summary.running_before_boot)
         assert result["revoked_tokens"] == sorted(
             summary.job_token_uuids[u] for u in summary.running_before_boot)
+        assert result["exempt"]["count"] == len(summary.running_after_boot) == 1
+        # Everything the command reports but the log rows' random uuids and which database.
+        assert {k: v for k, v in result.items() if k not in ("log_uuids", "database")} == \
+            {k: v for k, v in today_result.items() if k not in ("log_uuids", "database")}
+        assert outcomes[0] == outcomes[1]
+        jobs, _, tokens, logs = outcomes[0]
+        assert {u for u, row in jobs.items() if row["state"] == "Failed"
+                and row["finished_at"] == "now"} == set(summary.running_before_boot)
+        assert {u for u, row in tokens.items() if row["expires_at"] == "now"} == \
+            set(result["revoked_tokens"])
+        assert [(row["object_uuid"], row["event_type"]) for row in logs] == [
+            (u, "dispatch") for u in sorted(summary.running_before_boot)]
+
+        assert run(name)["changed"] is False
     finally:
         with psycopg.connect(**lab.superuser_connection("postgres"), autocommit=True) as admin:
             admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(

@@ -427,3 +427,12 @@ def test_demo_rebooted_cluster_has_one_job_after_boot():
     assert len(generator.summary.running_after_boot) == 1
     just_booted = demo.rebooted_spec(NOW - timedelta(seconds=1), NOW, 1, 12, "zzzzz")
     assert just_booted.running_after_boot == 0
+
+
+def test_demo_options_come_after_the_subcommand():
+    from lab import demo
+
+    args = demo.build_parser().parse_args(["show", "--max-running", "4", "--dsn", "dbname=x"])
+    assert (args.command, args.max_running, args.dsn) == ("show", 4, "dbname=x")
+    args = demo.build_parser().parse_args(["seed-rebooted", "--slurm-jobs", "0"])
+    assert (args.slurm_jobs, args.boot_time, args.prefix) == (0, "btime", None)

@@ -88,7 +88,7 @@ def test_result_dict_names_the_job_list_after_the_mode_and_diffs_each_job():
     assert as_dict["exempt"] == {"count": 1, "uuids": [JOB % 3]}
     assert as_dict["threshold"] is None and as_dict["threshold_source"] is None
     assert as_dict["slurm"] == {}
-    assert as_dict["counts"] == {"jobs": 2, "skipped": 0, "revoked_tokens": 0, "logs": 0}
+    assert as_dict["counts"] == {"jobs": 2, "skipped_jobs": 0, "revoked_tokens": 0, "logs": 0}
     assert as_dict["diff"] == {
         "before": "%s: Running\n%s: Running\n" % (JOB % 1, JOB % 2),
         "after": "%s: Queued\n%s: Queued\n" % (JOB % 1, JOB % 2),
@@ -486,17 +486,17 @@ def test_options_file_must_be_a_mapping_and_readable(tmp_path):
 def result(**values):
     base = {"threshold": "2026-01-01T00:00:00Z", "threshold_source": "argument",
             "failed_jobs": [JOB % 1, JOB % 2], "revoked_tokens": ["zzzzz-gj3su-000000000000001"],
-            "exempt": {"count": 1, "uuids": [JOB % 3]}, "no_started_at": [], "skipped": [],
+            "exempt": {"count": 1, "uuids": [JOB % 3]}, "no_started_at": [], "skipped_jobs": [],
             "slurm": {}, "changed": True,
-            "counts": {"jobs": 2, "skipped": 0, "revoked_tokens": 1, "logs": 2}}
+            "counts": {"jobs": 2, "skipped_jobs": 0, "revoked_tokens": 1, "logs": 2}}
     base.update(values)
     return base
 
 
 def test_summary_of_a_run():
     slurm = {"cancelled": [{"name": JOB % 1}], "squeue_calls": 2, "scancel_calls": 1}
-    assert fail_jobs_cli.summary_lines(result(slurm=slurm, skipped=[JOB % 4],
-                                                         counts={"jobs": 2, "skipped": 1,
+    assert fail_jobs_cli.summary_lines(result(slurm=slurm, skipped_jobs=[JOB % 4],
+                                                         counts={"jobs": 2, "skipped_jobs": 1,
                                                                  "revoked_tokens": 1, "logs": 2}), False) == [
         "threshold: 2026-01-01T00:00:00Z (argument)",
         "jobs failed: 2",

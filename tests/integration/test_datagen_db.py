@@ -152,3 +152,22 @@ def test_parallel_generation_loads_the_same_rows(cluster_db, monkeypatch):
     assert shared.rows == alone.rows and shared.tokens_by_kind == alone.tokens_by_kind
     assert shared.jobs_by_state == alone.jobs_by_state
     assert table_counts(cluster_db)["jobs"] == 300
+
+
+def test_slurm_jobs_are_named_after_running_jobs(cluster_db, lab_env, monkeypatch):
+    import subprocess
+
+    for name in ("SLURM_CONF", "PATH"):
+        monkeypatch.setenv(name, lab_env[name])
+    summary, _ = datagen.load_cluster(cluster_db, small_spec(jobs=30, running=4, queued=2,
+                                                             running_after_boot=1))
+    submitted = datagen.submit_slurm_jobs(summary.running_uuids, limit=3, sleep_seconds=60)
+    try:
+        assert list(submitted) == summary.running_uuids[:3]
+        queue = subprocess.run(
+            ["squeue", "--noheader", "--format=%i %j", "--name=" + ",".join(submitted)],
+            env=lab_env, capture_output=True, text=True, check=True, timeout=30).stdout
+        assert sorted(line.split() for line in queue.splitlines()) == sorted(
+            [job_id, uuid] for uuid, job_id in submitted.items())
+    finally:
+        subprocess.run(["scancel", *submitted.values()], env=lab_env, check=False, timeout=30)

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Builds the base image of the Molecule scenarios from Debian's packages, without
+# a registry: a debootstrapped bookworm (minbase) with systemd as PID 1, Python and
+# what arvados-fail-jobs needs, imported into podman as
+# localhost/arvados-recovery-molecule:bookworm. Takes about a minute; an image that
+# exists already is kept (build once, reuse). --force builds it again.
+#
+# Environment: MOLECULE_IMAGE (image name), DEBIAN_MIRROR (default: deb.debian.org),
+# CONTAINERS_CONF (default: extensions/molecule/containers.conf).
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo_root"
+
+image=${MOLECULE_IMAGE:-localhost/arvados-recovery-molecule:bookworm}
+mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+export CONTAINERS_CONF=${CONTAINERS_CONF:-$repo_root/extensions/molecule/containers.conf}
+# python3-psycopg and python3-yaml are what the boot_recovery role installs: having
+# them in the image saves an apt-get update in every converge (the role still checks).
+# systemd-analyze (in systemd) is what the roles validate their units with.
+packages=python3,python3-apt,systemd,systemd-sysv,dbus,python3-psycopg,python3-yaml
+# The image records what it was built from; a change of the list rebuilds it.
+label=arvados-recovery.packages
+
+force=no
+case "${1:-}" in
+  --force) force=yes ;;
+  '') ;;
+  *) echo "usage: $0 [--force]" >&2; exit 2 ;;
+esac
+
+missing=()
+for tool in podman debootstrap runc; do
+  command -v "$tool" >/dev/null || missing+=("$tool")
+done
+if ((${#missing[@]})); then
+  echo "build-molecule-image: missing: ${missing[*]} (Debian: apt-get install podman runc debootstrap)" >&2
+  exit 1
+fi
+if [ "$(id -u)" != 0 ]; then
+  echo "build-molecule-image: debootstrap needs root" >&2
+  exit 1
+fi
+
+if [ "$force" = no ] && podman image exists "$image"; then
+  built_from=$(podman image inspect --format "{{ index .Config.Labels \"$label\" }}" "$image" 2>/dev/null || true)
+  if [ "$built_from" = "$packages" ]; then
+    echo "build-molecule-image: $image exists (packages: $packages)"
+    exit 0
+  fi
+  echo "build-molecule-image: $image was built from other packages ('$built_from'): rebuilding"
+fi
+
+build_dir=$repo_root/.build/molecule-image
+root=$build_dir/rootfs
+rm -rf "$root"
+mkdir -p "$build_dir"
+trap 'rm -rf "$root"' EXIT
+
+begin=$SECONDS
+echo "build-molecule-image: debootstrap bookworm into $root (about 40 s)"
+if ! debootstrap --variant=minbase --include="$packages" bookworm "$root" "$mirror" \
+    >"$build_dir/debootstrap.log" 2>&1; then
+  tail -n 20 "$build_dir/debootstrap.log" >&2
+  echo "build-molecule-image: debootstrap failed; the whole log is $build_dir/debootstrap.log" >&2
+  exit 1
+fi
+# A container has no consoles to log in on and no hardware to wait for; these
+# units would only slow the boot down or fail in it.
+for unit in getty.target console-getty.service systemd-udevd.service \
+    systemd-udev-trigger.service systemd-remount-fs.service systemd-firstboot.service \
+    sys-kernel-config.mount sys-kernel-debug.mount sys-kernel-tracing.mount; do
+  ln -sfn /dev/null "$root/etc/systemd/system/$unit"
+done
+# The apt lists and cached .debs are the bulk of a minbase tree and of no use here.
+rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/cache/apt/archives/*.deb
+# Debian's machine-id is made at first boot; an empty file lets systemd make a new one.
+: >"$root/etc/machine-id"
+
+echo "build-molecule-image: importing as $image"
+tar -C "$root" -c . | podman import \
+  --change 'CMD=["/lib/systemd/systemd"]' \
+  --change 'STOPSIGNAL=SIGRTMIN+3' \
+  --change "LABEL $label=$packages" \
+  --quiet - "$image" >/dev/null
+echo "build-molecule-image: $image built in $((SECONDS - begin)) s"

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Runs `molecule test` for every scenario under extensions/molecule/ (or those named:
+# scripts/molecule.sh default refuse_bad_settings), each one alone, and reports each.
+# Exit status 0 only when every scenario passed.
+#
+# It installs nothing: it checks what the scenarios need and says what is missing.
+# It builds the base image once (scripts/build-molecule-image.sh) and reuses it.
+# The lab must be up (lab/labctl.py start): the scenarios use its PostgreSQL.
+set -uo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo_root" || exit 1
+
+venv_bin=$repo_root/.venv/bin
+# podman's settings for this kind of machine (runc, cgroupfs, lower ulimits).
+export CONTAINERS_CONF=${CONTAINERS_CONF:-$repo_root/extensions/molecule/containers.conf}
+# The working tree as arvados_ops.recovery (scripts/link-collection.sh), then
+# containers.podman for Molecule's podman driver: scripts/install-deps.sh puts it in
+# .build/molecule-collections, a pip-installed `ansible` package in the venv also works.
+export ANSIBLE_COLLECTIONS_PATH=$repo_root/.build/collections:$repo_root/.build/molecule-collections
+export PATH=$venv_bin:$PATH
+export ANSIBLE_FORCE_COLOR=false PY_COLORS=0 ANSIBLE_NOCOLOR=1 NO_COLOR=1
+
+missing=()
+for tool in podman runc debootstrap; do
+  command -v "$tool" >/dev/null || missing+=("$tool (Debian package $tool)")
+done
+[ -x "$venv_bin/molecule" ] || missing+=("$venv_bin/molecule (requirements-dev.txt: molecule, molecule-plugins[podman])")
+if [ -x "$venv_bin/ansible-galaxy" ] &&
+    ! "$venv_bin/ansible-galaxy" collection list containers.podman 2>/dev/null | grep -q '^containers\.podman '; then
+  missing+=("the Ansible collection containers.podman (in .build/molecule-collections, from scripts/install-deps.sh)")
+fi
+if ((${#missing[@]})); then
+  printf 'molecule: missing: %s\n' "${missing[@]}" >&2
+  echo "molecule: run scripts/install-deps.sh (as root) first" >&2
+  exit 1
+fi
+if ! env -u PYTHONPATH "$venv_bin/python" lab/labctl.py status >/dev/null 2>&1; then
+  echo "molecule: the lab is not up; start it with '$venv_bin/python lab/labctl.py start'" >&2
+  exit 1
+fi
+
+scripts/link-collection.sh >/dev/null || exit 1
+begin=$SECONDS
+scripts/build-molecule-image.sh || exit 1
+echo "molecule: base image ready ($((SECONDS - begin)) s)"
+
+scenarios=("$@")
+if [ ${#scenarios[@]} -eq 0 ]; then
+  for file in extensions/molecule/*/molecule.yml; do
+    scenarios+=("$(basename "$(dirname "$file")")")
+  done
+fi
+
+passed=0 failed=0 report=()
+for scenario in "${scenarios[@]}"; do
+  echo "== molecule test -s $scenario"
+  begin=$SECONDS
+  if "$venv_bin/molecule" test -s "$scenario"; then
+    result=passed; passed=$((passed + 1))
+  else
+    result=FAILED; failed=$((failed + 1))
+  fi
+  report+=("$(printf '%-22s %-7s %4ss' "$scenario" "$result" $((SECONDS - begin)))")
+done
+
+echo
+echo "== molecule summary"
+printf '  %s\n' "${report[@]}"
+echo "molecule: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,354 @@
+"""The playbooks of playbooks/, run for real: ansible-playbook, the lab inventory
+(playbooks/inventory/lab.yml: this host is arvados_api and slurm_controllers), the lab's
+PostgreSQL with a fresh database per test (named through the `recover_db` extra var) and
+the lab's Slurm, where each test cancels, by id, the Slurm jobs it submitted.
+"""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Dict, Mapping, Sequence
+
+import pytest
+
+from lab import datagen
+from plugins.module_utils.uuids import JOB_INFIX, new_uuid
+from tests.integration import fail_jobs_helpers as helpers
+from tests.integration.slurm_helpers import Slurm
+
+REPO_ROOT = helpers.REPO_ROOT
+PLAYBOOKS = REPO_ROOT / "playbooks"
+LAB_INVENTORY = PLAYBOOKS / "inventory" / "lab.yml"
+RECOVER = PLAYBOOKS / "recover_after_reboot.yml"
+CANCEL = PLAYBOOKS / "cancel_slurm_jobs.yml"
+
+RECAP_RE = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)"
+                      r"\s+skipped=(\d+)\s+rescued=(\d+)\s+ignored=(\d+)", re.MULTILINE)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def linked_collection():
+    """ansible.cfg finds arvados_ops.recovery through this link (made by make test too)."""
+    subprocess.run([str(REPO_ROOT / "scripts" / "link-collection.sh")], check=True,
+                   capture_output=True, timeout=30)
+
+
+@pytest.fixture
+def slurm(lab_env):
+    """Slurm's clients on the lab; teardown cancels, by id, only the jobs this test submitted."""
+    client = Slurm(lab_env)
+    yield client
+    helpers.scancel(lab_env, client.submitted)
+
+
+class Run:
+    def __init__(self, completed: subprocess.CompletedProcess):
+        self.completed = completed
+        self.stdout = completed.stdout
+        recaps = RECAP_RE.findall(completed.stdout)
+        assert recaps, "no PLAY RECAP in:\n%s" % completed.stdout[-3000:]
+        self.recap = {host: dict(zip(("ok", "changed", "unreachable", "failed", "skipped",
+                                      "rescued", "ignored"), map(int, counts)))
+                      for host, *counts in recaps}
+
+    @property
+    def changed(self) -> int:
+        return sum(counts["changed"] for counts in self.recap.values())
+
+    def summary(self) -> Dict[str, Any]:
+        """The msg list of the last debug task (the playbook's summary)."""
+        blocks = re.findall(r'"msg": \[\n(.*?)\n\s*\]', self.stdout, re.DOTALL)
+        assert blocks, self.stdout[-3000:]
+        return json.loads("[%s]" % blocks[-1])
+
+
+def ansible_playbook(lab_env: Mapping[str, str], playbook: Path, extra_vars: Mapping[str, Any],
+                     flags: Sequence[str] = (), expect_rc: int = 0, timeout: float = 300,
+                     inventory: Path = LAB_INVENTORY) -> Run:
+    completed = subprocess.run(
+        [str(helpers.ANSIBLE_PLAYBOOK), "-i", str(inventory), str(playbook),
+         "-e", json.dumps(dict(extra_vars)), *flags],
+        # ansible-core refuses a non-UTF-8 locale.
+        cwd=str(REPO_ROOT), env=dict(lab_env, LC_ALL="C.UTF-8"), capture_output=True,
+        text=True, timeout=timeout, check=False)
+    assert completed.returncode == expect_rc, "ansible-playbook exited %d:\n%s\n%s" % (
+        completed.returncode, completed.stdout[-5000:], completed.stderr[-3000:])
+    if expect_rc:
+        return completed  # type: ignore[return-value]
+    return Run(completed)
+
+
+def recover_vars(fresh_db, tmp_path: Path, summary: datagen.Summary, **extra) -> Dict[str, Any]:
+    values: Dict[str, Any] = {
+        "recover_db": {"config_file": str(helpers.write_config(fresh_db, tmp_path))},
+        "recover_before": "@%d" % helpers.boot_epoch(summary),
+    }
+    values.update(extra)
+    return values
+
+
+def submit_for(slurm: Slurm, job_uuids: Sequence[str]) -> Dict[str, str]:
+    """A held (PENDING, so using no CPU of the shared lab) Slurm job named after each uuid."""
+    return {job_uuid: slurm.submit(job_uuid, hold=True) for job_uuid in job_uuids}
+
+
+def queued_ids(slurm: Slurm, names: Sequence[str]) -> Dict[str, str]:
+    """Slurm job id -> name, for the queued jobs bearing these names."""
+    return {job_id: job.name for job_id, job in slurm.queue(names).items()}
+
+
+def states(conn, job_uuids: Sequence[str]) -> Dict[str, str]:
+    jobs = helpers.jobs(conn)
+    return {job_uuid: jobs[job_uuid]["state"] for job_uuid in job_uuids}
+
+
+def stale_cluster(fresh_db, **overrides) -> datagen.Summary:
+    values = dict(running=8, running_after_boot=2, running_unstarted=1)
+    values.update(overrides)
+    return helpers.load(fresh_db, **values)
+
+
+# -- recover_after_reboot.yml ------------------------------------------------------------
+
+def test_recover_fails_exactly_the_stale_jobs_and_cancels_their_slurm_jobs(
+        fresh_db, lab_env, slurm, tmp_path):
+    summary = stale_cluster(fresh_db)
+    stale = summary.running_before_boot
+    exempt = summary.running_after_boot[0]
+    slurm_ids = submit_for(slurm, stale[:3] + [exempt])
+    with fresh_db.connect() as conn:
+        jobs_before = helpers.jobs(conn)
+        tokens_before = helpers.tokens(conn)
+
+    run = ansible_playbook(lab_env, RECOVER, recover_vars(fresh_db, tmp_path, summary),
+                           flags=["-v"])
+
+    # The database steps never ask Slurm (the API host may have no Slurm tools).
+    assert run.stdout.count('"slurm": {"skipped": ') == 2
+    with fresh_db.connect() as conn:
+        jobs_after = helpers.jobs(conn)
+        tokens_after = helpers.tokens(conn)
+        logs = helpers.logs(conn)
+    assert {u: jobs_after[u]["state"] for u in stale} == {u: "Failed" for u in stale}
+    assert helpers.unchanged_except(jobs_before, jobs_after, set(stale)) == []
+    assert all(jobs_after[u]["state"] == "Running"
+               for u in summary.running_after_boot + summary.running_unstarted)
+    revoked = {summary.job_token_uuids[u] for u in stale}
+    assert {u for u in tokens_after if tokens_after[u] != tokens_before[u]} == revoked
+    assert sorted(row["object_uuid"] for row in logs) == sorted(stale)
+    # The stale jobs' Slurm jobs are gone; the exempt job's is still queued.
+    assert queued_ids(slurm, list(slurm_ids)) == {slurm_ids[exempt]: exempt}
+    lines = run.summary()
+    assert "%d jobs failed: " % len(stale) in lines[1]
+    assert set(lines[1].split(": ", 1)[1].split(", ")) == set(stale)
+    assert lines[2] == "%d API tokens revoked" % len(stale)
+    assert lines[3].startswith("3 Slurm jobs cancelled, %d already absent" % (len(stale) - 3))
+    assert lines[4].startswith("%d Running jobs exempt" % len(summary.running_after_boot))
+    assert lines[5].startswith("1 Running jobs without started_at")
+    assert run.recap["localhost"]["failed"] == 0 and run.changed >= 2
+
+    rerun = ansible_playbook(lab_env, RECOVER, recover_vars(fresh_db, tmp_path, summary))
+
+    assert rerun.changed == 0, rerun.stdout
+    assert rerun.summary()[1] == "0 jobs failed"
+    with fresh_db.connect() as conn:
+        assert helpers.jobs(conn) == jobs_after
+        assert helpers.tokens(conn) == tokens_after
+        assert len(helpers.logs(conn)) == len(logs)
+    assert queued_ids(slurm, list(slurm_ids)) == {slurm_ids[exempt]: exempt}
+
+
+def test_check_mode_predicts_and_changes_nothing(fresh_db, lab_env, slurm, tmp_path):
+    # The default threshold: the boot time of the arvados_api host, this one.
+    boot = datagen.host_boot_time()
+    summary = stale_cluster(fresh_db, boot_time=boot, now=datagen.utc_now(),
+                            running_after_boot=1 if datagen.utc_now() - boot > timedelta(
+                                seconds=2) else 0)
+    stale = summary.running_before_boot
+    slurm_ids = submit_for(slurm, stale[:2])
+    dump_before = helpers.pg_dump(fresh_db, lab_env)
+    extra = recover_vars(fresh_db, tmp_path, summary)
+    del extra["recover_before"]
+
+    run = ansible_playbook(lab_env, RECOVER, extra, flags=["--check"])
+
+    assert helpers.pg_dump(fresh_db, lab_env) == dump_before
+    assert sorted(queued_ids(slurm, list(slurm_ids))) == sorted(slurm_ids.values())
+    lines = run.summary()
+    assert "(reboot (btime " in lines[0]
+    assert lines[1].startswith("%d jobs would be failed: " % len(stale))
+    assert lines[2] == "%d API tokens would be revoked" % len(stale)
+    assert lines[3].startswith("2 Slurm jobs would be cancelled")
+    assert run.recap["localhost"]["failed"] == 0
+
+
+def test_retry_requeues_the_stale_jobs(fresh_db, lab_env, slurm, tmp_path):
+    summary = stale_cluster(fresh_db)
+    stale = summary.running_before_boot
+    slurm_ids = submit_for(slurm, stale[:2])
+
+    run = ansible_playbook(lab_env, RECOVER,
+                           recover_vars(fresh_db, tmp_path, summary, recover_retry=True))
+
+    with fresh_db.connect() as conn:
+        assert states(conn, stale) == {u: "Queued" for u in stale}
+        assert states(conn, summary.running_after_boot) == {
+            u: "Running" for u in summary.running_after_boot}
+        tasks = helpers.tasks_by_job(conn)
+        assert not any(u in tasks for u in stale)
+        assert all(helpers.jobs(conn)[u]["started_at"] is None for u in stale)
+    assert queued_ids(slurm, list(slurm_ids)) == {}
+    assert run.summary()[1].startswith("%d jobs requeued: " % len(stale))
+
+    rerun = ansible_playbook(lab_env, RECOVER,
+                             recover_vars(fresh_db, tmp_path, summary, recover_retry=True))
+    assert rerun.changed == 0, rerun.stdout
+
+
+def test_slurm_failure_stops_before_the_database_changes(fresh_db, lab_env, slurm, tmp_path):
+    summary = stale_cluster(fresh_db, running=4, running_after_boot=1, running_unstarted=0)
+    slurm_ids = submit_for(slurm, summary.running_before_boot[:1])
+    dump_before = helpers.pg_dump(fresh_db, lab_env)
+    # An squeue that always fails: Slurm cannot be asked.
+    extra = recover_vars(fresh_db, tmp_path, summary, recover_squeue_path="/bin/false",
+                         recover_slurm_timeout=1)
+
+    completed = ansible_playbook(lab_env, RECOVER, extra, expect_rc=2)
+
+    assert "Fail or requeue the stale jobs" not in completed.stdout
+    assert helpers.pg_dump(fresh_db, lab_env) == dump_before
+    assert sorted(queued_ids(slurm, list(slurm_ids))) == sorted(slurm_ids.values())
+
+
+def two_host_inventory(lab_env: Mapping[str, str], directory: Path) -> Path:
+    """The API host and the Slurm controller as two hosts (both this machine)."""
+    local = {"ansible_connection": "local", "ansible_python_interpreter": str(helpers.PYTHON)}
+    inventory = {"all": {"children": {
+        "arvados_api": {"hosts": {"api-host": local}},
+        "slurm_controllers": {"hosts": {"slurm-host": dict(
+            local, recover_slurm_environment={"SLURM_CONF": lab_env["SLURM_CONF"]})}},
+    }}}
+    path = directory / "two-hosts.yml"
+    path.write_text(json.dumps(inventory))
+    return path
+
+
+def test_api_host_and_slurm_host_apart(fresh_db, lab_env, slurm, tmp_path):
+    summary = stale_cluster(fresh_db, running=5, running_after_boot=1, running_unstarted=0)
+    stale = summary.running_before_boot
+    slurm_ids = submit_for(slurm, stale[:2])
+    inventory = two_host_inventory(lab_env, tmp_path)
+    extra = recover_vars(fresh_db, tmp_path, summary)
+    dump_before = helpers.pg_dump(fresh_db, lab_env)
+
+    # Left out by --limit, the Slurm host cannot cancel: no job is failed.
+    refused = ansible_playbook(lab_env, RECOVER, extra, inventory=inventory,
+                               flags=["--limit", "arvados_api"], expect_rc=2)
+    assert "The Slurm step did not run on slurm-host" in refused.stdout
+    assert helpers.pg_dump(fresh_db, lab_env) == dump_before
+
+    run = ansible_playbook(lab_env, RECOVER, extra, inventory=inventory)
+
+    assert run.recap["slurm-host"]["changed"] == 1
+    assert queued_ids(slurm, list(slurm_ids)) == {}
+    with fresh_db.connect() as conn:
+        assert states(conn, stale) == {u: "Failed" for u in stale}
+    assert run.summary()[3].startswith("2 Slurm jobs cancelled, %d already absent (on slurm-host)"
+                                       % (len(stale) - 2))
+
+
+def test_explicit_password_never_shows(fresh_db, lab_env, tmp_path):
+    summary = stale_cluster(fresh_db, running=3, running_after_boot=1, running_unstarted=0)
+    connection = fresh_db.connection
+    password = str(connection["password"])
+    extra = recover_vars(fresh_db, tmp_path, summary)
+    extra["recover_db"] = {"config_file": "",
+                           "db_host": connection["host"], "db_port": connection["port"],
+                           "db_name": connection["dbname"], "db_user": connection["user"],
+                           "db_password": password}
+    env = {k: v for k, v in lab_env.items() if k not in ("PGPASSFILE", "PGPASSWORD")}
+
+    run = ansible_playbook(env, RECOVER, extra, flags=["-vvv"])
+
+    assert password not in run.stdout + run.completed.stderr
+    with fresh_db.connect() as conn:
+        assert states(conn, summary.running_before_boot) == {
+            u: "Failed" for u in summary.running_before_boot}
+
+
+def test_nothing_stale_changes_nothing(fresh_db, lab_env, tmp_path):
+    summary = stale_cluster(fresh_db, running=2, running_after_boot=2, running_unstarted=0)
+    dump_before = helpers.pg_dump(fresh_db, lab_env)
+
+    run = ansible_playbook(lab_env, RECOVER, recover_vars(fresh_db, tmp_path, summary))
+
+    assert run.changed == 0
+    assert run.summary()[1] == "0 jobs failed"
+    assert helpers.pg_dump(fresh_db, lab_env) == dump_before
+
+
+def test_unknown_database_setting_is_refused(fresh_db, lab_env, tmp_path):
+    summary = stale_cluster(fresh_db, running=2, running_after_boot=1, running_unstarted=0)
+    dump_before = helpers.pg_dump(fresh_db, lab_env)
+    extra = recover_vars(fresh_db, tmp_path, summary)
+    extra["recover_db"]["db_passwd"] = "typo"
+
+    completed = ansible_playbook(lab_env, RECOVER, extra, expect_rc=2)
+
+    assert "unknown: db_passwd" in completed.stdout
+    assert helpers.pg_dump(fresh_db, lab_env) == dump_before
+
+
+# -- cancel_slurm_jobs.yml ---------------------------------------------------------------
+
+def test_cancel_slurm_jobs_cancels_the_given_uuids_only(lab_env, slurm):
+    names = [new_uuid("zzzzz", JOB_INFIX) for _ in range(3)]
+    slurm_ids = submit_for(slurm, names)
+
+    check = ansible_playbook(lab_env, CANCEL, {"cancel_uuids": names[:2]}, flags=["--check"])
+    assert check.summary()[0].startswith("2 Slurm jobs would be cancelled")
+    assert len(queued_ids(slurm, names)) == 3
+
+    run = ansible_playbook(lab_env, CANCEL, {"cancel_uuids": names[:2]})
+
+    assert queued_ids(slurm, names) == {slurm_ids[names[2]]: names[2]}
+    assert run.changed == 1
+    assert run.summary()[0].startswith("2 Slurm jobs cancelled: ")
+
+    # The operator's form: a comma-separated string on the command line.
+    rerun = ansible_playbook(lab_env, CANCEL, {"cancel_uuids": ",".join(names[:2])})
+    assert rerun.changed == 0
+    assert rerun.summary()[2].startswith("2 requested names or ids already absent")
+    assert queued_ids(slurm, names) == {slurm_ids[names[2]]: names[2]}
+
+
+def test_cancel_slurm_jobs_needs_uuids(lab_env):
+    completed = ansible_playbook(lab_env, CANCEL, {}, expect_rc=2)
+    assert "cancel_uuids" in completed.stdout
+
+
+# -- the demo's before/after numbers (lab/demo.py counts) -------------------------------
+
+def test_demo_counts_follow_a_recovery(fresh_db, lab_env, tmp_path, monkeypatch):
+    from lab import demo
+
+    monkeypatch.setenv("SLURM_CONF", lab_env["SLURM_CONF"])
+    summary = stale_cluster(fresh_db)
+    before = demo.counts(helpers.conninfo(fresh_db), summary.boot_time)
+    assert (before["running_before_boot"], before["running_after_boot"],
+            before["running_unstarted"], before["dispatch_logs"]) == (
+        len(summary.running_before_boot), len(summary.running_after_boot), 1, 0)
+
+    ansible_playbook(lab_env, RECOVER, recover_vars(fresh_db, tmp_path, summary))
+
+    after = demo.counts(helpers.conninfo(fresh_db), summary.boot_time)
+    stale = len(summary.running_before_boot)
+    assert after["running_before_boot"] == 0 and after["dispatch_logs"] == stale
+    assert after["failed"] == before["failed"] + stale
+    assert after["valid_tokens"] == before["valid_tokens"] - stale
+    table = demo.format_counts(after, before).splitlines()
+    assert table[0].split() == ["before", "after"]
+    assert table[2].split()[-2:] == [str(stale), "0"]
