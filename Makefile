@@ -8,7 +8,7 @@ LABCTL := $(PYTHON) lab/labctl.py
         lab-start lab-stop lab-status clean
 
 help:
-	@echo "make demo         bring up the local lab, seed a cluster that just rebooted, show it"
+	@echo "make demo         bring up the local lab, seed a cluster that just rebooted, recover it"
 	@echo "make test         install what is missing, run every test stage (starts/stops the lab)"
 	@echo "make unit | integration | sanity | lint | build-check   one stage alone"
 	@echo "make lab-start | lab-stop | lab-status                  the lab by hand"
@@ -26,12 +26,7 @@ build-check: deps
 	@scripts/run-tests.sh build
 
 demo: deps
-	@scripts/link-collection.sh >/dev/null
-	@$(LABCTL) start
-	@$(PYTHON) -m lab.demo seed-rebooted
-	@$(PYTHON) -m lab.demo show
-	@echo
-	@echo "The lab stays up: 'eval \"\$$($(LABCTL) env)\"' to use it by hand, 'make lab-stop' to stop it."
+	@scripts/demo.sh
 
 lab-start: deps
 	@$(LABCTL) start

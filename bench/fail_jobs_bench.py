@@ -186,12 +186,18 @@ def main(argv=None):
     parser.add_argument('--seed', type=int, default=4)
     parser.add_argument('--rebuild', action='store_true')
     parser.add_argument('--keep', action='store_true', help='keep the per-contender databases')
+    parser.add_argument('--prepare-only', action='store_true',
+                        help='only generate the template database (slow: minutes for 1M jobs)')
     args = parser.parse_args(argv)
 
     lab = labctl.lab_settings()
     now = datetime.utcnow().replace(microsecond=0)
     boot_time = now - timedelta(hours=1)
     load = build_template(lab, args, boot_time, now)
+    if args.prepare_only:
+        if load is not None:
+            print('load: %.1f s (COPY %.1f s, indexes %.1f s)' % (load.total, load.copy, load.index))
+        return 0
     with psycopg.connect(**lab.connection(TEMPLATE)) as conn:
         boot_time = conn.execute("SELECT max(started_at) FROM jobs WHERE state = 'Running'").fetchone()[0]
         threshold = conn.execute(

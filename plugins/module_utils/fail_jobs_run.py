@@ -20,6 +20,7 @@ from .fail_jobs_threshold import parse_before
 from .pg_connect import connect, import_psycopg, redact
 from .slurm_cancel import cancel_jobs
 from .slurm_cancel_request import CancelRequest
+from .slurm_runner import require_program
 from .uuids import JOB_INFIX, uuid_pattern
 
 CANCEL_SLURM_CHOICES = ('auto', 'true', 'false')
@@ -158,8 +159,8 @@ class SlurmStep(object):
             timeout=params['slurm_timeout'],
             max_scancel_per_second=params['slurm_max_scancel_per_second'],
             max_concurrent_scancel=params['slurm_max_concurrent_scancel'],
-            squeue_path=params['squeue_path'] or 'squeue',
-            scancel_path=params['scancel_path'] or 'scancel',
+            squeue_path=require_program(params['squeue_path'] or 'squeue'),
+            scancel_path=require_program(params['scancel_path'] or 'scancel'),
         )
         # A request without names checks every Slurm option now, before any work.
         CancelRequest(**self.request_settings)

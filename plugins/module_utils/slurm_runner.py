@@ -11,6 +11,7 @@ Pure Python (3.8+), standard library only.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import tempfile
 import time
@@ -21,6 +22,15 @@ from .errors import RecoveryError
 
 class CommandNotFoundError(RecoveryError):
     """A Slurm client program is missing or cannot be executed."""
+
+
+def require_program(path: str) -> str:
+    """``path`` resolved, or CommandNotFoundError: checked before any work, so a wrong path
+    fails at once and not only the first time something needs cancelling."""
+    resolved = shutil.which(path)
+    if resolved is None:
+        raise CommandNotFoundError("%s: not found or not executable" % path)
+    return resolved
 
 
 class ProcessHandle(Protocol):

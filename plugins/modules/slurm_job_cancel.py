@@ -297,6 +297,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_cancel 
     CommandNotFoundError,
     cancel_jobs,
 )
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_runner import require_program
 
 ARGUMENT_SPEC = dict(
     name=dict(type="list", elements="str", aliases=["uuid"]),
@@ -346,7 +347,9 @@ def build_request(params, check_mode):
 
 
 def client_path(module, option, program):
-    return module.params[option] or module.get_bin_path(program, required=True)
+    if module.params[option]:
+        return require_program(module.params[option])
+    return module.get_bin_path(program, required=True)
 
 
 def run_module(module):

@@ -71,12 +71,27 @@ def test_cancels_and_reports_with_the_clients_found_on_path(slurm, slurm_bin, ca
     assert "diff" not in result and "warnings" not in result
 
 
-def test_uuid_is_an_alias_of_name_and_explicit_paths_skip_the_path_search(slurm, capsys, monkeypatch):
+def _executable(path):
+    path.write_text("#!/bin/sh\nexit 0\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_uuid_is_an_alias_of_name_and_explicit_paths_skip_the_path_search(slurm, capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", "/nonexistent")
+    squeue, scancel = _executable(tmp_path / "squeue"), _executable(tmp_path / "scancel")
     slurm.add(11, A, "PENDING")
-    result = run_module({"uuid": [A], "squeue_path": "/opt/slurm/bin/squeue", "scancel_path": "/opt/slurm/bin/scancel"}, capsys)
-    assert slurm.argvs("scancel") == [["/opt/slurm/bin/scancel", "11"]]
+    result = run_module({"uuid": [A], "squeue_path": squeue, "scancel_path": scancel}, capsys)
+    assert slurm.argvs("scancel") == [[scancel, "11"]]
     assert result["changed"]
+
+
+def test_an_explicit_path_that_cannot_run_fails_before_any_command(slurm, capsys, tmp_path):
+    squeue = _executable(tmp_path / "squeue")
+    result = run_module({"name": [A], "squeue_path": squeue,
+                         "scancel_path": str(tmp_path / "missing-scancel")}, capsys)
+    assert result["failed"] and "missing-scancel: not found or not executable" in result["msg"]
+    assert slurm.processes == []
 
 
 def test_check_mode_lists_once_and_shows_the_predicted_diff(slurm, slurm_bin, capsys):
