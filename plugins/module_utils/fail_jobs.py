@@ -10,9 +10,9 @@ options, and optionally a function that makes the jobs' Slurm jobs absent.
 How a run goes:
 
 1. One scan of ``jobs`` for ``state = 'Running'`` (there is no index on ``state``, so any
-   filter on it reads the table; one scan is the least a run can cost). The rows go into a
-   ``WITH HOLD`` cursor, so the server keeps them and the client reads them a batch at a
-   time: memory does not grow with the number of jobs.
+   filter on it reads the table; one scan is the least a run can cost), streamed on a
+   connection of its own while another does the work: memory does not grow with the
+   number of jobs.
 2. Jobs that started at or after the threshold (``before``) are exempt and reported,
    never touched. A ``Running`` job with no ``started_at`` is an inconsistent row: without
    ``before`` it qualifies like every ``Running`` job; with ``before`` nothing shows that it
@@ -34,6 +34,7 @@ A session-level advisory lock keeps two runs (the boot unit and a playbook) apar
 
 from __future__ import annotations
 
+import bisect
 import json
 import time
 
@@ -82,10 +83,12 @@ REQUIRED_COLUMNS = {
 # "now", so a host whose clock is off cannot put a token's expiry in the future.
 SQL_NOW_UTC = "(now() AT TIME ZONE 'UTC')"
 
-SQL_DECLARE_RUNNING = """
+# Ordered by user, then start: a batch then holds the jobs of few users over a short time,
+# which keeps the token look-up of each batch to few users' tokens.
+SQL_RUNNING = """
     SELECT uuid, started_at FROM jobs
     WHERE state = 'Running' AND (%(uuids)s::text[] IS NULL OR uuid = ANY(%(uuids)s::text[]))
-    ORDER BY uuid
+    ORDER BY is_locked_by_uuid, started_at, uuid
 """
 
 # Per batch, the rows as they are now. `FOR UPDATE OF j` is added for a real run.
@@ -98,30 +101,26 @@ SQL_BATCH_ROWS = """
 
 # A job's token, as the dispatcher made it: for the user of `is_locked_by_uuid`, by no API
 # client (0), without expiry, created between the job's creation and its start. A token a
-# container names is a container's, never a job's. The job's window is passed in as arrays
-# so the database joins tokens against the batch only, by `user_id`, which is indexed. A
-# Running job with no start time (an inconsistent row) has no window: a window up to now
-# would take the tokens of the user's jobs that started since, live ones included.
-SQL_TOKEN_MATCH = """
-    FROM api_client_authorizations a,
-         unnest(%(user_ids)s::bigint[], %(created)s::timestamp[], %(started)s::timestamp[])
-             AS j(user_id, created_at, started_at)
-    WHERE a.user_id = j.user_id
-      AND a.api_client_id = 0
+# container names is a container's, never a job's. No index serves `created_at`, so the
+# database reads the batch's users' tokens (by the indexed `user_id`) within each user's
+# overall window, and the client keeps those inside one of the jobs' own windows: a join
+# of every token with every job window of its user costs their product.
+SQL_TOKEN_CANDIDATES = """
+    SELECT a.id, a.uuid, a.user_id, a.created_at
+    FROM unnest(%(user_ids)s::bigint[], %(lo)s::timestamp[], %(hi)s::timestamp[])
+             AS w(user_id, lo, hi)
+    JOIN api_client_authorizations a
+      ON a.user_id = w.user_id AND a.created_at BETWEEN w.lo AND w.hi
+    WHERE a.api_client_id = 0
       AND (a.expires_at IS NULL OR a.expires_at > {now})
-      AND a.created_at >= j.created_at
-      AND a.created_at <= j.started_at
       AND NOT EXISTS (SELECT 1 FROM containers c WHERE c.auth_uuid = a.uuid)
 """.format(now=SQL_NOW_UTC)
 
-SQL_SELECT_TOKENS = 'SELECT DISTINCT a.uuid ' + SQL_TOKEN_MATCH + ' ORDER BY a.uuid'
-
 SQL_REVOKE_TOKENS = """
-    UPDATE api_client_authorizations AS t
-    SET expires_at = {now}, updated_at = {now}
-    WHERE t.id IN (SELECT a.id {match})
-    RETURNING t.uuid
-""".format(now=SQL_NOW_UTC, match=SQL_TOKEN_MATCH)
+    UPDATE api_client_authorizations SET expires_at = {now}, updated_at = {now}
+    WHERE id = ANY(%(ids)s::bigint[]) AND (expires_at IS NULL OR expires_at > {now})
+    RETURNING uuid
+""".format(now=SQL_NOW_UTC)
 
 SQL_FAIL_JOBS = """
     UPDATE jobs SET state = 'Failed', running = false, success = false,
@@ -220,7 +219,7 @@ class Tally(object):
         return self.count
 
     def as_list(self):
-        return list(self.items or ())
+        return sorted(self.items or ())
 
 
 class CleanupResult(object):
@@ -256,8 +255,8 @@ class CleanupResult(object):
             'threshold': None if opts.threshold is None else opts.threshold.to_iso8601(),
             'threshold_source': None if opts.threshold is None else opts.threshold.source,
             'requeued_jobs' if opts.retry else 'failed_jobs': done,
-            'exempt': {'count': len(self.exempt), 'uuids': list(self.exempt)},
-            'no_started_at': list(self.unstarted),
+            'exempt': {'count': len(self.exempt), 'uuids': sorted(self.exempt)},
+            'no_started_at': sorted(self.unstarted),
             # Not `skipped`: Ansible reads that key of a result as "the task was skipped".
             'skipped_jobs': self.skipped.as_list(),
             'revoked_tokens': self.revoked_tokens.as_list(),
@@ -294,12 +293,59 @@ def merge_slurm_results(results):
     return merged
 
 
+class JobWindows(object):
+    """The time windows [created_at, started_at] of jobs, by user, for telling whether an
+    instant falls inside one of a user's windows in O(log n).
+
+    A job without a user or a start has no window (the caller leaves it out).
+    """
+
+    def __init__(self, windows):
+        by_user = {}
+        for user_id, created_at, started_at in windows:
+            by_user.setdefault(user_id, []).append((created_at, started_at))
+        self._starts = {}
+        self._reach = {}
+        for user_id, spans in by_user.items():
+            spans.sort()
+            self._starts[user_id] = [start for start, _end in spans]
+            # The latest end among the windows that open at or before each one: an instant
+            # is inside some window exactly when the last window opening before it reaches it.
+            reach, latest = [], None
+            for _start, end in spans:
+                latest = end if latest is None or end > latest else latest
+                reach.append(latest)
+            self._reach[user_id] = reach
+
+    def __len__(self):
+        return len(self._starts)
+
+    def bounds(self):
+        """Per user, the span from the earliest window start to the latest end."""
+        users = sorted(self._starts)
+        return {
+            'user_ids': users,
+            'lo': [self._starts[u][0] for u in users],
+            'hi': [self._reach[u][-1] for u in users],
+        }
+
+    def contain(self, user_id, instant):
+        starts = self._starts.get(user_id)
+        if not starts:
+            return False
+        index = bisect.bisect_right(starts, instant) - 1
+        return index >= 0 and self._reach[user_id][index] >= instant
+
+
 def check_schema(conn):
     """Fail with the names of whatever table or column the cleanup needs and lacks."""
+    # pg_catalog rather than information_schema: the same answer in a fraction of the time.
     rows = conn.execute(
-        'SELECT table_name, column_name FROM information_schema.columns '
-        'WHERE table_schema = current_schema() AND table_name = ANY(%s)',
-        (list(REQUIRED_COLUMNS),)).fetchall()
+        'SELECT c.relname, a.attname FROM pg_catalog.pg_class c '
+        'JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid '
+        'WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = %s '
+        'AND c.relname = ANY(%s) AND a.attnum > 0 AND NOT a.attisdropped',
+        ('r', list(REQUIRED_COLUMNS))).fetchall()
     present = {}
     for table, column in rows:
         present.setdefault(table, set()).add(column)
@@ -335,15 +381,21 @@ def take_advisory_lock(conn, wait, sleep=time.sleep, clock=time.monotonic):
 
 
 class JobCleaner(object):
-    """Runs one cleanup on an open psycopg 3 connection (autocommit off).
+    """Runs one cleanup on two open psycopg 3 connections to the same database.
+
+    `listing_conn` streams the list of Running jobs while `conn` works through them a
+    batch at a time (autocommit off on both). A plain query streamed on a connection of its
+    own can scan the table in parallel, which a server-side cursor cannot, and keeps the
+    client's memory flat however many jobs there are.
 
     `cancel_slurm(uuids, check_mode)` makes the Slurm jobs named after `uuids` absent and
     returns the Slurm engine's result as a dict; it raises to stop the run before the
     batch touches the database. `progress(result)` is called after each batch.
     """
 
-    def __init__(self, conn, options, cancel_slurm=None, progress=None):
+    def __init__(self, conn, listing_conn, options, cancel_slurm=None, progress=None):
         self.conn = conn
+        self.listing_conn = listing_conn
         self.options = options
         self.cancel_slurm = cancel_slurm
         self.progress = progress
@@ -351,9 +403,13 @@ class JobCleaner(object):
 
     def run(self):
         opts = self.options
-        # A generic plan, which psycopg's automatic preparing leads to after a few
-        # batches, turns the token join into a slow one; custom plans see each batch.
-        self.conn.prepare_threshold = None
+        for conn in (self.conn, self.listing_conn):
+            # A generic plan, which psycopg's automatic preparing leads to after a few
+            # batches, turns the token look-up into a slow one; custom plans see each batch.
+            conn.prepare_threshold = None
+            # Compiling these short queries costs more than it saves.
+            conn.execute('SET jit = off')
+            conn.commit()
         check_schema(self.conn)
         self.conn.rollback()
         take_advisory_lock(self.conn, opts.lock_wait)
@@ -372,19 +428,17 @@ class JobCleaner(object):
     def _qualifying_batches(self):
         """Yield lists of job UUIDs that qualify, a batch at a time, exempt ones apart."""
         opts = self.options
-        with self.conn.cursor(name='arvados_fail_jobs_running', withhold=True) as cursor:
-            cursor.execute(SQL_DECLARE_RUNNING, {'uuids': opts.uuids})
-            # Committing makes the server keep the WITH HOLD result beyond this transaction.
-            self.conn.commit()
-            while True:
-                rows = cursor.fetchmany(opts.batch_size)
-                # The FETCH opened a transaction; each batch gets a transaction of its own.
-                self.conn.commit()
-                if not rows:
-                    return
-                batch = [uuid for uuid, started_at in rows if self._qualifies(uuid, started_at)]
-                if batch:
+        batch = []
+        with self.listing_conn.cursor() as cursor:
+            for uuid, started_at in cursor.stream(SQL_RUNNING, {'uuids': opts.uuids}):
+                if self._qualifies(uuid, started_at):
+                    batch.append(uuid)
+                if len(batch) >= opts.batch_size:
                     yield batch
+                    batch = []
+        self.listing_conn.rollback()
+        if batch:
+            yield batch
 
     def _qualifies(self, uuid, started_at):
         verdict = classify_running_job(started_at, self.options.threshold)
@@ -440,16 +494,17 @@ class JobCleaner(object):
         return self.conn.execute(sql, {'uuids': uuids}).fetchall()
 
     def _tokens(self, jobs):
-        windows = [r for r in jobs if r[5] is not None and r[4] is not None]
+        """The batch's job tokens: revoked, or in check mode listed."""
+        windows = JobWindows((r[5], r[3], r[4]) for r in jobs if r[5] is not None and r[4] is not None)
         if not windows:
             return []
-        params = {
-            'user_ids': [r[5] for r in windows],
-            'created': [r[3] for r in windows],
-            'started': [r[4] for r in windows],
-        }
-        sql = SQL_SELECT_TOKENS if self.options.check_mode else SQL_REVOKE_TOKENS
-        return sorted(row[0] for row in self.conn.execute(sql, params))
+        candidates = self.conn.execute(SQL_TOKEN_CANDIDATES, windows.bounds()).fetchall()
+        tokens = [(token_id, uuid) for token_id, uuid, user_id, created_at in candidates
+                  if windows.contain(user_id, created_at)]
+        if self.options.check_mode:
+            return sorted(uuid for _token_id, uuid in tokens)
+        revoked = self.conn.execute(SQL_REVOKE_TOKENS, {'ids': [t[0] for t in tokens]})
+        return sorted(row[0] for row in revoked)
 
     def _update_jobs(self, uuids):
         opts = self.options

@@ -219,7 +219,12 @@ def run_fail_jobs(params, check_mode=False, diff=False, keep_uuids=True, progres
     psycopg = import_psycopg()
     conn = connect_db(conn_kwargs, wait=db_wait)
     try:
-        result = JobCleaner(conn, options, cancel_slurm=slurm, progress=progress).run().to_dict()
+        listing_conn = connect_db(conn_kwargs, wait=db_wait)
+        try:
+            cleaner = JobCleaner(conn, listing_conn, options, cancel_slurm=slurm, progress=progress)
+            result = cleaner.run().to_dict()
+        finally:
+            listing_conn.close()
     except psycopg.Error as error:
         # Every batch committed so far is complete; the one under way was rolled back.
         raise RecoveryError('database error, the batch under way was rolled back (a rerun '

@@ -18,11 +18,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import psycopg
 
+from tests.integration.module_playbook import ANSIBLE_PLAYBOOK, PYTHON, REPO_ROOT, module_playbook
 from lab import datagen
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-PYTHON = REPO_ROOT / ".venv" / "bin" / "python"
-ANSIBLE_PLAYBOOK = REPO_ROOT / ".venv" / "bin" / "ansible-playbook"
 MODULE = "arvados_ops.recovery.arvados_fail_jobs"
 CLI = [str(PYTHON), "-m", "plugins.module_utils.fail_jobs_cli"]
 
@@ -133,36 +131,9 @@ def run_playbook(lab_env: Mapping[str, str], directory: Path,
     runs even in check mode; a failing task does not stop the play (`ignore_errors`).
     """
     name = uuid_module.uuid4().hex[:8]
-    play_tasks: List[Dict[str, Any]] = []
-    result_files = []
-    for number, task in enumerate(tasks):
-        result_file = directory / ("result-%s-%d.json" % (name, number))
-        result_files.append(result_file)
-        play_tasks.append({
-            "name": "fail jobs %d" % number,
-            MODULE: dict(task["args"]),
-            "register": "outcome_%d" % number,
-            "ignore_errors": True,
-            "check_mode": bool(task.get("check", False)),
-            "diff": bool(task.get("diff", False)),
-        })
-        play_tasks.append({
-            "name": "keep result %d" % number,
-            "ansible.builtin.copy": {
-                "content": "{{ outcome_%d | to_json }}" % number,
-                "dest": str(result_file),
-                "mode": "0600",
-            },
-            "check_mode": False,
-            "diff": False,
-        })
-    playbook = [{
-        "hosts": "localhost",
-        "connection": "local",
-        "gather_facts": False,
-        "vars": {"ansible_python_interpreter": str(PYTHON)},
-        "tasks": play_tasks,
-    }]
+    result_files = [directory / ("result-%s-%d.json" % (name, number))
+                    for number in range(len(tasks))]
+    playbook = module_playbook(MODULE, tasks, result_files)
     playbook_path = directory / ("playbook-%s.yml" % name)
     playbook_path.write_text(json.dumps(playbook, indent=2))
     completed = subprocess.run(

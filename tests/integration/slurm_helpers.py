@@ -20,12 +20,10 @@ import uuid as uuid_module
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
+from tests.integration.module_playbook import ANSIBLE_PLAYBOOK, PYTHON, REPO_ROOT, module_playbook
 from lab import labctl
 from plugins.module_utils.uuids import CONTAINER_INFIX, new_uuid
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-PYTHON = REPO_ROOT / ".venv" / "bin" / "python"
-ANSIBLE_PLAYBOOK = REPO_ROOT / ".venv" / "bin" / "ansible-playbook"
 LABCTL = Path(labctl.__file__)
 MODULE = "arvados_ops.recovery.slurm_job_cancel"
 
@@ -169,38 +167,6 @@ def finished_calls(log: Path) -> int:
 
 # -- ansible-playbook --------------------------------------------------------------------
 
-def playbook_for(tasks: Sequence[Mapping[str, Any]], result_files: Sequence[Path]
-                 ) -> List[Dict[str, Any]]:
-    """Each task is {'args': ..., 'check': bool, 'diff': bool}; results land in JSON files."""
-    play_tasks: List[Dict[str, Any]] = []
-    for number, (task, result_file) in enumerate(zip(tasks, result_files)):
-        play_tasks.append({
-            "name": "cancel %d" % number,
-            MODULE: dict(task["args"]),
-            "register": "outcome_%d" % number,
-            "ignore_errors": True,
-            "check_mode": bool(task.get("check", False)),
-            "diff": bool(task.get("diff", False)),
-        })
-        play_tasks.append({
-            "name": "keep result %d" % number,
-            "ansible.builtin.copy": {
-                "content": "{{ outcome_%d | to_json }}" % number,
-                "dest": str(result_file),
-                "mode": "0600",
-            },
-            "check_mode": False,
-            "diff": False,
-        })
-    return [{
-        "hosts": "localhost",
-        "connection": "local",
-        "gather_facts": False,
-        "vars": {"ansible_python_interpreter": str(PYTHON)},
-        "tasks": play_tasks,
-    }]
-
-
 @dataclasses.dataclass
 class PlaybookRun:
     process: subprocess.Popen
@@ -222,7 +188,7 @@ def start_playbook(env: Mapping[str, str], directory: Path,
     result_files = [directory / ("result-%s-%d.json" % (run_id, number))
                     for number in range(len(tasks))]
     playbook_path = directory / ("playbook-%s.yml" % run_id)
-    playbook_path.write_text(json.dumps(playbook_for(tasks, result_files), indent=2))
+    playbook_path.write_text(json.dumps(module_playbook(MODULE, tasks, result_files), indent=2))
     started = time.monotonic()
     process = subprocess.Popen(
         [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", str(playbook_path)],

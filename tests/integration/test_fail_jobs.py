@@ -12,8 +12,6 @@ import re
 import socket
 import time
 
-import pytest
-
 from lab import datagen
 from plugins.module_utils import fail_jobs
 from plugins.module_utils.fail_jobs_threshold import ACCEPTED_FORMS
@@ -379,7 +377,7 @@ def test_check_mode_writes_nothing_and_predicts_the_real_run_which_a_rerun_does_
         (real, rerun), _ = h.run_playbook(lab_env, tmp_path, [{"args": args}, {"args": args}])
 
         assert not real.get("failed"), real.get("msg")
-        for key in ("failed_jobs", "revoked_tokens", "exempt", "no_started_at", "skipped"):
+        for key in ("failed_jobs", "revoked_tokens", "exempt", "no_started_at", "skipped_jobs"):
             assert real[key] == predicted[key], key
         assert real["revoked_tokens"] == sorted(
             summary.job_token_uuids[u] for u in summary.running_before_boot)

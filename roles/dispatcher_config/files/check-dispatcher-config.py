@@ -1,12 +1,11 @@
-#!/usr/bin/python3
 # -*- coding: utf-8 -*-
 # Copyright: Contributors to the arvados_ops.recovery collection
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Checks a crunch-dispatch-slurm configuration before it replaces the one in use.
 
-Usage: check-dispatcher-config --format legacy FILE
-       check-dispatcher-config --format cluster --cluster-id ID FILE
+Usage: python3 check-dispatcher-config --format legacy FILE
+       python3 check-dispatcher-config --format cluster --cluster-id ID FILE
 FILE may be '-' for standard input.
 
 legacy: the 2017 /etc/arvados/crunch-dispatch-slurm/crunch-dispatch-slurm.yml
