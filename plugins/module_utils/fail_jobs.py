@@ -91,12 +91,14 @@ SQL_RUNNING = """
     ORDER BY is_locked_by_uuid, started_at, uuid
 """
 
-# Per batch, the rows as they are now. `FOR UPDATE OF j` is added for a real run.
-SQL_BATCH_ROWS = """
-    SELECT j.uuid, j.owner_uuid, j.state, j.created_at, j.started_at, u.id
+# Per batch, the jobs that still qualify, with the id of the user whose token ran each.
+# The condition is classify_running_job's, checked again by the database: a job that
+# finished, or restarted after the threshold, since it was listed drops out here.
+SQL_BATCH_JOBS = """
+    SELECT j.uuid, j.owner_uuid, j.created_at, j.started_at, u.id AS user_id
     FROM jobs j LEFT JOIN users u ON u.uuid = j.is_locked_by_uuid
-    WHERE j.uuid = ANY(%(uuids)s::text[])
-    ORDER BY j.uuid
+    WHERE j.uuid = ANY(%(uuids)s::text[]) AND j.state = 'Running'
+      AND (%(threshold)s::timestamp IS NULL OR j.started_at < %(threshold)s::timestamp)
 """
 
 # A job's token, as the dispatcher made it: for the user of `is_locked_by_uuid`, by no API
@@ -122,23 +124,29 @@ SQL_REVOKE_TOKENS = """
     RETURNING uuid
 """.format(now=SQL_NOW_UTC)
 
-SQL_FAIL_JOBS = """
-    UPDATE jobs SET state = 'Failed', running = false, success = false,
-        finished_at = COALESCE(finished_at, {now}),
+# The update locks, re-checks and changes each row in one pass (a separate SELECT ... FOR
+# UPDATE would write every row twice) and returns the rows as they were.
+SQL_UPDATE_JOBS = """
+    UPDATE jobs AS j SET {assignments},
         modified_at = {now}, updated_at = {now},
         modified_by_user_uuid = %(system_user)s, modified_by_client_uuid = NULL
-    WHERE uuid = ANY(%(uuids)s::text[])
-""".format(now=SQL_NOW_UTC)
+    FROM ({batch}) AS o
+    WHERE j.uuid = o.uuid AND j.state = 'Running'
+      AND (%(threshold)s::timestamp IS NULL OR j.started_at < %(threshold)s::timestamp)
+    RETURNING o.uuid, o.owner_uuid, o.created_at, o.started_at, o.user_id
+"""
+
+SQL_FAIL_JOBS = SQL_UPDATE_JOBS.format(
+    now=SQL_NOW_UTC, batch=SQL_BATCH_JOBS,
+    assignments="state = 'Failed', running = false, success = false, "
+                "finished_at = COALESCE(j.finished_at, {now})".format(now=SQL_NOW_UTC))
 
 # Arvados' model forbids Running -> Queued, so a retry writes the row as a new job's.
-SQL_REQUEUE_JOBS = """
-    UPDATE jobs SET state = 'Queued', running = false, success = NULL,
-        started_at = NULL, finished_at = NULL, cancelled_at = NULL,
-        is_locked_by_uuid = NULL, log = NULL, output = NULL, tasks_summary = '{{}}',
-        modified_at = {now}, updated_at = {now},
-        modified_by_user_uuid = %(system_user)s, modified_by_client_uuid = NULL
-    WHERE uuid = ANY(%(uuids)s::text[])
-""".format(now=SQL_NOW_UTC)
+SQL_REQUEUE_JOBS = SQL_UPDATE_JOBS.format(
+    now=SQL_NOW_UTC, batch=SQL_BATCH_JOBS,
+    assignments="state = 'Queued', running = false, success = NULL, started_at = NULL, "
+                "finished_at = NULL, cancelled_at = NULL, is_locked_by_uuid = NULL, "
+                "log = NULL, output = NULL, tasks_summary = '{}'")
 
 SQL_DELETE_TASKS = 'DELETE FROM job_tasks WHERE job_uuid = ANY(%(uuids)s::text[])'
 
@@ -448,10 +456,6 @@ class JobCleaner(object):
             self.result.exempt.append(uuid)
         return verdict == QUALIFIES
 
-    def _still_qualifies(self, state, started_at):
-        return state == JOB_STATE_RUNNING and \
-            classify_running_job(started_at, self.options.threshold) == QUALIFIES
-
     def _clean_batch(self, uuids):
         opts = self.options
         if self.cancel_slurm is not None:
@@ -475,9 +479,17 @@ class JobCleaner(object):
     def _write_batch(self, uuids):
         """All of one batch's statements, in the transaction the caller ends."""
         opts = self.options
-        rows = self._lock_rows(uuids)
-        jobs = [r for r in rows if self._still_qualifies(r[2], r[4])]
-        done = [r[0] for r in jobs]
+        params = {
+            'uuids': uuids,
+            'threshold': None if opts.threshold is None else opts.threshold.to_db_timestamp(),
+            'system_user': system_user_uuid(uuids[0][:5]),
+        }
+        if opts.check_mode:
+            jobs = self.conn.execute(SQL_BATCH_JOBS, params).fetchall()
+        else:
+            jobs = self.conn.execute(SQL_REQUEUE_JOBS if opts.retry else SQL_FAIL_JOBS,
+                                     params).fetchall()
+        done = sorted(r[0] for r in jobs)
         done_set = set(done)
         skipped = [u for u in uuids if u not in done_set]
         if not jobs:
@@ -485,17 +497,14 @@ class JobCleaner(object):
         tokens = self._tokens(jobs) if opts.revoke_tokens else []
         if opts.check_mode:
             return done, skipped, tokens, []
-        self._update_jobs(done)
+        if opts.retry:
+            self.conn.execute(SQL_DELETE_TASKS, {'uuids': done})
         logs = self._insert_logs(jobs)
         return done, skipped, tokens, logs
 
-    def _lock_rows(self, uuids):
-        sql = SQL_BATCH_ROWS if self.options.check_mode else SQL_BATCH_ROWS + ' FOR UPDATE OF j'
-        return self.conn.execute(sql, {'uuids': uuids}).fetchall()
-
     def _tokens(self, jobs):
         """The batch's job tokens: revoked, or in check mode listed."""
-        windows = JobWindows((r[5], r[3], r[4]) for r in jobs if r[5] is not None and r[4] is not None)
+        windows = JobWindows((r[4], r[2], r[3]) for r in jobs if r[4] is not None and r[3] is not None)
         if not windows:
             return []
         candidates = self.conn.execute(SQL_TOKEN_CANDIDATES, windows.bounds()).fetchall()
@@ -505,15 +514,6 @@ class JobCleaner(object):
             return sorted(uuid for _token_id, uuid in tokens)
         revoked = self.conn.execute(SQL_REVOKE_TOKENS, {'ids': [t[0] for t in tokens]})
         return sorted(row[0] for row in revoked)
-
-    def _update_jobs(self, uuids):
-        opts = self.options
-        params = {'uuids': uuids, 'system_user': system_user_uuid(uuids[0][:5])}
-        if opts.retry:
-            self.conn.execute(SQL_REQUEUE_JOBS, params)
-            self.conn.execute(SQL_DELETE_TASKS, params)
-        else:
-            self.conn.execute(SQL_FAIL_JOBS, params)
 
     def _insert_logs(self, jobs):
         message = self.options.message

@@ -99,7 +99,7 @@ def _base36_15(number: int) -> str:
     if not _triples:
         _triples.extend(a + b + c for a in ALPHABET for b in ALPHABET for c in ALPHABET)
     parts = []
-    for _ in range(RANDOM_PART_LENGTH // 3):
+    for _group in range(RANDOM_PART_LENGTH // 3):
         number, digits = divmod(number, _TRIPLE_RANGE)
         parts.append(_triples[digits])
     return "".join(parts)

@@ -52,7 +52,7 @@ def load(fresh_db, **overrides) -> datagen.Summary:
         running_unstarted=0, tasks_per_job=2, users=6, idle_users=1, seed=random_seed(),
         running_span=timedelta(hours=24))
     values.update(overrides)
-    summary, _ = datagen.load_cluster(conninfo(fresh_db), datagen.ClusterSpec(**values))
+    summary, _timings = datagen.load_cluster(conninfo(fresh_db), datagen.ClusterSpec(**values))
     return summary
 
 
@@ -149,7 +149,7 @@ def run_playbook(lab_env: Mapping[str, str], directory: Path,
 
 def run_module(lab_env: Mapping[str, str], directory: Path, args: Mapping[str, Any],
                check: bool = False, diff: bool = False) -> Dict[str, Any]:
-    results, _ = run_playbook(lab_env, directory, [{"args": args, "check": check, "diff": diff}])
+    results, _completed = run_playbook(lab_env, directory, [{"args": args, "check": check, "diff": diff}])
     return results[0]
 
 

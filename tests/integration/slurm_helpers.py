@@ -79,7 +79,7 @@ class Slurm:
                                 timeout=timeout, check=False)
         if check and result.returncode != 0:
             raise AssertionError("%s exited %d: %s%s" % (" ".join(command), result.returncode,
-                                                          result.stdout, result.stderr))
+                                                         result.stdout, result.stderr))
         return result
 
     def submit(self, name: str, command: str = "exec sleep 300", user: Optional[str] = None,
@@ -205,7 +205,7 @@ def run_playbook(env: Mapping[str, str], directory: Path, tasks: Sequence[Mappin
 
 def run_module(env: Mapping[str, str], directory: Path, args: Mapping[str, Any],
                check: bool = False, diff: bool = False) -> Dict[str, Any]:
-    results, _ = run_playbook(env, directory, [{"args": args, "check": check, "diff": diff}])
+    results, _wall = run_playbook(env, directory, [{"args": args, "check": check, "diff": diff}])
     return results[0]
 
 

@@ -103,8 +103,8 @@ def test_loading_twice_needs_replace(cluster_db):
     datagen.load_cluster(cluster_db, small_spec(jobs=40, running=5, queued=2))
     with pytest.raises(RuntimeError, match="already hold rows"):
         datagen.load_cluster(cluster_db, small_spec(jobs=40, running=5, queued=2))
-    summary, _ = datagen.load_cluster(cluster_db, small_spec(jobs=40, running=5, queued=2,
-                                                             seed=4), replace=True)
+    summary, _timings = datagen.load_cluster(cluster_db, small_spec(jobs=40, running=5, queued=2,
+                                                                    seed=4), replace=True)
     assert table_counts(cluster_db)["jobs"] == 40
     assert summary.rows["jobs"] == 40
 
@@ -145,9 +145,9 @@ def test_parallel_generation_loads_the_same_rows(cluster_db, monkeypatch):
     # Small blocks so that two processes share the finished jobs.
     monkeypatch.setattr(datagen, "FINISHED_BLOCK_JOBS", 40)
     spec = small_spec()
-    alone, _ = datagen.load_cluster(cluster_db, spec, generation_workers=1)
+    alone, _alone_timings = datagen.load_cluster(cluster_db, spec, generation_workers=1)
     single = table_digests(cluster_db)
-    shared, _ = datagen.load_cluster(cluster_db, spec, generation_workers=2, replace=True)
+    shared, _shared_timings = datagen.load_cluster(cluster_db, spec, generation_workers=2, replace=True)
     assert table_digests(cluster_db) == single
     assert shared.rows == alone.rows and shared.tokens_by_kind == alone.tokens_by_kind
     assert shared.jobs_by_state == alone.jobs_by_state
@@ -159,8 +159,8 @@ def test_slurm_jobs_are_named_after_running_jobs(cluster_db, lab_env, monkeypatc
 
     for name in ("SLURM_CONF", "PATH"):
         monkeypatch.setenv(name, lab_env[name])
-    summary, _ = datagen.load_cluster(cluster_db, small_spec(jobs=30, running=4, queued=2,
-                                                             running_after_boot=1))
+    summary, _timings = datagen.load_cluster(cluster_db, small_spec(jobs=30, running=4, queued=2,
+                                                                    running_after_boot=1))
     submitted = datagen.submit_slurm_jobs(summary.running_uuids, limit=3, sleep_seconds=60)
     try:
         assert list(submitted) == summary.running_uuids[:3]

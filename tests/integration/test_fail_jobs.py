@@ -195,7 +195,7 @@ def test_uuids_limits_the_run_to_those_jobs(fresh_db, lab_env, tmp_path):
 # -- 2. retry mode ------------------------------------------------------------------------
 
 def test_retry_requeues_and_scrubs_the_jobs_and_deletes_their_tasks(fresh_db, lab_env,
-                                                                     tmp_path):
+                                                                    tmp_path):
     summary = h.load(fresh_db, running=10, running_after_boot=3, tasks_per_job=3)
     requeued = set(summary.running_before_boot)
     conn = fresh_db.connect()
@@ -289,7 +289,7 @@ def test_revoke_tokens_false_touches_no_token(fresh_db, lab_env, tmp_path):
 # -- 4. Slurm first -----------------------------------------------------------------------
 
 def test_slurm_jobs_of_the_failed_jobs_are_cancelled_and_others_stay(fresh_db, lab_env,
-                                                                    tmp_path):
+                                                                     tmp_path):
     summary = h.load(fresh_db, running=8, running_after_boot=2, decoys=False)
     qualifying = sorted(summary.running_before_boot)
     with_slurm = qualifying[:3]
@@ -374,7 +374,7 @@ def test_check_mode_writes_nothing_and_predicts_the_real_run_which_a_rerun_does_
         assert predicted["diff"]["after"] == "".join(
             "%s: Failed\n" % u for u in sorted(summary.running_before_boot))
 
-        (real, rerun), _ = h.run_playbook(lab_env, tmp_path, [{"args": args}, {"args": args}])
+        (real, rerun), _completed = h.run_playbook(lab_env, tmp_path, [{"args": args}, {"args": args}])
 
         assert not real.get("failed"), real.get("msg")
         for key in ("failed_jobs", "revoked_tokens", "exempt", "no_started_at", "skipped_jobs"):
@@ -400,7 +400,7 @@ def test_check_mode_writes_nothing_and_predicts_the_real_run_which_a_rerun_does_
 # -- 7. two runs at once ------------------------------------------------------------------
 
 def test_a_run_that_cannot_get_the_advisory_lock_fails_and_writes_nothing(fresh_db, lab_env,
-                                                                         tmp_path):
+                                                                          tmp_path):
     summary = h.load(fresh_db, running=5, running_after_boot=1)
     holder = fresh_db.connect(autocommit=True)
     holder.execute("SELECT pg_advisory_lock(%s)", (fail_jobs.ADVISORY_LOCK_KEY,))
@@ -492,4 +492,3 @@ def test_unreachable_database_fails_within_a_few_seconds(fresh_db, lab_env, tmp_
     assert result["msg"].startswith("cannot connect to the database %r as 'arvados' on "
                                     "127.0.0.1:%d" % (fresh_db.name, args["db_port"]))
     assert lab.db_password() not in result["msg"]
-

@@ -212,7 +212,8 @@ def test_missing_column_is_named(fresh_db, lab_env, tmp_path):
 def test_a_command_line_it_cannot_understand_exits_2(fresh_db, lab_env, tmp_path):
     # The password is never a flag: it would show in `ps` to every user of the host.
     completed = subprocess.run(h.CLI + ["--db-password", "x"], cwd=str(h.REPO_ROOT),
-                               env=dict(lab_env), capture_output=True, text=True, timeout=60)
+                               env=dict(lab_env), capture_output=True, text=True, timeout=60,
+                               check=False)
     assert completed.returncode == 2
     assert "unrecognized arguments: --db-password" in completed.stderr
 
@@ -267,7 +268,7 @@ def test_sigkill_at_random_moments_then_rerun_leaves_every_job_whole(fresh_db, l
     rng = random.Random()
     kills = []
     done = set()
-    for _ in range(3):
+    for _kill in range(3):
         remaining = KILL_JOBS - len(done)
         target = len(done) + rng.randint(1, remaining // 3)
         process = subprocess.Popen(command, cwd=str(h.REPO_ROOT), env=dict(lab_env),
@@ -292,7 +293,7 @@ def test_sigkill_at_random_moments_then_rerun_leaves_every_job_whole(fresh_db, l
 
     final = h.cli_json(subprocess.run(command + ["--json"], cwd=str(h.REPO_ROOT),
                                       env=dict(lab_env), capture_output=True, text=True,
-                                      timeout=120))
+                                      timeout=120, check=False))
 
     assert final["failed_jobs"] == sorted(set(summary.running_uuids) - done)
     assert final["skipped_jobs"] == []
@@ -300,7 +301,7 @@ def test_sigkill_at_random_moments_then_rerun_leaves_every_job_whole(fresh_db, l
     assert done_final == set(summary.running_uuids) and running_final == set()
     again = h.cli_json(subprocess.run(command + ["--json"], cwd=str(h.REPO_ROOT),
                                       env=dict(lab_env), capture_output=True, text=True,
-                                      timeout=120))
+                                      timeout=120, check=False))
     assert again["changed"] is False
 
 
@@ -332,8 +333,8 @@ def test_the_2017_schema(lab, lab_env, tmp_path, fresh_db):
         spec = datagen.ClusterSpec(boot_time=now.replace(microsecond=0) - timedelta(
             minutes=30), now=now, jobs=40, running=6, queued=3, running_after_boot=1,
             users=4, idle_users=1, seed=h.random_seed())
-        summary, _ = datagen.load_cluster(conninfo, spec)
-        today, _ = datagen.load_cluster(h.conninfo(fresh_db), spec)
+        summary, _timings = datagen.load_cluster(conninfo, spec)
+        today, _today_timings = datagen.load_cluster(h.conninfo(fresh_db), spec)
         assert today.to_dict() == summary.to_dict()
 
         def run(db_name):
@@ -373,7 +374,7 @@ def test_the_2017_schema(lab, lab_env, tmp_path, fresh_db):
         assert {k: v for k, v in result.items() if k not in ("log_uuids", "database")} == \
             {k: v for k, v in today_result.items() if k not in ("log_uuids", "database")}
         assert outcomes[0] == outcomes[1]
-        jobs, _, tokens, logs = outcomes[0]
+        jobs, _tasks, tokens, logs = outcomes[0]
         assert {u for u, row in jobs.items() if row["state"] == "Failed"
                 and row["finished_at"] == "now"} == set(summary.running_before_boot)
         assert {u for u, row in tokens.items() if row["expires_at"] == "now"} == \

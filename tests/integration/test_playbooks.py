@@ -305,7 +305,7 @@ def test_unknown_database_setting_is_refused(fresh_db, lab_env, tmp_path):
 # -- cancel_slurm_jobs.yml ---------------------------------------------------------------
 
 def test_cancel_slurm_jobs_cancels_the_given_uuids_only(lab_env, slurm):
-    names = [new_uuid("zzzzz", JOB_INFIX) for _ in range(3)]
+    names = [new_uuid("zzzzz", JOB_INFIX) for _index in range(3)]
     slurm_ids = submit_for(slurm, names)
 
     check = ansible_playbook(lab_env, CANCEL, {"cancel_uuids": names[:2]}, flags=["--check"])

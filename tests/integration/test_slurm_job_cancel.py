@@ -93,8 +93,8 @@ def by_name(entries: List[Dict[str, str]]) -> Dict[str, Dict[str, str]]:
 @pytest.mark.own_lab
 def test_running_and_pending_jobs_are_cancelled_and_a_rerun_changes_nothing(
         own_slurm: Slurm, private_lab: PrivateLab, tmp_path: Path):
-    running = [job_name() for _ in range(2)]
-    pending = [job_name() for _ in range(4)]
+    running = [job_name() for _index in range(2)]
+    pending = [job_name() for _index in range(4)]
     never_queued = job_name()
     ids = {}
     for name in running:
@@ -109,7 +109,7 @@ def test_running_and_pending_jobs_are_cancelled_and_a_rerun_changes_nothing(
 
     wrappers = clients(tmp_path)
     args = dict(name=running + pending + [never_queued], **paths(wrappers))
-    (first, rerun), _ = run_playbook(private_lab.env, tmp_path, [
+    (first, rerun), _wall = run_playbook(private_lab.env, tmp_path, [
         {"args": args, "diff": True}, {"args": args}])
 
     assert not first.get("failed"), first
@@ -160,7 +160,7 @@ def test_a_job_that_ends_during_the_grace_period_costs_no_scancel(
             "the module never listed the queue"
         fcntl.flock(held, fcntl.LOCK_UN)
     assert wait_for(lambda: finishing_id not in own_slurm.queue(), 5)
-    (result,), _ = run.finish()
+    (result,), _wall = run.finish()
 
     assert not result.get("failed"), result
     assert finishing_id in result["diff"]["before"]  # seen queued, then left on its own
@@ -266,7 +266,7 @@ def test_check_mode_cancels_nothing_and_predicts_the_change(
     queued, absent = job_name(), [job_name(), job_name()]
     job_id = shared_slurm.submit(queued, hold=True)
     wrappers = clients(tmp_path)
-    (would, nothing), _ = run_playbook(lab_env, tmp_path, [
+    (would, nothing), _wall = run_playbook(lab_env, tmp_path, [
         {"args": dict(name=[queued] + absent[:1], **paths(wrappers)), "check": True,
          "diff": True},
         {"args": dict(name=absent, **paths(wrappers)), "check": True}])
@@ -296,7 +296,7 @@ def test_another_users_job_of_the_same_name_survives_user(
     ours = shared_slurm.submit(name, hold=True)
     wrappers = clients(tmp_path)
     args = dict(name=[name], user="root", **paths(wrappers))
-    (first, rerun), _ = run_playbook(lab_env, tmp_path, [{"args": args}, {"args": args}])
+    (first, rerun), _wall = run_playbook(lab_env, tmp_path, [{"args": args}, {"args": args}])
 
     assert not first.get("failed"), first
     assert first["changed"] is True
@@ -337,7 +337,7 @@ def test_a_dangerous_name_is_refused_and_nothing_is_cancelled(
             args["name_pattern"] = name_pattern
         tasks.append({"args": args})
     # One playbook, one task per name: ansible-playbook's start-up is the slow part.
-    results, _ = run_playbook(lab_env, tmp_path, tasks)
+    results, _wall = run_playbook(lab_env, tmp_path, tasks)
 
     for (bad_name, name_pattern), result in zip(DANGEROUS_NAMES, results):
         case = "name %r, name_pattern %r: %s" % (bad_name, name_pattern, result)

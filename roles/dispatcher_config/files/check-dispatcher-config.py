@@ -161,7 +161,7 @@ def load(path):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog='check-dispatcher-config', description=__doc__.split('\n\n')[0])
+    parser = argparse.ArgumentParser(prog='check-dispatcher-config', description=__doc__.split('\n\n', maxsplit=1)[0])
     parser.add_argument('--format', choices=('legacy', 'cluster'), required=True)
     parser.add_argument('--cluster-id', help='the cluster of config.yml (format cluster)')
     parser.add_argument('file', help="the file to check, '-' for standard input")

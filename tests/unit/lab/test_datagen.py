@@ -48,7 +48,7 @@ def in_window(token, job):
 
 
 def test_every_uuid_has_its_kind_and_prefix(cluster):
-    _, tables = cluster
+    _summary, tables = cluster
     expected = {
         "jobs": "job", "job_tasks": "job_task", "api_client_authorizations": "token",
         "containers": "container", "users": "user",
@@ -60,7 +60,7 @@ def test_every_uuid_has_its_kind_and_prefix(cluster):
 
 
 def test_uuids_and_tokens_are_unique(cluster):
-    _, tables = cluster
+    _summary, tables = cluster
     all_uuids = [row.as_dict()["uuid"] for rows in tables.values() for row in rows]
     assert len(all_uuids) == len(set(all_uuids))
     secrets = [row["api_token"] for row in dicts(tables["api_client_authorizations"])]
@@ -68,7 +68,7 @@ def test_uuids_and_tokens_are_unique(cluster):
 
 
 def test_system_user_is_first_and_owns_users(cluster):
-    _, tables = cluster
+    _summary, tables = cluster
     users = dicts(tables["users"])
     assert users[0]["uuid"] == "abcde-tpzed-000000000000000"
     assert users[0]["id"] == 1 and users[0]["is_admin"]
@@ -97,14 +97,14 @@ def test_counts_add_up(cluster):
 
 
 def test_ids_are_distinct_per_table(cluster):
-    _, tables = cluster
+    _summary, tables = cluster
     for table, rows in tables.items():
         ids = [row.as_dict()["id"] for row in rows]
         assert len(ids) == len(set(ids)), table
 
 
 def test_job_fields_follow_their_state(cluster):
-    _, tables = cluster
+    _summary, tables = cluster
     for job in dicts(tables["jobs"]):
         state = job["state"]
         assert job["running"] is (state == "Running")
@@ -135,7 +135,7 @@ def test_portable_data_hashes_are_real_md5s(monkeypatch):
         return locator
 
     monkeypatch.setattr(datagen, "portable_data_hash", recording)
-    _, tables = generate()
+    _summary, tables = generate()
     jobs = dicts(tables["jobs"])
     locators = [job[column] for job in jobs for column in ("log", "output") if job[column]]
     assert len(locators) > 100
@@ -242,15 +242,15 @@ def test_running_jobs_straddle_the_boot_time(cluster):
 
 
 def test_running_windows_never_overlap(cluster):
-    _, tables = cluster
+    _summary, tables = cluster
     windows = sorted((job["created_at"], job["started_at"]) for job in dicts(tables["jobs"])
                      if job["state"] == "Running")
-    for (_, previous_end), (next_start, _) in zip(windows, windows[1:]):
+    for (_previous_start, previous_end), (next_start, _next_end) in zip(windows, windows[1:]):
         assert previous_end < next_start
 
 
 def test_tasks_point_at_their_started_job(cluster):
-    _, tables = cluster
+    _summary, tables = cluster
     jobs = {job["uuid"]: job for job in dicts(tables["jobs"])}
     per_job = Counter()
     for task in dicts(tables["job_tasks"]):
@@ -292,7 +292,7 @@ def test_options_switch_off_decoys_and_finished_tokens():
 def test_rows_are_a_stream():
     generator = datagen.ClusterGenerator(make_spec(jobs=10 ** 9, running=5, queued=5))
     stream = generator.rows()
-    first = [next(stream) for _ in range(50)]  # does not build a billion rows first
+    first = [next(stream) for _index in range(50)]  # does not build a billion rows first
     assert first[0].table == "users"
 
 
@@ -350,8 +350,8 @@ def test_submit_slurm_jobs_is_bounded_and_reads_job_ids():
     job_uuids = ["zzzzz-8i9sb-%015d" % n for n in range(5)]
     submitted = datagen.submit_slurm_jobs(job_uuids, limit=3, run=fake_run)
     assert submitted == {job_uuids[0]: "101", job_uuids[1]: "102", job_uuids[2]: "103"}
-    assert [command[2] for command, _ in calls] == ["--job-name=" + u for u in job_uuids[:3]]
-    assert {lc for _, lc in calls} == {"C"}
+    assert [command[2] for command, _lc in calls] == ["--job-name=" + u for u in job_uuids[:3]]
+    assert {lc for _command, lc in calls} == {"C"}
 
 
 def test_parse_time_forms(tmp_path):

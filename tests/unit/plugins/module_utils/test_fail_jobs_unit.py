@@ -387,7 +387,8 @@ def test_run_fail_jobs_refuses_a_bad_before_without_connecting():
 @pytest.mark.parametrize("name", ["retry", "revoke_tokens"])
 def test_options_file_strings_for_booleans_are_read_or_refused(name):
     try:
-        _, options, _, _, _ = fail_jobs_run.prepare(dict(NO_FILES, **{name: "false"}))
+        _settings, options, _slurm, _slurm_skipped, _db_wait = fail_jobs_run.prepare(
+            dict(NO_FILES, **{name: "false"}))
     except RecoveryError:
         return  # refusing the value is as good as reading it right
     assert getattr(options, name) is False
@@ -496,8 +497,8 @@ def result(**values):
 def test_summary_of_a_run():
     slurm = {"cancelled": [{"name": JOB % 1}], "squeue_calls": 2, "scancel_calls": 1}
     assert fail_jobs_cli.summary_lines(result(slurm=slurm, skipped_jobs=[JOB % 4],
-                                                         counts={"jobs": 2, "skipped_jobs": 1,
-                                                                 "revoked_tokens": 1, "logs": 2}), False) == [
+                                              counts={"jobs": 2, "skipped_jobs": 1,
+                                                      "revoked_tokens": 1, "logs": 2}), False) == [
         "threshold: 2026-01-01T00:00:00Z (argument)",
         "jobs failed: 2",
         "tokens revoked: 1",

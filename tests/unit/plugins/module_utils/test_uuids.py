@@ -58,7 +58,7 @@ def test_job_pattern_rejects_near_misses(value):
 
 
 def test_random_part_is_base36_of_fixed_length_and_varied():
-    parts = {uuids.random_part() for _ in range(200)}
+    parts = {uuids.random_part() for _index in range(200)}
     assert len(parts) == 200
     assert all(re.fullmatch(r"[0-9a-z]{15}", part) for part in parts)
     # every character of the alphabet turns up, at every position class
@@ -66,8 +66,8 @@ def test_random_part_is_base36_of_fixed_length_and_varied():
 
 
 def test_seeded_rng_reproduces_uuids():
-    first = [uuids.new_uuid("abcde", uuids.JOB_INFIX, random.Random(7)) for _ in range(3)]
-    second = [uuids.new_uuid("abcde", uuids.JOB_INFIX, random.Random(7)) for _ in range(3)]
+    first = [uuids.new_uuid("abcde", uuids.JOB_INFIX, random.Random(7)) for _index in range(3)]
+    second = [uuids.new_uuid("abcde", uuids.JOB_INFIX, random.Random(7)) for _index in range(3)]
     assert first == second
     rng = random.Random(7)
     assert uuids.new_uuid("abcde", uuids.JOB_INFIX, rng) != uuids.new_uuid(
