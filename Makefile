@@ -4,13 +4,13 @@
 PYTHON := .venv/bin/python
 LABCTL := $(PYTHON) lab/labctl.py
 
-.PHONY: help deps test unit integration sanity lint build-check demo \
+.PHONY: help deps test unit integration sanity lint molecule build-check demo \
         lab-start lab-stop lab-status clean
 
 help:
 	@echo "make demo         bring up the local lab, seed a cluster that just rebooted, recover it"
 	@echo "make test         install what is missing, run every test stage (starts/stops the lab)"
-	@echo "make unit | integration | sanity | lint | build-check   one stage alone"
+	@echo "make unit | integration | sanity | lint | molecule | build-check   one stage alone"
 	@echo "make lab-start | lab-stop | lab-status                  the lab by hand"
 
 deps:
@@ -19,7 +19,7 @@ deps:
 test: deps
 	@scripts/run-tests.sh
 
-unit integration sanity lint: deps
+unit integration sanity lint molecule: deps
 	@scripts/run-tests.sh $@
 
 build-check: deps

@@ -14,6 +14,14 @@ DEBIAN_PACKAGES=(
   python3-psycopg      # what the boot-time command uses on a real host
   git                  # ansible-test sanity works on a git checkout
   shellcheck           # make lint checks the shell scripts
+  podman               # make molecule: containers with systemd as PID 1
+  runc                 # the OCI runtime podman uses here (crun refuses hybrid cgroups)
+  conmon
+  containernetworking-plugins
+  fuse-overlayfs
+  slirp4netns
+  uidmap
+  debootstrap          # the Molecule base image is built locally: no registry is reachable
 )
 
 missing_packages() {
@@ -51,5 +59,29 @@ install_virtualenv() {
   echo "$want" > .venv/.requirements.sha256
 }
 
+# The Molecule podman driver needs the containers.podman collection, and Galaxy is not
+# reachable: take just that collection out of the pinned `ansible` wheel on PyPI, into a
+# folder only scripts/molecule.sh puts on the collections path (the whole package would put
+# ~400 MB of collections where ansible-lint and sanity look).
+ANSIBLE_WHEEL_VERSION=12.3.0
+install_molecule_collections() {
+  local dir=.build/molecule-collections tmp
+  [ -f "$dir/ansible_collections/containers/podman/MANIFEST.json" ] && return 0
+  echo "install-deps: extracting containers.podman from ansible==$ANSIBLE_WHEEL_VERSION"
+  tmp=$(mktemp -d)
+  .venv/bin/pip download -q --no-deps -d "$tmp" "ansible==$ANSIBLE_WHEEL_VERSION"
+  .venv/bin/python - "$tmp/ansible-$ANSIBLE_WHEEL_VERSION-py3-none-any.whl" "$dir" <<'PY'
+import sys
+import zipfile
+
+wheel, dest = sys.argv[1:]
+with zipfile.ZipFile(wheel) as archive:
+    archive.extractall(dest, [name for name in archive.namelist()
+                              if name.startswith('ansible_collections/containers/podman/')])
+PY
+  rm -rf "$tmp"
+}
+
 install_debian_packages
 install_virtualenv
+install_molecule_collections

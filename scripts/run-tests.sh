@@ -5,7 +5,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
-ALL_STAGES=(unit integration sanity lint build)
+ALL_STAGES=(unit integration sanity lint build molecule)
 STAGES=("$@")
 [ ${#STAGES[@]} -eq 0 ] && STAGES=("${ALL_STAGES[@]}")
 
@@ -16,7 +16,7 @@ started_lab=no
 needs_lab() {
   local stage
   for stage in "${STAGES[@]}"; do
-    case "$stage" in integration) return 0 ;; esac
+    case "$stage" in integration | molecule) return 0 ;; esac
   done
   return 1
 }
@@ -46,6 +46,7 @@ run_stage() {
     sanity)      scripts/sanity.sh ;;
     lint)        scripts/lint.sh ;;
     build)       scripts/build-check.sh ;;
+    molecule)    scripts/molecule.sh ;;
     *) echo "unknown stage '$1' (stages: ${ALL_STAGES[*]})" >&2; return 2 ;;
   esac
 }
@@ -60,8 +61,8 @@ passed=0 failed=0 report=()
 for stage in "${STAGES[@]}"; do
   echo "== stage: $stage"
   begin=$SECONDS
-  if [ "$stage" = integration ] && [ "$lab_ok" = no ]; then
-    result=FAILED; echo "!! the lab did not start: integration tests not run" >&2
+  if [[ "$stage" =~ ^(integration|molecule)$ ]] && [ "$lab_ok" = no ]; then
+    result=FAILED; echo "!! the lab did not start: $stage not run" >&2
   elif run_stage "$stage"; then
     result=passed
   else
