@@ -100,9 +100,9 @@ def running_count(lab, name, threshold):
                             (threshold,)).fetchone()[0]
 
 
-def run_command(lab, name, before, extra=()):
+def run_command(lab, name, before, batch_size, extra=()):
     """(wall seconds, peak RSS MiB of the child, its summary lines)."""
-    options = {'config_file': str(lab.config_yml), 'db_name': name,
+    options = {'config_file': str(lab.config_yml), 'db_name': name, 'batch_size': batch_size,
                'cancel_slurm_jobs': False, 'log_message': MESSAGE}
     with tempfile.NamedTemporaryFile('w', suffix='.json', delete=False) as handle:
         json.dump(options, handle)
@@ -184,6 +184,7 @@ def main(argv=None):
     parser.add_argument('--tasks', type=int, default=5)
     parser.add_argument('--sample', type=int, default=10000, help='jobs the per-row baseline does')
     parser.add_argument('--seed', type=int, default=4)
+    parser.add_argument('--batch-size', type=int, default=1000, help="the command's batch_size")
     parser.add_argument('--rebuild', action='store_true')
     parser.add_argument('--keep', action='store_true', help='keep the per-contender databases')
     parser.add_argument('--prepare-only', action='store_true',
@@ -212,15 +213,16 @@ def main(argv=None):
         warm(lab, name)
     qualifying = running_count(lab, names['a'], threshold)
 
-    wall, rss, _out = run_command(lab, names['a'], before)
-    noop_wall, _rss, noop_out = run_command(lab, names['a'], before)
+    wall, rss, _out = run_command(lab, names['a'], before, args.batch_size)
+    noop_wall, _rss, noop_out = run_command(lab, names['a'], before, args.batch_size)
     noop_engine, noop_changed = engine_only_noop(lab, names['a'], before)
     baseline, sampled = per_row_baseline(lab, names['b'], threshold, args.sample)
     floor_time, floor_count = floor(lab, names['c'], threshold)
 
     per_job = lambda seconds, count: 1000.0 * seconds / max(count, 1)  # noqa: E731
     rows = [
-        ('(a) arvados-fail-jobs (set-based, batches of 1000)', qualifying, wall, per_job(wall, qualifying)),
+        ('(a) arvados-fail-jobs (set-based, batches of %d)' % args.batch_size, qualifying, wall,
+         per_job(wall, qualifying)),
         ('(b) per-row transactions, %d jobs' % sampled, sampled, baseline, per_job(baseline, sampled)),
         ('(c) floor: bare UPDATE jobs SET state', floor_count, floor_time, per_job(floor_time, floor_count)),
     ]

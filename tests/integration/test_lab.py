@@ -11,7 +11,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
@@ -20,6 +19,7 @@ import pytest
 import yaml
 
 from lab import labctl
+from tests.integration.slurm_helpers import wait_for
 
 LABCTL = Path(labctl.__file__)
 SECOND_LAB_PORTS = {"LAB_PG_PORT": "55433", "LAB_SLURMCTLD_PORT": "16827",
@@ -241,15 +241,6 @@ def second_lab():
 def running_lab(second_lab: SecondLab) -> SecondLab:
     second_lab.labctl("start")
     return second_lab
-
-
-def wait_for(condition, timeout: float, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(interval)
 
 
 def processes_mentioning(text: str) -> List[str]:
