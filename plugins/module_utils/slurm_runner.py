@@ -11,6 +11,8 @@ Pure Python (3.8+), standard library only.
 
 from __future__ import annotations
 
+import errno
+import os
 import shutil
 import subprocess
 import tempfile
@@ -26,11 +28,20 @@ class CommandNotFoundError(RecoveryError):
 
 def require_program(path: str) -> str:
     """``path`` resolved, or CommandNotFoundError: checked before any work, so a wrong path
-    fails at once and not only the first time something needs cancelling."""
-    resolved = shutil.which(path)
-    if resolved is None:
-        raise CommandNotFoundError("%s: not found or not executable" % path)
-    return resolved
+    fails at once and not only the first time something needs cancelling. The reason is
+    the one ``execve`` would give."""
+    if os.sep not in path:
+        resolved = shutil.which(path)
+        if resolved is None:
+            raise CommandNotFoundError("%s: not found in PATH" % path)
+        return resolved
+    if not os.path.exists(path):
+        reason = os.strerror(errno.ENOENT)
+    elif os.path.isdir(path) or not os.access(path, os.X_OK):
+        reason = os.strerror(errno.EACCES)
+    else:
+        return path
+    raise CommandNotFoundError("%s: cannot be run: %s" % (path, reason))
 
 
 class ProcessHandle(Protocol):

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import io
 import json
+import random
+from datetime import datetime, timedelta
 
 import pytest
 
-from plugins.module_utils import fail_jobs_cli, fail_jobs_run, pg_connect
+from plugins.module_utils import fail_jobs, fail_jobs_cli, fail_jobs_run, pg_connect
 from plugins.module_utils.errors import ConfigError, RecoveryError
 from plugins.module_utils.fail_jobs import (
     ADVISORY_LOCK_KEY,
@@ -590,3 +592,52 @@ def test_every_module_option_has_a_flag_except_the_password():
     for name in fail_jobs_run.ALL_OPTIONS:
         flag = "--" + name.replace("_", "-")
         assert (flag in flags) is (name != "db_password"), name
+
+
+# -- token windows ------------------------------------------------------------------------
+
+def _at(minute):
+    return datetime(2026, 1, 1) + timedelta(minutes=minute)
+
+
+def test_a_token_belongs_to_a_window_of_its_own_user_only():
+    windows = fail_jobs.JobWindows([(1, _at(0), _at(10)), (2, _at(20), _at(30))])
+    assert windows.contain(1, _at(5)) and windows.contain(2, _at(25))
+    assert not windows.contain(2, _at(5)) and not windows.contain(1, _at(25))
+    assert not windows.contain(3, _at(5))
+
+
+def test_window_edges_are_inside_and_gaps_between_windows_outside():
+    windows = fail_jobs.JobWindows([(1, _at(0), _at(10)), (1, _at(20), _at(30))])
+    assert windows.contain(1, _at(0)) and windows.contain(1, _at(10))
+    assert windows.contain(1, _at(20)) and windows.contain(1, _at(30))
+    assert not windows.contain(1, _at(15))
+    assert not windows.contain(1, _at(-1)) and not windows.contain(1, _at(31))
+
+
+def test_a_long_window_covers_the_short_ones_opening_inside_it():
+    # Sorted by start, the short window (5, 6) comes last; an instant after it is still
+    # inside the long window that opened before it.
+    windows = fail_jobs.JobWindows([(1, _at(0), _at(100)), (1, _at(5), _at(6))])
+    assert windows.contain(1, _at(50))
+    assert not windows.contain(1, _at(101))
+
+
+def test_bounds_span_each_users_windows():
+    windows = fail_jobs.JobWindows([(2, _at(20), _at(30)), (1, _at(5), _at(6)), (1, _at(0), _at(3))])
+    assert windows.bounds() == {"user_ids": [1, 2], "lo": [_at(0), _at(20)], "hi": [_at(6), _at(30)]}
+    assert len(windows) == 2
+    assert len(fail_jobs.JobWindows([])) == 0
+
+
+def test_windows_agree_with_a_plain_scan_of_every_window():
+    rng = random.Random(7)
+    spans = []
+    for _index in range(200):
+        start = rng.randint(0, 1000)
+        spans.append((rng.randint(1, 5), _at(start), _at(start + rng.randint(0, 60))))
+    windows = fail_jobs.JobWindows(spans)
+    for user in range(1, 6):
+        for minute in range(-5, 1070, 3):
+            expected = any(u == user and lo <= _at(minute) <= hi for u, lo, hi in spans)
+            assert windows.contain(user, _at(minute)) is expected, (user, minute)

@@ -90,7 +90,7 @@ def test_an_explicit_path_that_cannot_run_fails_before_any_command(slurm, capsys
     squeue = _executable(tmp_path / "squeue")
     result = run_module({"name": [A], "squeue_path": squeue,
                          "scancel_path": str(tmp_path / "missing-scancel")}, capsys)
-    assert result["failed"] and "missing-scancel: not found or not executable" in result["msg"]
+    assert result["failed"] and "missing-scancel: cannot be run: No such file or directory" in result["msg"]
     assert slurm.processes == []
 
 
