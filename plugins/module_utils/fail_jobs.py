@@ -91,15 +91,19 @@ SQL_RUNNING = """
     ORDER BY is_locked_by_uuid, started_at, uuid
 """
 
-# Per batch, the jobs that still qualify, with the id of the user whose token ran each.
-# The condition is classify_running_job's, checked again by the database: a job that
-# finished, or restarted after the threshold, since it was listed drops out here.
-SQL_BATCH_JOBS = """
-    SELECT j.uuid, j.owner_uuid, j.created_at, j.started_at, u.id AS user_id
-    FROM jobs j LEFT JOIN users u ON u.uuid = j.is_locked_by_uuid
-    WHERE j.uuid = ANY(%(uuids)s::text[]) AND j.state = 'Running'
-      AND (%(threshold)s::timestamp IS NULL OR j.started_at < %(threshold)s::timestamp)
+# Per batch, the jobs that still qualify. The condition is classify_running_job's, checked
+# again by the database: a job that finished, or restarted after the threshold, since it
+# was listed drops out here.
+SQL_QUALIFYING = """
+    j.uuid = ANY(%(uuids)s::text[]) AND j.state = 'Running'
+    AND (%(threshold)s::timestamp IS NULL OR j.started_at < %(threshold)s::timestamp)
 """
+BATCH_COLUMNS = 'uuid, owner_uuid, created_at, started_at, is_locked_by_uuid'
+
+SQL_BATCH_JOBS = 'SELECT {columns} FROM jobs j WHERE {where}'.format(
+    columns=BATCH_COLUMNS, where=SQL_QUALIFYING)
+
+SQL_USER_IDS = 'SELECT uuid, id FROM users WHERE uuid = ANY(%(uuids)s::text[])'
 
 # A job's token, as the dispatcher made it: for the user of `is_locked_by_uuid`, by no API
 # client (0), without expiry, created between the job's creation and its start. A token a
@@ -125,28 +129,32 @@ SQL_REVOKE_TOKENS = """
 """.format(now=SQL_NOW_UTC)
 
 # The update locks, re-checks and changes each row in one pass (a separate SELECT ... FOR
-# UPDATE would write every row twice) and returns the rows as they were.
-SQL_UPDATE_JOBS = """
-    UPDATE jobs AS j SET {assignments},
+# UPDATE would write every row twice) and returns the rows as they were: failing leaves
+# the returned columns as they are, so the updated row itself tells them.
+SQL_FAIL_JOBS = """
+    UPDATE jobs AS j SET state = 'Failed', running = false, success = false,
+        finished_at = COALESCE(j.finished_at, {now}),
+        modified_at = {now}, updated_at = {now},
+        modified_by_user_uuid = %(system_user)s, modified_by_client_uuid = NULL
+    WHERE {where}
+    RETURNING {columns}
+""".format(now=SQL_NOW_UTC, where=SQL_QUALIFYING,
+           columns=', '.join('j.' + c for c in BATCH_COLUMNS.split(', ')))
+
+# Arvados' model forbids Running -> Queued, so a retry writes the row as a new job's. It
+# empties started_at and is_locked_by_uuid, which the token look-up needs: they are read
+# from the row as it was, joined in.
+SQL_REQUEUE_JOBS = """
+    UPDATE jobs AS j SET state = 'Queued', running = false, success = NULL,
+        started_at = NULL, finished_at = NULL, cancelled_at = NULL, is_locked_by_uuid = NULL,
+        log = NULL, output = NULL, tasks_summary = '{{}}',
         modified_at = {now}, updated_at = {now},
         modified_by_user_uuid = %(system_user)s, modified_by_client_uuid = NULL
     FROM ({batch}) AS o
-    WHERE j.uuid = o.uuid AND j.state = 'Running'
-      AND (%(threshold)s::timestamp IS NULL OR j.started_at < %(threshold)s::timestamp)
-    RETURNING o.uuid, o.owner_uuid, o.created_at, o.started_at, o.user_id
-"""
-
-SQL_FAIL_JOBS = SQL_UPDATE_JOBS.format(
-    now=SQL_NOW_UTC, batch=SQL_BATCH_JOBS,
-    assignments="state = 'Failed', running = false, success = false, "
-                "finished_at = COALESCE(j.finished_at, {now})".format(now=SQL_NOW_UTC))
-
-# Arvados' model forbids Running -> Queued, so a retry writes the row as a new job's.
-SQL_REQUEUE_JOBS = SQL_UPDATE_JOBS.format(
-    now=SQL_NOW_UTC, batch=SQL_BATCH_JOBS,
-    assignments="state = 'Queued', running = false, success = NULL, started_at = NULL, "
-                "finished_at = NULL, cancelled_at = NULL, is_locked_by_uuid = NULL, "
-                "log = NULL, output = NULL, tasks_summary = '{}'")
+    WHERE j.uuid = o.uuid AND {where}
+    RETURNING {columns}
+""".format(now=SQL_NOW_UTC, batch=SQL_BATCH_JOBS, where=SQL_QUALIFYING,
+           columns=', '.join('o.' + c for c in BATCH_COLUMNS.split(', ')))
 
 SQL_DELETE_TASKS = 'DELETE FROM job_tasks WHERE job_uuid = ANY(%(uuids)s::text[])'
 
@@ -504,7 +512,10 @@ class JobCleaner(object):
 
     def _tokens(self, jobs):
         """The batch's job tokens: revoked, or in check mode listed."""
-        windows = JobWindows((r[4], r[2], r[3]) for r in jobs if r[4] is not None and r[3] is not None)
+        users = sorted(set(r[4] for r in jobs if r[4] is not None))
+        user_ids = dict(self.conn.execute(SQL_USER_IDS, {'uuids': users}).fetchall()) if users else {}
+        windows = JobWindows((user_ids[r[4]], r[2], r[3]) for r in jobs
+                             if r[4] in user_ids and r[3] is not None)
         if not windows:
             return []
         candidates = self.conn.execute(SQL_TOKEN_CANDIDATES, windows.bounds()).fetchall()
