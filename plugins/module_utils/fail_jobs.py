@@ -98,10 +98,15 @@ SQL_QUALIFYING = """
     j.uuid = ANY(%(uuids)s::text[]) AND j.state = 'Running'
     AND (%(threshold)s::timestamp IS NULL OR j.started_at < %(threshold)s::timestamp)
 """
-BATCH_COLUMNS = 'uuid, owner_uuid, created_at, started_at, is_locked_by_uuid'
+BATCH_COLUMNS = ('uuid', 'owner_uuid', 'created_at', 'started_at', 'is_locked_by_uuid')
+
+
+def batch_columns(alias):
+    return ', '.join('%s.%s' % (alias, column) for column in BATCH_COLUMNS)
+
 
 SQL_BATCH_JOBS = 'SELECT {columns} FROM jobs j WHERE {where}'.format(
-    columns=BATCH_COLUMNS, where=SQL_QUALIFYING)
+    columns=batch_columns('j'), where=SQL_QUALIFYING)
 
 SQL_USER_IDS = 'SELECT uuid, id FROM users WHERE uuid = ANY(%(uuids)s::text[])'
 
@@ -138,8 +143,7 @@ SQL_FAIL_JOBS = """
         modified_by_user_uuid = %(system_user)s, modified_by_client_uuid = NULL
     WHERE {where}
     RETURNING {columns}
-""".format(now=SQL_NOW_UTC, where=SQL_QUALIFYING,
-           columns=', '.join('j.' + c for c in BATCH_COLUMNS.split(', ')))
+""".format(now=SQL_NOW_UTC, where=SQL_QUALIFYING, columns=batch_columns('j'))
 
 # Arvados' model forbids Running -> Queued, so a retry writes the row as a new job's. It
 # empties started_at and is_locked_by_uuid, which the token look-up needs: they are read
@@ -154,7 +158,7 @@ SQL_REQUEUE_JOBS = """
     WHERE j.uuid = o.uuid AND {where}
     RETURNING {columns}
 """.format(now=SQL_NOW_UTC, batch=SQL_BATCH_JOBS, where=SQL_QUALIFYING,
-           columns=', '.join('o.' + c for c in BATCH_COLUMNS.split(', ')))
+           columns=batch_columns('o'))
 
 SQL_DELETE_TASKS = 'DELETE FROM job_tasks WHERE job_uuid = ANY(%(uuids)s::text[])'
 
@@ -497,7 +501,7 @@ class JobCleaner(object):
         else:
             jobs = self.conn.execute(SQL_REQUEUE_JOBS if opts.retry else SQL_FAIL_JOBS,
                                      params).fetchall()
-        done = sorted(r[0] for r in jobs)
+        done = [r[0] for r in jobs]
         done_set = set(done)
         skipped = [u for u in uuids if u not in done_set]
         if not jobs:
@@ -522,9 +526,9 @@ class JobCleaner(object):
         tokens = [(token_id, uuid) for token_id, uuid, user_id, created_at in candidates
                   if windows.contain(user_id, created_at)]
         if self.options.check_mode:
-            return sorted(uuid for _token_id, uuid in tokens)
+            return [uuid for _token_id, uuid in tokens]
         revoked = self.conn.execute(SQL_REVOKE_TOKENS, {'ids': [t[0] for t in tokens]})
-        return sorted(row[0] for row in revoked)
+        return [row[0] for row in revoked]
 
     def _insert_logs(self, jobs):
         message = self.options.message
