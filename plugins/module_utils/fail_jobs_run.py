@@ -23,7 +23,6 @@ from .slurm_cancel_request import CancelRequest
 from .slurm_runner import require_program
 from .uuids import JOB_INFIX, uuid_pattern
 
-CANCEL_SLURM_CHOICES = ('auto', 'true', 'false')
 _TRUE_WORDS = ('true', 'yes', 'on', '1')
 _FALSE_WORDS = ('false', 'no', 'off', '0')
 
