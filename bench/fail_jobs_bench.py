@@ -9,7 +9,13 @@ Side by side, in one run, each on its own copy of the same generated cluster:
     token), on a sample of the jobs, scaled;
 (c) the floor: a bare `UPDATE jobs SET state = 'Failed'` of the same jobs, which is what
     PostgreSQL's upkeep of the jobs table and its indexes alone costs;
+(d) the same floor with the session settings (a) raises for its GIN index merges, and the
+    merge it leaves pending done and timed: how much of (a)'s lead over (c) is those settings;
 and then the command again on (a)'s database: the no-op rerun.
+
+Each contender runs on a fresh copy of the template, after a CHECKPOINT, `--rounds` times
+(default 3) in a rotating order; the report gives the median, the spread, the WAL each wrote
+and the checkpoints that fell inside it, because single runs of the same code differ by 10%.
 
 Run against the lab (`make lab-start`):
 
@@ -25,6 +31,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -101,7 +108,7 @@ def running_count(lab, name, threshold):
 
 
 def run_command(lab, name, before, batch_size, extra=()):
-    """(wall seconds, peak RSS MiB of the child, its summary lines)."""
+    """(wall seconds, its summary lines); the children's peak RSS is read in the report."""
     options = {'config_file': str(lab.config_yml), 'db_name': name, 'batch_size': batch_size,
                'cancel_slurm_jobs': False, 'log_message': MESSAGE}
     with tempfile.NamedTemporaryFile('w', suffix='.json', delete=False) as handle:
@@ -115,8 +122,7 @@ def run_command(lab, name, before, batch_size, extra=()):
     os.unlink(handle.name)
     if child.returncode != 0:
         raise SystemExit('arvados-fail-jobs failed: %s' % child.stderr.strip())
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
-    return wall, rss, child.stdout
+    return wall, child.stdout
 
 
 def engine_only_noop(lab, name, before):
@@ -177,6 +183,141 @@ def floor(lab, name, threshold):
         return time.monotonic() - began, count
 
 
+CONTENDERS = {
+    'a': 'arvados-fail-jobs (set-based, batches of {batch_size})',
+    'b': 'per-row transactions, {sample} jobs',
+    'c': 'floor: bare UPDATE jobs SET state',
+    'd': "floor with the command's GIN and work_mem settings, its merge timed",
+}
+
+
+def checkpoint(lab):
+    """Start each contender with no dirty pages left by the previous one's writes."""
+    with superuser(lab) as conn:
+        conn.execute('CHECKPOINT')
+
+
+def server_counters(lab):
+    """(WAL position, full-page images, checkpoints so far): what a contender made PostgreSQL write."""
+    with superuser(lab) as conn:
+        return conn.execute(
+            'SELECT pg_current_wal_lsn(), (SELECT wal_fpi FROM pg_stat_wal),'
+            ' checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter').fetchone()
+
+
+def wal_bytes(lab, start, end):
+    with superuser(lab) as conn:
+        return float(conn.execute('SELECT pg_wal_lsn_diff(%s::pg_lsn, %s::pg_lsn)',
+                                  (end, start)).fetchone()[0])
+
+
+class Measurement:
+    """One contender's run on a fresh copy of the template."""
+
+    def __init__(self, contender, round_no, seconds, jobs, wal, fpi, checkpoints):
+        self.contender = contender
+        self.round_no = round_no
+        self.seconds = seconds
+        self.jobs = jobs
+        self.wal = wal
+        self.fpi = fpi
+        self.checkpoints = checkpoints
+
+    @property
+    def ms_per_job(self):
+        return 1000.0 * self.seconds / max(self.jobs, 1)
+
+
+def run_contender(lab, contender, round_no, args, before, threshold, noops):
+    name = 'bench_fj_%s' % contender
+    clone(lab, name, TEMPLATE)
+    warm(lab, name)
+    qualifying = running_count(lab, name, threshold)
+    checkpoint(lab)
+    wal_start, fpi_start, checkpoints_start = server_counters(lab)
+    if contender == 'a':
+        seconds, _out = run_command(lab, name, before, args.batch_size)
+        jobs = qualifying
+    elif contender == 'b':
+        seconds, jobs = per_row_baseline(lab, name, threshold, args.sample)
+    elif contender == 'c':
+        seconds, jobs = floor(lab, name, threshold)
+    else:
+        seconds, jobs = tuned_floor(lab, name, threshold)
+    wal_end, fpi_end, checkpoints_end = server_counters(lab)
+    if contender == 'a':
+        noop_wall, noop_out = run_command(lab, name, before, args.batch_size)
+        noop_engine, noop_changed = engine_only_noop(lab, name, before)
+        noops.append((noop_wall, noop_engine, noop_changed, noop_out.strip().replace('\n', '; ')))
+    if not args.keep:
+        drop(lab, name)
+    measurement = Measurement(contender, round_no, seconds, jobs, wal_bytes(lab, wal_start, wal_end),
+                              fpi_end - fpi_start, checkpoints_end - checkpoints_start)
+    print('round %d (%s): %d jobs in %.2f s, %.3f ms per job, WAL %.0f MiB (%d full pages), '
+          '%d checkpoint(s)' % (round_no, contender, jobs, seconds, measurement.ms_per_job,
+                                measurement.wal / 2**20, measurement.fpi, measurement.checkpoints),
+          flush=True)
+    return measurement
+
+
+def round_orders(rounds):
+    """Each round starts with the next contender, so none is always first or last."""
+    order = list(CONTENDERS)
+    return [order[i % len(order):] + order[:i % len(order)] for i in range(rounds)]
+
+
+def report(measurements, noops, args, qualifying, load):
+    by_contender = {c: [m for m in measurements if m.contender == c] for c in CONTENDERS}
+    medians = {c: statistics.median(m.ms_per_job for m in ms) for c, ms in by_contender.items()}
+    labels = {c: label.format(batch_size=args.batch_size, sample=args.sample)
+              for c, label in CONTENDERS.items()}
+    print()
+    if load is not None:
+        print('load: %.1f s (COPY %.1f s, indexes %.1f s)' % (load.total, load.copy, load.index))
+    print('cluster: %d jobs, %d Running before the threshold, %d tasks per job; %d round(s)' % (
+        args.jobs, qualifying, args.tasks, args.rounds))
+    print()
+    print('| contender | jobs | ms per job, median | min - max | WAL per job | full pages per job '
+          '| checkpoints |')
+    print('| --- | ---: | ---: | ---: | ---: | ---: | ---: |')
+    for contender, runs in by_contender.items():
+        per_job = [m.ms_per_job for m in runs]
+        print('| (%s) %s | %d | %.3f | %.3f - %.3f | %.1f KiB | %.2f | %s |' % (
+            contender, labels[contender], runs[0].jobs, medians[contender], min(per_job),
+            max(per_job), statistics.median(m.wal / m.jobs for m in runs) / 1024.0,
+            statistics.median(m.fpi / m.jobs for m in runs),
+            ', '.join(str(m.checkpoints) for m in runs)))
+    print()
+    in_round = [
+        next(m for m in measurements if m.round_no == r and m.contender == 'a').ms_per_job
+        / next(m for m in measurements if m.round_no == r and m.contender == 'c').ms_per_job
+        for r in range(1, args.rounds + 1)]
+    print('medians: (a) is %.1f times faster per job than (b), %.2f times the floor (c) and '
+          '%.2f times the tuned floor (d)' % (medians['b'] / medians['a'], medians['a'] / medians['c'],
+                                              medians['a'] / medians['d']))
+    print('(a) / (c) within each round: %s' % ', '.join('%.2f' % r for r in in_round))
+    print('(a) peak RSS of the command: %.0f MiB' % (
+        resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0))
+    print('no-op rerun: command %s s (process start included), engine %s s; changed=%s' % (
+        ', '.join('%.3f' % n[0] for n in noops), ', '.join('%.3f' % n[1] for n in noops),
+        ', '.join(str(n[2]) for n in noops)))
+    print(noops[-1][3])
+
+
+def tuned_floor(lab, name, threshold):
+    """The floor with the settings the command raises, and the GIN merge it leaves, timed."""
+    from plugins.module_utils.fail_jobs import BULK_SETTINGS_KB  # pylint: disable=import-outside-toplevel
+    with psycopg.connect(**lab.connection(name)) as conn:
+        began = time.monotonic()
+        for setting, kilobytes in BULK_SETTINGS_KB:
+            conn.execute('SELECT set_config(%s, %s, true)', (setting, '%dkB' % kilobytes))
+        count = conn.execute("UPDATE jobs SET state = 'Failed' WHERE state = 'Running' "
+                             "AND started_at < %s", (threshold,)).rowcount
+        conn.execute("SELECT gin_clean_pending_list('jobs_trgm_text_search_idx'::regclass)")
+        conn.commit()
+        return time.monotonic() - began, count
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--jobs', type=int, default=1000000)
@@ -185,11 +326,15 @@ def main(argv=None):
     parser.add_argument('--sample', type=int, default=10000, help='jobs the per-row baseline does')
     parser.add_argument('--seed', type=int, default=4)
     parser.add_argument('--batch-size', type=int, default=1000, help="the command's batch_size")
+    parser.add_argument('--rounds', type=int, default=3,
+                        help='times each contender runs, interleaved (the report gives medians)')
     parser.add_argument('--rebuild', action='store_true')
     parser.add_argument('--keep', action='store_true', help='keep the per-contender databases')
     parser.add_argument('--prepare-only', action='store_true',
                         help='only generate the template database (slow: minutes for 1M jobs)')
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error('--rounds must be at least 1, not %d' % args.rounds)
 
     lab = labctl.lab_settings()
     now = datetime.utcnow().replace(microsecond=0)
@@ -200,52 +345,18 @@ def main(argv=None):
             print('load: %.1f s (COPY %.1f s, indexes %.1f s)' % (load.total, load.copy, load.index))
         return 0
     with psycopg.connect(**lab.connection(TEMPLATE)) as conn:
-        boot_time = conn.execute("SELECT max(started_at) FROM jobs WHERE state = 'Running'").fetchone()[0]
         threshold = conn.execute(
             "SELECT min(started_at) FROM (SELECT started_at FROM jobs WHERE state = 'Running' "
             "ORDER BY started_at DESC LIMIT 10) s").fetchone()[0]
     before = '@%d' % int((threshold - datetime(1970, 1, 1)).total_seconds())
     threshold = datetime(1970, 1, 1) + timedelta(seconds=int(before[1:]))
+    qualifying = running_count(lab, TEMPLATE, threshold)
 
-    names = {'a': 'bench_fj_module', 'b': 'bench_fj_per_row', 'c': 'bench_fj_floor'}
-    for name in names.values():
-        clone(lab, name, TEMPLATE)
-        warm(lab, name)
-    qualifying = running_count(lab, names['a'], threshold)
-
-    wall, rss, _out = run_command(lab, names['a'], before, args.batch_size)
-    noop_wall, _rss, noop_out = run_command(lab, names['a'], before, args.batch_size)
-    noop_engine, noop_changed = engine_only_noop(lab, names['a'], before)
-    baseline, sampled = per_row_baseline(lab, names['b'], threshold, args.sample)
-    floor_time, floor_count = floor(lab, names['c'], threshold)
-
-    per_job = lambda seconds, count: 1000.0 * seconds / max(count, 1)  # noqa: E731
-    rows = [
-        ('(a) arvados-fail-jobs (set-based, batches of %d)' % args.batch_size, qualifying, wall,
-         per_job(wall, qualifying)),
-        ('(b) per-row transactions, %d jobs' % sampled, sampled, baseline, per_job(baseline, sampled)),
-        ('(c) floor: bare UPDATE jobs SET state', floor_count, floor_time, per_job(floor_time, floor_count)),
-    ]
-    print()
-    if load is not None:
-        print('load: %.1f s (COPY %.1f s, indexes %.1f s)' % (load.total, load.copy, load.index))
-    print('cluster: %d jobs, %d Running before the threshold, %d tasks per job' % (
-        args.jobs, qualifying, args.tasks))
-    print()
-    print('| contender | jobs | seconds | ms per job |')
-    print('| --- | ---: | ---: | ---: |')
-    for label, count, seconds, ms in rows:
-        print('| %s | %d | %.2f | %.3f |' % (label, count, seconds, ms))
-    print()
-    print('(a) vs (b): %.1f times faster per job; (a) vs floor: %.2f times the floor' % (
-        rows[1][3] / rows[0][3], rows[0][3] / rows[2][3]))
-    print('(a) peak RSS of the command: %.0f MiB' % rss)
-    print('no-op rerun: %.3f s for the command (process start included), %.3f s in the engine; '
-          'changed=%s' % (noop_wall, noop_engine, noop_changed))
-    print(noop_out.strip().replace('\n', '; '))
-    if not args.keep:
-        for name in names.values():
-            drop(lab, name)
+    measurements, noops = [], []
+    for round_no, order in enumerate(round_orders(args.rounds), start=1):
+        for contender in order:
+            measurements.append(run_contender(lab, contender, round_no, args, before, threshold, noops))
+    report(measurements, noops, args, qualifying, load)
     return 0
 
 

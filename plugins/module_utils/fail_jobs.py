@@ -177,6 +177,53 @@ SQL_INSERT_LOGS = """
 """.format(now=SQL_NOW_UTC)
 
 
+# The jobs' trigram search index is a GIN index: new entries go to a pending list, merged
+# into the index when the list outgrows gin_pending_list_limit (4 MB by default), so with
+# the default every batch merges. Each merge rewrites thousands of index pages, and each
+# page is written whole to the WAL again after every checkpoint, a WAL that brings the
+# next checkpoint sooner: on a million-job table that was a third of the run. Batches but
+# the last let the list grow and merge rarely (work_mem is a merge's memory); the last one
+# has the server's own limit again, so its first insert merges what the run left pending
+# and the API server's next write does not inherit the merge. Settings are only raised,
+# and only for the batch's transaction.
+BULK_SETTINGS_KB = (('gin_pending_list_limit', 262144), ('work_mem', 65536))
+LAST_BATCH_KEEPS = ('gin_pending_list_limit',)
+
+SQL_SETTINGS_KB = """
+    SELECT name, setting::bigint FROM pg_settings
+    WHERE name = ANY(%(names)s::text[]) AND unit = 'kB'
+"""
+
+SQL_SET_LOCAL = """
+    SELECT set_config(s.name, s.value, true)
+    FROM unnest(%(names)s::text[], %(values)s::text[]) AS s(name, value)
+"""
+
+
+def bulk_settings(server_kb, last_batch):
+    """The settings (name -> value) a writing batch raises, given the server's, in kB."""
+    raised = {}
+    for name, wanted in BULK_SETTINGS_KB:
+        if last_batch and name in LAST_BATCH_KEEPS:
+            continue
+        if name in server_kb and server_kb[name] < wanted:
+            raised[name] = '%dkB' % wanted
+    return raised
+
+
+def with_last(items):
+    """(item, is_last) for each item, reading one item ahead."""
+    iterator = iter(items)
+    try:
+        previous = next(iterator)
+    except StopIteration:
+        return
+    for item in iterator:
+        yield previous, False
+        previous = item
+    yield previous, True
+
+
 class CleanupOptions(object):
     """What a cleanup does. Validated on creation, before anything is read or written."""
 
@@ -420,6 +467,7 @@ class JobCleaner(object):
         self.cancel_slurm = cancel_slurm
         self.progress = progress
         self.result = CleanupResult(options)
+        self._server_kb = None
 
     def run(self):
         opts = self.options
@@ -434,8 +482,8 @@ class JobCleaner(object):
         self.conn.rollback()
         take_advisory_lock(self.conn, opts.lock_wait)
         try:
-            for batch in self._qualifying_batches():
-                self._clean_batch(batch)
+            for batch, last in with_last(self._qualifying_batches()):
+                self._clean_batch(batch, last)
                 self.result.batches += 1
                 if self.progress is not None:
                     self.progress(self.result)
@@ -468,11 +516,13 @@ class JobCleaner(object):
             self.result.exempt.append(uuid)
         return verdict == QUALIFIES
 
-    def _clean_batch(self, uuids):
+    def _clean_batch(self, uuids, last):
         opts = self.options
         if self.cancel_slurm is not None:
             self.result.add_slurm(self.cancel_slurm(uuids, opts.check_mode))
         try:
+            if not opts.check_mode:
+                self._raise_bulk_settings(last)
             outcome = self._write_batch(uuids)
         except BaseException:
             self.conn.rollback()
@@ -487,6 +537,15 @@ class JobCleaner(object):
         self.result.skipped.extend(skipped)
         self.result.revoked_tokens.extend(tokens)
         self.result.log_uuids.extend(logs)
+
+    def _raise_bulk_settings(self, last):
+        """Raise, for this batch's transaction, the settings BULK_SETTINGS_KB explains."""
+        if self._server_kb is None:
+            names = [name for name, _kb in BULK_SETTINGS_KB]
+            self._server_kb = dict(self.conn.execute(SQL_SETTINGS_KB, {'names': names}).fetchall())
+        raised = bulk_settings(self._server_kb, last)
+        if raised:
+            self.conn.execute(SQL_SET_LOCAL, {'names': list(raised), 'values': list(raised.values())})
 
     def _write_batch(self, uuids):
         """All of one batch's statements, in the transaction the caller ends."""

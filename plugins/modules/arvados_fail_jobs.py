@@ -160,6 +160,12 @@ options:
     type: path
 notes:
   - Timestamps in Arvados' database are UTC; RV(threshold) is reported in UTC.
+  - For its own transactions, a run raises C(gin_pending_list_limit) to 256 MB and
+    C(work_mem) to 64 MB (never lowering a larger server setting), so that the trigram
+    search index on C(jobs) merges its new entries a few times per run instead of once per
+    batch. Until the last batch merges them, searches of jobs by text read those pending
+    entries, which makes them slower while the run lasts. A run that is interrupted can
+    leave them pending; the next write to C(jobs) or autovacuum merges them.
 seealso:
   - module: arvados_ops.recovery.slurm_job_cancel
 """

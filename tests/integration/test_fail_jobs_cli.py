@@ -387,3 +387,25 @@ def test_the_2017_schema(lab, lab_env, tmp_path, fresh_db):
         with psycopg.connect(**lab.superuser_connection("postgres"), autocommit=True) as admin:
             admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
                 sql.Identifier(name)))
+
+
+def gin_pending_pages(fresh_db):
+    with fresh_db.connect(superuser=True) as admin:
+        admin.execute("CREATE EXTENSION IF NOT EXISTS pgstattuple")
+        return admin.execute(
+            "SELECT pending_pages FROM pgstatginindex('jobs_trgm_text_search_idx')").fetchone()[0]
+
+
+def test_batches_leave_no_trigram_index_merge_for_the_next_writer(fresh_db, lab_env, tmp_path):
+    """Batches but the last let the pending list of the jobs' GIN index grow; the last runs
+    with the server's limit and merges it. With the smallest limit (64 kB), what the run
+    leaves pending fits within it, or the API server's next write would do the merge."""
+    summary = h.load(fresh_db, jobs=900, running=400, running_after_boot=0, tasks_per_job=1)
+    env = dict(lab_env, PGOPTIONS="-c gin_pending_list_limit=64")
+
+    result = h.cli_json(h.run_cli(lab_env=env, directory=tmp_path,
+                                  options=options(fresh_db, tmp_path, batch_size=50),
+                                  flags=before_flag(summary) + ["--json"]))
+
+    assert sorted(result["failed_jobs"]) == sorted(summary.running_before_boot)
+    assert gin_pending_pages(fresh_db) * 8 <= 64 + 8  # the limit, and the row that passed it

@@ -641,3 +641,85 @@ def test_windows_agree_with_a_plain_scan_of_every_window():
         for minute in range(-5, 1070, 3):
             expected = any(u == user and lo <= _at(minute) <= hi for u, lo, hi in spans)
             assert windows.contain(user, _at(minute)) is expected, (user, minute)
+
+
+def test_with_last_marks_the_final_item_only():
+    assert list(fail_jobs.with_last([])) == []
+    assert list(fail_jobs.with_last(["a"])) == [("a", True)]
+    assert list(fail_jobs.with_last(iter("abc"))) == [("a", False), ("b", False), ("c", True)]
+
+
+def test_bulk_settings_raise_and_the_last_batch_keeps_the_servers_gin_limit():
+    server = {"gin_pending_list_limit": 4096, "work_mem": 4096}
+    assert fail_jobs.bulk_settings(server, last_batch=False) == {
+        "gin_pending_list_limit": "262144kB", "work_mem": "65536kB"}
+    assert fail_jobs.bulk_settings(server, last_batch=True) == {"work_mem": "65536kB"}
+
+
+def test_bulk_settings_never_lower_and_skip_what_the_server_lacks():
+    generous = {"gin_pending_list_limit": 10 ** 7, "work_mem": 10 ** 7}
+    assert fail_jobs.bulk_settings(generous, last_batch=False) == {}
+    assert fail_jobs.bulk_settings({"work_mem": 4096}, last_batch=False) == {"work_mem": "65536kB"}
+
+
+class SettingsConnection(object):
+    """Answers the pg_settings query with `server_kb` and records every statement."""
+
+    def __init__(self, server_kb):
+        self.server_kb = server_kb
+        self.statements = []
+
+    def execute(self, query, params=None):
+        self.statements.append((query, params))
+        rows = list(self.server_kb.items()) if "pg_settings" in query else []
+        return _AllRows(rows)
+
+    def commit(self):
+        self.statements.append(("COMMIT", None))
+
+    def rollback(self):
+        self.statements.append(("ROLLBACK", None))
+
+
+class _AllRows(object):
+    def __init__(self, rows):
+        self.rows = rows
+
+    def fetchall(self):
+        return self.rows
+
+
+def test_settings_are_read_once_and_set_for_each_batch_transaction_only():
+    conn = SettingsConnection({"gin_pending_list_limit": 4096, "work_mem": 4096})
+    cleaner = fail_jobs.JobCleaner(conn, None, CleanupOptions())
+
+    cleaner._raise_bulk_settings(last=False)  # pylint: disable=protected-access
+    cleaner._raise_bulk_settings(last=True)  # pylint: disable=protected-access
+
+    reads = [q for q, _p in conn.statements if "pg_settings" in q]
+    sets = [p for q, p in conn.statements if "set_config" in q]
+    assert len(reads) == 1
+    assert all("true)" in q for q, _p in conn.statements if "set_config" in q)  # SET LOCAL
+    assert sets == [
+        {"names": ["gin_pending_list_limit", "work_mem"], "values": ["262144kB", "65536kB"]},
+        {"names": ["work_mem"], "values": ["65536kB"]}]
+
+
+def test_nothing_is_set_when_the_server_gives_more():
+    conn = SettingsConnection({"gin_pending_list_limit": 10 ** 7, "work_mem": 10 ** 7})
+    cleaner = fail_jobs.JobCleaner(conn, None, CleanupOptions())
+    cleaner._raise_bulk_settings(last=False)  # pylint: disable=protected-access
+    assert [q for q, _p in conn.statements if "set_config" in q] == []
+
+
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_a_batch_raises_the_settings_unless_it_only_reads(check_mode):
+    conn = SettingsConnection({"gin_pending_list_limit": 4096, "work_mem": 4096})
+    cleaner = fail_jobs.JobCleaner(conn, None, CleanupOptions(check_mode=check_mode))
+    cleaner._write_batch = lambda uuids: (uuids, [], [], [])  # pylint: disable=protected-access
+
+    cleaner._clean_batch([JOB % 1], last=False)  # pylint: disable=protected-access
+
+    raised = [q for q, _p in conn.statements if "set_config" in q]
+    assert len(raised) == (0 if check_mode else 1)
+    assert conn.statements[-1][0] == ("ROLLBACK" if check_mode else "COMMIT")
