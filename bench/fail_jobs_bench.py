@@ -13,9 +13,11 @@ Side by side, in one run, each on its own copy of the same generated cluster:
     merge it leaves pending done and timed: how much of (a)'s lead over (c) is those settings;
 and then the command again on (a)'s database: the no-op rerun.
 
-Each contender runs on a fresh copy of the template, after a CHECKPOINT, `--rounds` times
-(default 3) in a rotating order; the report gives the median, the spread, the WAL each wrote
-and the checkpoints that fell inside it, because single runs of the same code differ by 10%.
+`--contenders` picks some of them, or adds (r): the command with `--retry` (the jobs
+requeued, their tasks deleted). Each contender runs on a fresh copy of the template, after
+a CHECKPOINT, `--rounds` times (default 3) in a rotating order; the report gives the
+median, the spread, the WAL each wrote and the checkpoints that fell inside it, because
+single runs of the same code differ by 10%.
 
 Run against the lab (`make lab-start`):
 
@@ -188,7 +190,10 @@ CONTENDERS = {
     'b': 'per-row transactions, {sample} jobs',
     'c': 'floor: bare UPDATE jobs SET state',
     'd': "floor with the command's GIN and work_mem settings, its merge timed",
+    'r': 'arvados-fail-jobs --retry (requeued, tasks deleted, batches of {batch_size})',
 }
+DEFAULT_CONTENDERS = 'abcd'
+
 
 
 def checkpoint(lab):
@@ -235,8 +240,9 @@ def run_contender(lab, contender, round_no, args, before, threshold, noops):
     qualifying = running_count(lab, name, threshold)
     checkpoint(lab)
     wal_start, fpi_start, checkpoints_start = server_counters(lab)
-    if contender == 'a':
-        seconds, _out = run_command(lab, name, before, args.batch_size)
+    if contender in ('a', 'r'):
+        seconds, _out = run_command(lab, name, before, args.batch_size,
+                                    ['--retry'] if contender == 'r' else [])
         jobs = qualifying
     elif contender == 'b':
         seconds, jobs = per_row_baseline(lab, name, threshold, args.sample)
@@ -260,14 +266,14 @@ def run_contender(lab, contender, round_no, args, before, threshold, noops):
     return measurement
 
 
-def round_orders(rounds):
+def round_orders(rounds, contenders=DEFAULT_CONTENDERS):
     """Each round starts with the next contender, so none is always first or last."""
-    order = list(CONTENDERS)
+    order = list(contenders)
     return [order[i % len(order):] + order[:i % len(order)] for i in range(rounds)]
 
 
 def report(measurements, noops, args, qualifying, load):
-    by_contender = {c: [m for m in measurements if m.contender == c] for c in CONTENDERS}
+    by_contender = {c: [m for m in measurements if m.contender == c] for c in args.contenders}
     medians = {c: statistics.median(m.ms_per_job for m in ms) for c, ms in by_contender.items()}
     labels = {c: label.format(batch_size=args.batch_size, sample=args.sample)
               for c, label in CONTENDERS.items()}
@@ -288,20 +294,27 @@ def report(measurements, noops, args, qualifying, load):
             statistics.median(m.fpi / m.jobs for m in runs),
             ', '.join(str(m.checkpoints) for m in runs)))
     print()
+    if set('abcd') <= set(args.contenders):
+        compare(measurements, medians, args.rounds)
+    print('peak RSS of the commands: %.0f MiB' % (
+        resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0))
+    if noops:
+        print('no-op rerun: command %s s (process start included), engine %s s; changed=%s' % (
+            ', '.join('%.3f' % n[0] for n in noops), ', '.join('%.3f' % n[1] for n in noops),
+            ', '.join(str(n[2]) for n in noops)))
+        print(noops[-1][3])
+
+
+def compare(measurements, medians, rounds):
+    """The issue's targets: (a) against the per-row baseline and the floor."""
     in_round = [
         next(m for m in measurements if m.round_no == r and m.contender == 'a').ms_per_job
         / next(m for m in measurements if m.round_no == r and m.contender == 'c').ms_per_job
-        for r in range(1, args.rounds + 1)]
+        for r in range(1, rounds + 1)]
     print('medians: (a) is %.1f times faster per job than (b), %.2f times the floor (c) and '
           '%.2f times the tuned floor (d)' % (medians['b'] / medians['a'], medians['a'] / medians['c'],
                                               medians['a'] / medians['d']))
     print('(a) / (c) within each round: %s' % ', '.join('%.2f' % r for r in in_round))
-    print('(a) peak RSS of the command: %.0f MiB' % (
-        resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0))
-    print('no-op rerun: command %s s (process start included), engine %s s; changed=%s' % (
-        ', '.join('%.3f' % n[0] for n in noops), ', '.join('%.3f' % n[1] for n in noops),
-        ', '.join(str(n[2]) for n in noops)))
-    print(noops[-1][3])
 
 
 def tuned_floor(lab, name, threshold):
@@ -328,6 +341,9 @@ def main(argv=None):
     parser.add_argument('--batch-size', type=int, default=1000, help="the command's batch_size")
     parser.add_argument('--rounds', type=int, default=3,
                         help='times each contender runs, interleaved (the report gives medians)')
+    parser.add_argument('--contenders', default=DEFAULT_CONTENDERS,
+                        help='which to run, of %s (r: the command with --retry); default %s'
+                        % (''.join(CONTENDERS), DEFAULT_CONTENDERS))
     parser.add_argument('--rebuild', action='store_true')
     parser.add_argument('--keep', action='store_true', help='keep the per-contender databases')
     parser.add_argument('--prepare-only', action='store_true',
@@ -335,6 +351,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.rounds < 1:
         parser.error('--rounds must be at least 1, not %d' % args.rounds)
+    unknown = sorted(set(args.contenders) - set(CONTENDERS))
+    if unknown or not args.contenders:
+        parser.error('--contenders takes letters of %s, not %r' % (''.join(CONTENDERS), args.contenders))
 
     lab = labctl.lab_settings()
     now = datetime.utcnow().replace(microsecond=0)
@@ -353,7 +372,7 @@ def main(argv=None):
     qualifying = running_count(lab, TEMPLATE, threshold)
 
     measurements, noops = [], []
-    for round_no, order in enumerate(round_orders(args.rounds), start=1):
+    for round_no, order in enumerate(round_orders(args.rounds, args.contenders), start=1):
         for contender in order:
             measurements.append(run_contender(lab, contender, round_no, args, before, threshold, noops))
     report(measurements, noops, args, qualifying, load)
