@@ -53,6 +53,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from plugins.module_utils import uuids  # noqa: E402
+from plugins.module_utils.fail_jobs import table_columns  # noqa: E402
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
 TABLES_SQL = SCHEMA_DIR / "tables.sql"
@@ -707,14 +708,8 @@ def copy_columns(conn) -> Dict[str, Tuple[str, ...]]:
     (schema/2017) lacks some, and the generator's values for those are left
     out of the COPY.
     """
-    rows = conn.execute(
-        "SELECT table_name, column_name FROM information_schema.columns "
-        "WHERE table_schema = current_schema() AND table_name = ANY(%s)",
-        (list(COLUMNS),)).fetchall()
+    present = table_columns(conn, COLUMNS)
     conn.rollback()
-    present: Dict[str, set] = {}
-    for table, column in rows:
-        present.setdefault(table, set()).add(column)
     missing = [table for table in COLUMNS if table not in present]
     if missing:
         raise RuntimeError("the database has no table %s" % ", ".join(missing))
@@ -876,7 +871,7 @@ def load_cluster(conninfo: str, spec: ClusterSpec, defer_indexes: Optional[bool]
     rows behind: load again with ``replace=True``.
 
     Only the columns the target tables have are copied (read once from
-    information_schema), so the 2017 schema loads too. ``indexes_sql`` is
+    the catalog), so the 2017 schema loads too. ``indexes_sql`` is
     the file whose indexes a deferred-index load drops and rebuilds:
     ``INDEXES_SQL`` (default) or, for the 2017 schema, ``INDEXES_2017_SQL``.
     """

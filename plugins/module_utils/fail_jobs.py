@@ -404,18 +404,24 @@ class JobWindows(object):
         return index >= 0 and self._reach[user_id][index] >= instant
 
 
-def check_schema(conn):
-    """Fail with the names of whatever table or column the cleanup needs and lacks."""
+def table_columns(conn, tables):
+    """{table: set of its column names} for those of `tables` the current schema has."""
     # pg_catalog rather than information_schema: the same answer in a fraction of the time.
     rows = conn.execute(
         'SELECT c.relname, a.attname FROM pg_catalog.pg_class c '
         'JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid '
         'WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = %s '
         'AND c.relname = ANY(%s) AND a.attnum > 0 AND NOT a.attisdropped',
-        ('r', list(REQUIRED_COLUMNS))).fetchall()
+        ('r', list(tables))).fetchall()
     present = {}
     for table, column in rows:
         present.setdefault(table, set()).add(column)
+    return present
+
+
+def check_schema(conn):
+    """Fail with the names of whatever table or column the cleanup needs and lacks."""
+    present = table_columns(conn, REQUIRED_COLUMNS)
     problems = []
     for table, columns in REQUIRED_COLUMNS.items():
         if table not in present:
