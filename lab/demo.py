@@ -38,11 +38,14 @@ SELECT uuid, started_at, is_locked_by_uuid
  LIMIT %(limit)s
 """
 
-RUNNING_COUNTS_SQL = """
-SELECT count(*) FILTER (WHERE started_at < %(boot)s),
-       count(*) FILTER (WHERE started_at >= %(boot)s),
-       count(*) FILTER (WHERE started_at IS NULL)
-  FROM jobs WHERE state = 'Running'
+# Running jobs by their start against the boot, then the states a recovery leaves them in.
+COUNTS_SQL = """
+SELECT count(*) FILTER (WHERE state = 'Running' AND started_at < %(boot)s),
+       count(*) FILTER (WHERE state = 'Running' AND started_at >= %(boot)s),
+       count(*) FILTER (WHERE state = 'Running' AND started_at IS NULL),
+       count(*) FILTER (WHERE state = 'Failed'),
+       count(*) FILTER (WHERE state = 'Queued')
+  FROM jobs
 """
 
 # The dispatcher's per-job tokens as ARVADOS.md describes them, still valid.
@@ -131,7 +134,8 @@ def show(conninfo: str, boot: datetime, max_running: int, out=None) -> None:
 
     with psycopg.connect(conninfo) as conn:
         state_rows = conn.execute(JOBS_BY_STATE_SQL).fetchall()
-        before, after, unstarted = conn.execute(RUNNING_COUNTS_SQL, {"boot": boot}).fetchone()
+        before, after, unstarted, _failed, _queued = conn.execute(
+            COUNTS_SQL, {"boot": boot}).fetchone()
         running = conn.execute(RUNNING_JOBS_SQL, {"limit": max_running}).fetchall()
         job_tokens, job_tokens_before_boot = conn.execute(VALID_JOB_TOKENS_SQL,
                                                           {"boot": boot}).fetchone()
@@ -168,15 +172,6 @@ def show(conninfo: str, boot: datetime, max_running: int, out=None) -> None:
 # ---------------------------------------------------------------------------
 # counts: the few numbers a recovery changes, to compare before and after
 # ---------------------------------------------------------------------------
-
-COUNTS_SQL = """
-SELECT count(*) FILTER (WHERE state = 'Running' AND started_at < %(boot)s),
-       count(*) FILTER (WHERE state = 'Running' AND started_at >= %(boot)s),
-       count(*) FILTER (WHERE state = 'Running' AND started_at IS NULL),
-       count(*) FILTER (WHERE state = 'Failed'),
-       count(*) FILTER (WHERE state = 'Queued')
-  FROM jobs
-"""
 
 DISPATCH_LOGS_SQL = "SELECT count(*) FROM logs WHERE event_type = 'dispatch'"
 
