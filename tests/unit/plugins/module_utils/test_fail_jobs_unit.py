@@ -151,6 +151,9 @@ class _Rows(object):
     def fetchone(self):
         return self.rows[0]
 
+    def fetchall(self):
+        return self.rows
+
 
 def test_lock_taken_at_once_is_committed_without_sleeping():
     conn, clock = LockConnection([True]), FakeClock()
@@ -672,21 +675,13 @@ class SettingsConnection(object):
     def execute(self, query, params=None):
         self.statements.append((query, params))
         rows = list(self.server_kb.items()) if "pg_settings" in query else []
-        return _AllRows(rows)
+        return _Rows(rows)
 
     def commit(self):
         self.statements.append(("COMMIT", None))
 
     def rollback(self):
         self.statements.append(("ROLLBACK", None))
-
-
-class _AllRows(object):
-    def __init__(self, rows):
-        self.rows = rows
-
-    def fetchall(self):
-        return self.rows
 
 
 def test_settings_are_read_once_and_set_for_each_batch_transaction_only():
