@@ -4,22 +4,30 @@
 PYTHON := .venv/bin/python
 LABCTL := $(PYTHON) lab/labctl.py
 
-.PHONY: help deps test unit integration sanity lint molecule build-check demo \
+.PHONY: help deps venv test unit integration sanity versions lint molecule build-check demo \
         lab-start lab-stop lab-status clean
 
 help:
 	@echo "make demo         bring up the local lab, seed a cluster that just rebooted, recover it"
 	@echo "make test         install what is missing, run every test stage (starts/stops the lab)"
-	@echo "make unit | integration | sanity | lint | molecule | build-check   one stage alone"
+	@echo "make unit | integration | sanity | versions | lint | molecule | build-check   one stage alone"
+	@echo "                  (versions: unit tests and sanity on ansible-core 2.16 to 2.19, Python 3.8 and the newest)"
 	@echo "make lab-start | lab-stop | lab-status                  the lab by hand"
 
 deps:
 	@scripts/install-deps.sh
 
+# The project virtualenv alone: no apt, no root.
+venv:
+	@scripts/install-deps.sh venv
+
 test: deps
 	@scripts/run-tests.sh
 
-unit integration sanity lint molecule: deps
+unit: venv
+	@scripts/run-tests.sh unit
+
+integration sanity versions lint molecule: deps
 	@scripts/run-tests.sh $@
 
 build-check: deps

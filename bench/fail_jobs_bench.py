@@ -47,20 +47,20 @@ from psycopg import sql
 from lab import datagen, labctl
 
 REPO = Path(__file__).resolve().parent.parent
-TEMPLATE = 'bench_fail_jobs_template'
-MESSAGE = 'benchmark: interrupted by a server reboot'
+TEMPLATE = "bench_fail_jobs_template"
+MESSAGE = "benchmark: interrupted by a server reboot"
 
 
 def superuser(lab):
-    conn = psycopg.connect(**lab.superuser_connection('postgres'), autocommit=True)
+    conn = psycopg.connect(**lab.superuser_connection("postgres"), autocommit=True)
     return conn
 
 
 def database_comment(lab, name):
     with superuser(lab) as conn:
         row = conn.execute(
-            "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s",
-            (name,)).fetchone()
+            "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s", (name,)
+        ).fetchone()
     return row[0] if row else None
 
 
@@ -68,62 +68,87 @@ def clone(lab, name, template):
     drop(lab, name)
     with superuser(lab) as conn:
         # FILE_COPY: the default WAL_LOG strategy would write gigabytes of WAL for the copy.
-        conn.execute(sql.SQL('CREATE DATABASE {} TEMPLATE {} OWNER arvados STRATEGY FILE_COPY')
-                     .format(sql.Identifier(name), sql.Identifier(template)))
+        conn.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {} OWNER arvados STRATEGY FILE_COPY").format(
+                sql.Identifier(name), sql.Identifier(template)
+            )
+        )
 
 
 def drop(lab, name):
     with superuser(lab) as conn:
-        conn.execute(sql.SQL('DROP DATABASE IF EXISTS {}').format(sql.Identifier(name)))
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
 
 
 def build_template(lab, args, boot_time, now):
-    wanted = 'jobs=%d running=%d tasks=%d seed=%d' % (args.jobs, args.running, args.tasks, args.seed)
+    wanted = "jobs=%d running=%d tasks=%d seed=%d" % (args.jobs, args.running, args.tasks, args.seed)
     if not args.rebuild and database_comment(lab, TEMPLATE) == wanted:
-        print('reusing %s (%s)' % (TEMPLATE, wanted), flush=True)
+        print("reusing %s (%s)" % (TEMPLATE, wanted), flush=True)
         return None
-    print('generating %s: %s' % (TEMPLATE, wanted), flush=True)
+    print("generating %s: %s" % (TEMPLATE, wanted), flush=True)
     clone(lab, TEMPLATE, labctl.TEMPLATE_DATABASE)
     spec = datagen.ClusterSpec(
-        boot_time=boot_time, now=now, jobs=args.jobs, running=args.running, queued=1000,
-        running_after_boot=10, tasks_per_job=args.tasks, users=200, idle_users=20,
-        seed=args.seed, finished_job_tokens=False)
+        boot_time=boot_time,
+        now=now,
+        jobs=args.jobs,
+        running=args.running,
+        queued=1000,
+        running_after_boot=10,
+        tasks_per_job=args.tasks,
+        users=200,
+        idle_users=20,
+        seed=args.seed,
+        finished_job_tokens=False,
+    )
     conninfo = psycopg.conninfo.make_conninfo(**lab.connection(TEMPLATE))
     _summary, timings = datagen.load_cluster(conninfo, spec, defer_indexes=True)
     with superuser(lab) as conn:
-        conn.execute(sql.SQL('COMMENT ON DATABASE {} IS {}').format(
-            sql.Identifier(TEMPLATE), sql.Literal(wanted)))
+        conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(sql.Identifier(TEMPLATE), sql.Literal(wanted)))
     return timings
 
 
 def warm(lab, name):
     """Read the tables once, so every contender starts from the same (cached) state."""
     with psycopg.connect(**lab.connection(name)) as conn:
-        for table in ('jobs', 'job_tasks', 'api_client_authorizations', 'users', 'logs'):
-            conn.execute(sql.SQL('SELECT count(*) FROM {}').format(sql.Identifier(table)))
+        for table in ("jobs", "job_tasks", "api_client_authorizations", "users", "logs"):
+            conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table)))
 
 
 def running_count(lab, name, threshold):
     with psycopg.connect(**lab.connection(name)) as conn:
-        return conn.execute("SELECT count(*) FROM jobs WHERE state = 'Running' AND started_at < %s",
-                            (threshold,)).fetchone()[0]
+        return conn.execute(
+            "SELECT count(*) FROM jobs WHERE state = 'Running' AND started_at < %s", (threshold,)
+        ).fetchone()[0]
 
 
 def run_command(lab, name, before, batch_size, extra=()):
     """(wall seconds, its summary lines); the children's peak RSS is read in the report."""
-    options = {'config_file': str(lab.config_yml), 'db_name': name, 'batch_size': batch_size,
-               'cancel_slurm_jobs': False, 'log_message': MESSAGE}
-    with tempfile.NamedTemporaryFile('w', suffix='.json', delete=False) as handle:
+    options = {
+        "config_file": str(lab.config_yml),
+        "db_name": name,
+        "batch_size": batch_size,
+        "cancel_slurm_jobs": False,
+        "log_message": MESSAGE,
+    }
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         json.dump(options, handle)
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    argv = [sys.executable, '-m', 'plugins.module_utils.fail_jobs_cli', '--options-file',
-            handle.name, '--before', before, '--quiet'] + list(extra)
+    argv = [
+        sys.executable,
+        "-m",
+        "plugins.module_utils.fail_jobs_cli",
+        "--options-file",
+        handle.name,
+        "--before",
+        before,
+        "--quiet",
+    ] + list(extra)
     began = time.monotonic()
     child = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, check=False)
     wall = time.monotonic() - began
     os.unlink(handle.name)
     if child.returncode != 0:
-        raise SystemExit('arvados-fail-jobs failed: %s' % child.stderr.strip())
+        raise SystemExit("arvados-fail-jobs failed: %s" % child.stderr.strip())
     return wall, child.stdout
 
 
@@ -131,11 +156,11 @@ def engine_only_noop(lab, name, before):
     """The no-op rerun's time without the interpreter's start-up."""
     sys.path.insert(0, str(REPO))
     from plugins.module_utils.fail_jobs_run import run_fail_jobs  # pylint: disable=import-outside-toplevel
-    params = {'config_file': str(lab.config_yml), 'db_name': name,
-              'cancel_slurm_jobs': False, 'before': before}
+
+    params = {"config_file": str(lab.config_yml), "db_name": name, "cancel_slurm_jobs": False, "before": before}
     began = time.monotonic()
     result = run_fail_jobs(params, keep_uuids=False)
-    return time.monotonic() - began, result['changed']
+    return time.monotonic() - began, result["changed"]
 
 
 SQL_PER_ROW = (
@@ -148,7 +173,7 @@ SQL_PER_ROW = (
        VALUES (%(log_uuid)s, %(owner)s, %(uuid)s, %(owner)s, now() AT TIME ZONE 'UTC', 'dispatch',
                %(message)s, %(properties)s, now() AT TIME ZONE 'UTC', now() AT TIME ZONE 'UTC',
                now() AT TIME ZONE 'UTC')""",
-    'DELETE FROM job_tasks WHERE job_uuid = %(uuid)s',
+    "DELETE FROM job_tasks WHERE job_uuid = %(uuid)s",
     """UPDATE api_client_authorizations a SET expires_at = now() AT TIME ZONE 'UTC'
        FROM users u
        WHERE u.uuid = %(locked_by)s AND a.user_id = u.id AND a.api_client_id = 0
@@ -159,17 +184,26 @@ SQL_PER_ROW = (
 def per_row_baseline(lab, name, threshold, sample):
     """Seconds for `sample` jobs the way the Rails script went: a transaction per job."""
     from plugins.module_utils.uuids import LOG_INFIX, new_uuid  # pylint: disable=import-outside-toplevel
+
     with psycopg.connect(**lab.connection(name)) as conn:
         began = time.monotonic()
         jobs = conn.execute(
             "SELECT uuid, owner_uuid, is_locked_by_uuid, created_at, started_at FROM jobs "
             "WHERE state = 'Running' AND started_at < %s ORDER BY uuid LIMIT %s",
-            (threshold, sample)).fetchall()
+            (threshold, sample),
+        ).fetchall()
         conn.commit()
         for uuid, owner, locked_by, created, started in jobs:
-            params = {'uuid': uuid, 'owner': owner, 'locked_by': locked_by, 'created': created,
-                      'started': started, 'log_uuid': new_uuid(uuid[:5], LOG_INFIX),
-                      'message': MESSAGE, 'properties': json.dumps({'text': MESSAGE})}
+            params = {
+                "uuid": uuid,
+                "owner": owner,
+                "locked_by": locked_by,
+                "created": created,
+                "started": started,
+                "log_uuid": new_uuid(uuid[:5], LOG_INFIX),
+                "message": MESSAGE,
+                "properties": json.dumps({"text": MESSAGE}),
+            }
             with conn.transaction():
                 for statement in SQL_PER_ROW:
                     conn.execute(statement, params)
@@ -180,12 +214,14 @@ def floor(lab, name, threshold, tuned=False):
     """(seconds, jobs) of the bare update; `tuned`: with the settings the command raises for
     its GIN index merges, and the merge that leaves pending timed too."""
     from plugins.module_utils.fail_jobs import BULK_SETTINGS_KB  # pylint: disable=import-outside-toplevel
+
     with psycopg.connect(**lab.connection(name)) as conn:
         began = time.monotonic()
-        for setting, kilobytes in (BULK_SETTINGS_KB if tuned else ()):
-            conn.execute('SELECT set_config(%s, %s, true)', (setting, '%dkB' % kilobytes))
-        count = conn.execute("UPDATE jobs SET state = 'Failed' WHERE state = 'Running' "
-                             "AND started_at < %s", (threshold,)).rowcount
+        for setting, kilobytes in BULK_SETTINGS_KB if tuned else ():
+            conn.execute("SELECT set_config(%s, %s, true)", (setting, "%dkB" % kilobytes))
+        count = conn.execute(
+            "UPDATE jobs SET state = 'Failed' WHERE state = 'Running' AND started_at < %s", (threshold,)
+        ).rowcount
         if tuned:
             conn.execute("SELECT gin_clean_pending_list('jobs_trgm_text_search_idx'::regclass)")
         conn.commit()
@@ -193,33 +229,33 @@ def floor(lab, name, threshold, tuned=False):
 
 
 CONTENDERS = {
-    'a': 'arvados-fail-jobs (set-based, batches of {batch_size})',
-    'b': 'per-row transactions, {sample} jobs',
-    'c': 'floor: bare UPDATE jobs SET state',
-    'd': "floor with the command's GIN and work_mem settings, its merge timed",
-    'r': 'arvados-fail-jobs --retry (requeued, tasks deleted, batches of {batch_size})',
+    "a": "arvados-fail-jobs (set-based, batches of {batch_size})",
+    "b": "per-row transactions, {sample} jobs",
+    "c": "floor: bare UPDATE jobs SET state",
+    "d": "floor with the command's GIN and work_mem settings, its merge timed",
+    "r": "arvados-fail-jobs --retry (requeued, tasks deleted, batches of {batch_size})",
 }
-DEFAULT_CONTENDERS = 'abcd'
+DEFAULT_CONTENDERS = "abcd"
 
 
 def checkpoint(lab):
     """Start each contender with no dirty pages left by the previous one's writes."""
     with superuser(lab) as conn:
-        conn.execute('CHECKPOINT')
+        conn.execute("CHECKPOINT")
 
 
 def server_counters(lab):
     """(WAL position, full-page images, checkpoints so far): what a contender made PostgreSQL write."""
     with superuser(lab) as conn:
         return conn.execute(
-            'SELECT pg_current_wal_lsn(), (SELECT wal_fpi FROM pg_stat_wal),'
-            ' checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter').fetchone()
+            "SELECT pg_current_wal_lsn(), (SELECT wal_fpi FROM pg_stat_wal),"
+            " checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter"
+        ).fetchone()
 
 
 def wal_bytes(lab, start, end):
     with superuser(lab) as conn:
-        return float(conn.execute('SELECT pg_wal_lsn_diff(%s::pg_lsn, %s::pg_lsn)',
-                                  (end, start)).fetchone()[0])
+        return float(conn.execute("SELECT pg_wal_lsn_diff(%s::pg_lsn, %s::pg_lsn)", (end, start)).fetchone()[0])
 
 
 class Measurement:
@@ -240,112 +276,162 @@ class Measurement:
 
 
 def run_contender(lab, contender, round_no, args, before, threshold, noops):
-    name = 'bench_fj_%s' % contender
+    name = "bench_fj_%s" % contender
     clone(lab, name, TEMPLATE)
     warm(lab, name)
     qualifying = running_count(lab, name, threshold)
     checkpoint(lab)
     wal_start, fpi_start, checkpoints_start = server_counters(lab)
-    if contender in ('a', 'r'):
-        seconds, _out = run_command(lab, name, before, args.batch_size,
-                                    ['--retry'] if contender == 'r' else [])
+    if contender in ("a", "r"):
+        seconds, _out = run_command(lab, name, before, args.batch_size, ["--retry"] if contender == "r" else [])
         jobs = qualifying
-    elif contender == 'b':
+    elif contender == "b":
         seconds, jobs = per_row_baseline(lab, name, threshold, args.sample)
-    elif contender == 'c':
+    elif contender == "c":
         seconds, jobs = floor(lab, name, threshold)
     else:
         seconds, jobs = floor(lab, name, threshold, tuned=True)
     wal_end, fpi_end, checkpoints_end = server_counters(lab)
-    if contender == 'a':
+    if contender == "a":
         noop_wall, noop_out = run_command(lab, name, before, args.batch_size)
         noop_engine, noop_changed = engine_only_noop(lab, name, before)
-        noops.append((noop_wall, noop_engine, noop_changed, noop_out.strip().replace('\n', '; ')))
+        noops.append((noop_wall, noop_engine, noop_changed, noop_out.strip().replace("\n", "; ")))
     if not args.keep:
         drop(lab, name)
-    measurement = Measurement(contender, round_no, seconds, jobs, wal_bytes(lab, wal_start, wal_end),
-                              fpi_end - fpi_start, checkpoints_end - checkpoints_start)
-    print('round %d (%s): %d jobs in %.2f s, %.3f ms per job, WAL %.0f MiB (%d full pages), '
-          '%d checkpoint(s)' % (round_no, contender, jobs, seconds, measurement.ms_per_job,
-                                measurement.wal / 2**20, measurement.fpi, measurement.checkpoints),
-          flush=True)
+    measurement = Measurement(
+        contender,
+        round_no,
+        seconds,
+        jobs,
+        wal_bytes(lab, wal_start, wal_end),
+        fpi_end - fpi_start,
+        checkpoints_end - checkpoints_start,
+    )
+    print(
+        "round %d (%s): %d jobs in %.2f s, %.3f ms per job, WAL %.0f MiB (%d full pages), "
+        "%d checkpoint(s)"
+        % (
+            round_no,
+            contender,
+            jobs,
+            seconds,
+            measurement.ms_per_job,
+            measurement.wal / 2**20,
+            measurement.fpi,
+            measurement.checkpoints,
+        ),
+        flush=True,
+    )
     return measurement
 
 
 def round_orders(rounds, contenders=DEFAULT_CONTENDERS):
     """Each round starts with the next contender, so none is always first or last."""
     order = list(contenders)
-    return [order[i % len(order):] + order[:i % len(order)] for i in range(rounds)]
+    return [order[i % len(order) :] + order[: i % len(order)] for i in range(rounds)]
 
 
 def report(measurements, noops, args, qualifying, load):
     by_contender = {c: [m for m in measurements if m.contender == c] for c in args.contenders}
     medians = {c: statistics.median(m.ms_per_job for m in ms) for c, ms in by_contender.items()}
-    labels = {c: label.format(batch_size=args.batch_size, sample=args.sample)
-              for c, label in CONTENDERS.items()}
+    labels = {c: label.format(batch_size=args.batch_size, sample=args.sample) for c, label in CONTENDERS.items()}
     print()
     if load is not None:
-        print('load: %.1f s (COPY %.1f s, indexes %.1f s)' % (load.total, load.copy, load.index))
-    print('cluster: %d jobs, %d Running before the threshold, %d tasks per job; %d round(s)' % (
-        args.jobs, qualifying, args.tasks, args.rounds))
+        print("load: %.1f s (COPY %.1f s, indexes %.1f s)" % (load.total, load.copy, load.index))
+    print(
+        "cluster: %d jobs, %d Running before the threshold, %d tasks per job; %d round(s)"
+        % (args.jobs, qualifying, args.tasks, args.rounds)
+    )
     print()
-    print('| contender | jobs | ms per job, median | min - max | WAL per job | full pages per job '
-          '| checkpoints |')
-    print('| --- | ---: | ---: | ---: | ---: | ---: | ---: |')
+    print("| contender | jobs | ms per job, median | min - max | WAL per job | full pages per job | checkpoints |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for contender, runs in by_contender.items():
         per_job = [m.ms_per_job for m in runs]
-        print('| (%s) %s | %d | %.3f | %.3f - %.3f | %.1f KiB | %.2f | %s |' % (
-            contender, labels[contender], runs[0].jobs, medians[contender], min(per_job),
-            max(per_job), statistics.median(m.wal / m.jobs for m in runs) / 1024.0,
-            statistics.median(m.fpi / m.jobs for m in runs),
-            ', '.join(str(m.checkpoints) for m in runs)))
+        print(
+            "| (%s) %s | %d | %.3f | %.3f - %.3f | %.1f KiB | %.2f | %s |"
+            % (
+                contender,
+                labels[contender],
+                runs[0].jobs,
+                medians[contender],
+                min(per_job),
+                max(per_job),
+                statistics.median(m.wal / m.jobs for m in runs) / 1024.0,
+                statistics.median(m.fpi / m.jobs for m in runs),
+                ", ".join(str(m.checkpoints) for m in runs),
+            )
+        )
     print()
-    if set('abcd') <= set(args.contenders):
+    if set("abcd") <= set(args.contenders):
         compare(measurements, medians, args.rounds)
-    print('peak RSS of the commands: %.0f MiB' % (
-        resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0))
+    print("peak RSS of the commands: %.0f MiB" % (resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0))
     if noops:
-        print('no-op rerun: command %s s (process start included), engine %s s; changed=%s' % (
-            ', '.join('%.3f' % n[0] for n in noops), ', '.join('%.3f' % n[1] for n in noops),
-            ', '.join(str(n[2]) for n in noops)))
+        print(
+            "no-op rerun: command %s s (process start included), engine %s s; changed=%s"
+            % (
+                ", ".join("%.3f" % n[0] for n in noops),
+                ", ".join("%.3f" % n[1] for n in noops),
+                ", ".join(str(n[2]) for n in noops),
+            )
+        )
         print(noops[-1][3])
 
 
 def compare(measurements, medians, rounds):
     """The issue's targets: (a) against the per-row baseline and the floor."""
     in_round = [
-        next(m for m in measurements if m.round_no == r and m.contender == 'a').ms_per_job
-        / next(m for m in measurements if m.round_no == r and m.contender == 'c').ms_per_job
-        for r in range(1, rounds + 1)]
-    print('medians: (a) is %.1f times faster per job than (b), %.2f times the floor (c) and '
-          '%.2f times the tuned floor (d)' % (medians['b'] / medians['a'], medians['a'] / medians['c'],
-                                              medians['a'] / medians['d']))
-    print('(a) / (c) within each round: %s' % ', '.join('%.2f' % r for r in in_round))
+        next(m for m in measurements if m.round_no == r and m.contender == "a").ms_per_job
+        / next(m for m in measurements if m.round_no == r and m.contender == "c").ms_per_job
+        for r in range(1, rounds + 1)
+    ]
+    print(
+        "medians: (a) is %.1f times faster per job than (b), %.2f times the floor (c) and "
+        "%.2f times the tuned floor (d)"
+        % (medians["b"] / medians["a"], medians["a"] / medians["c"], medians["a"] / medians["d"])
+    )
+    print("(a) / (c) within each round: %s" % ", ".join("%.2f" % r for r in in_round))
+
+
+def template_threshold(lab):
+    """(`before` for the command, the same instant): the 10 latest-started Running jobs of
+    the template are exempt, the others qualify."""
+    with psycopg.connect(**lab.connection(TEMPLATE)) as conn:
+        threshold = conn.execute(
+            "SELECT min(started_at) FROM (SELECT started_at FROM jobs WHERE state = 'Running' "
+            "ORDER BY started_at DESC LIMIT 10) s"
+        ).fetchone()[0]
+    before = "@%d" % int((threshold - datetime(1970, 1, 1)).total_seconds())
+    return before, datetime(1970, 1, 1) + timedelta(seconds=int(before[1:]))
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('--jobs', type=int, default=1000000)
-    parser.add_argument('--running', type=int, default=100000)
-    parser.add_argument('--tasks', type=int, default=5)
-    parser.add_argument('--sample', type=int, default=10000, help='jobs the per-row baseline does')
-    parser.add_argument('--seed', type=int, default=4)
-    parser.add_argument('--batch-size', type=int, default=1000, help="the command's batch_size")
-    parser.add_argument('--rounds', type=int, default=3,
-                        help='times each contender runs, interleaved (the report gives medians)')
-    parser.add_argument('--contenders', default=DEFAULT_CONTENDERS,
-                        help='which to run, of %s (r: the command with --retry); default %s'
-                        % (''.join(CONTENDERS), DEFAULT_CONTENDERS))
-    parser.add_argument('--rebuild', action='store_true')
-    parser.add_argument('--keep', action='store_true', help='keep the per-contender databases')
-    parser.add_argument('--prepare-only', action='store_true',
-                        help='only generate the template database (slow: minutes for 1M jobs)')
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=1000000)
+    parser.add_argument("--running", type=int, default=100000)
+    parser.add_argument("--tasks", type=int, default=5)
+    parser.add_argument("--sample", type=int, default=10000, help="jobs the per-row baseline does")
+    parser.add_argument("--seed", type=int, default=4)
+    parser.add_argument("--batch-size", type=int, default=1000, help="the command's batch_size")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="times each contender runs, interleaved (the report gives medians)"
+    )
+    parser.add_argument(
+        "--contenders",
+        default=DEFAULT_CONTENDERS,
+        help="which to run, of %s (r: the command with --retry); default %s"
+        % ("".join(CONTENDERS), DEFAULT_CONTENDERS),
+    )
+    parser.add_argument("--rebuild", action="store_true")
+    parser.add_argument("--keep", action="store_true", help="keep the per-contender databases")
+    parser.add_argument(
+        "--prepare-only", action="store_true", help="only generate the template database (slow: minutes for 1M jobs)"
+    )
     args = parser.parse_args(argv)
     if args.rounds < 1:
-        parser.error('--rounds must be at least 1, not %d' % args.rounds)
+        parser.error("--rounds must be at least 1, not %d" % args.rounds)
     unknown = sorted(set(args.contenders) - set(CONTENDERS))
     if unknown or not args.contenders:
-        parser.error('--contenders takes letters of %s, not %r' % (''.join(CONTENDERS), args.contenders))
+        parser.error("--contenders takes letters of %s, not %r" % ("".join(CONTENDERS), args.contenders))
 
     lab = labctl.lab_settings()
     now = datetime.utcnow().replace(microsecond=0)
@@ -353,14 +439,9 @@ def main(argv=None):
     load = build_template(lab, args, boot_time, now)
     if args.prepare_only:
         if load is not None:
-            print('load: %.1f s (COPY %.1f s, indexes %.1f s)' % (load.total, load.copy, load.index))
+            print("load: %.1f s (COPY %.1f s, indexes %.1f s)" % (load.total, load.copy, load.index))
         return 0
-    with psycopg.connect(**lab.connection(TEMPLATE)) as conn:
-        threshold = conn.execute(
-            "SELECT min(started_at) FROM (SELECT started_at FROM jobs WHERE state = 'Running' "
-            "ORDER BY started_at DESC LIMIT 10) s").fetchone()[0]
-    before = '@%d' % int((threshold - datetime(1970, 1, 1)).total_seconds())
-    threshold = datetime(1970, 1, 1) + timedelta(seconds=int(before[1:]))
+    before, threshold = template_threshold(lab)
     qualifying = running_count(lab, TEMPLATE, threshold)
 
     measurements, noops = [], []
@@ -371,5 +452,5 @@ def main(argv=None):
     return 0
 
 
-if __name__ == '__main__':
+if __name__ == "__main__":
     sys.exit(main())

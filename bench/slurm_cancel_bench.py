@@ -32,9 +32,24 @@ single O_APPEND write, then exit with the client's status. The process counts an
 of Slurm client processes alive at once are computed from those intervals, the same way for
 all contenders.
 
+Stopping running containers (issue 10), `--stop-sizes` (default 200): N running jobs named
+after containers (`exec sleep 600`, which leaves on its TERM as crunch-run does once it has
+stopped its container), afresh for every contender, stopped by:
+
+  term          the floor: one `scancel --batch --signal=TERM` of all ids, timed alone;
+  engine        the engine's default stop (`stop: auto`), `wait: false`: one squeue, then
+                TERM on the batch steps; it returns once Slurm took every TERM;
+  term, gone    the floor, then `squeue` until the jobs are gone;
+  engine, wait  the engine's default stop, waiting until the jobs are gone.
+
+The lab's node has 2 CPUs; for this scenario the benchmark lets the partition run 1000 jobs
+per CPU (`scontrol update PartitionName=... OverSubscribe=FORCE:1000`) and puts the setting
+back afterwards (slurmctld's restart by labctl forgets it anyway).
+
 Run against the shared lab (`lab/labctl.py start`):
 
     .venv/bin/python -m bench.slurm_cancel_bench --sizes 200 1000
+    .venv/bin/python -m bench.slurm_cancel_bench --sizes --stop-sizes 100    # stopping only
 """
 
 from __future__ import annotations
@@ -49,9 +64,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
 
 from lab import labctl
 from plugins.module_utils.slurm_cancel import CancelRequest, cancel_jobs
@@ -72,19 +87,22 @@ SUBMIT_THREADS = 4
 # The engine's default bound on scancel processes alive at once.
 MAX_CONCURRENT_SCANCEL = CancelRequest().max_concurrent_scancel
 SQUEUE_FORMAT = "--format=%i|%j|%T"
+STOP_SCENARIO = "stop running containers"
+# Each stopping contender against its floor: (contender, floor).
+STOP_FLOORS = {"engine": "term", "engine, wait": "term, gone"}
 
 
 # ---------------------------------------------------------------- Slurm clients
 
+
 class Clients:
     """Wrapper scripts for squeue and scancel that log every call into one file."""
 
-    def __init__(self, directory: Path, env: Dict[str, str]):
+    def __init__(self, directory: Path, env: dict[str, str]):
         directory.mkdir(parents=True, exist_ok=True)
         self.log = directory / "calls.log"
         self.env = env
-        self.paths = {program: self._wrapper(directory, program)
-                      for program in ("squeue", "scancel")}
+        self.paths = {program: self._wrapper(directory, program) for program in ("squeue", "scancel")}
 
     def _wrapper(self, directory: Path, program: str) -> str:
         real = shutil.which(program)
@@ -94,10 +112,11 @@ class Clients:
         wrapper.write_text(
             "#!/bin/bash\n"
             "start=$EPOCHREALTIME\n"
-            "%s \"$@\"\n"
+            '%s "$@"\n'
             "rc=$?\n"
-            "printf '%s %%s %%s %%s %%s\\n' \"$start\" \"$EPOCHREALTIME\" \"$#\" \"$rc\" >> %s\n"
-            "exit $rc\n" % (shlex.quote(real), program, shlex.quote(str(self.log))))
+            'printf \'%s %%s %%s %%s %%s\\n\' "$start" "$EPOCHREALTIME" "$#" "$rc" >> %s\n'
+            "exit $rc\n" % (shlex.quote(real), program, shlex.quote(str(self.log)))
+        )
         wrapper.chmod(0o755)
         return str(wrapper)
 
@@ -110,23 +129,27 @@ class Clients:
         return self.paths["scancel"]
 
     def run(self, argv: Sequence[str]) -> subprocess.CompletedProcess:
-        return subprocess.run(list(argv), env=self.env, capture_output=True, text=True,
-                              check=False, stdin=subprocess.DEVNULL)
+        return subprocess.run(
+            list(argv), env=self.env, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL
+        )
 
-    def calls(self) -> List[dict]:
+    def calls(self) -> list[dict]:
         if not self.log.exists():
             return []
         calls = []
         for line in self.log.read_text().splitlines():
             program, start, end, argc, rc = line.split()
-            calls.append({"program": program, "start": float(start), "end": float(end),
-                          "argc": int(argc), "rc": int(rc)})
+            calls.append(
+                {"program": program, "start": float(start), "end": float(end), "argc": int(argc), "rc": int(rc)}
+            )
         return calls
 
 
 def peak_concurrency(calls: Sequence[dict]) -> int:
-    events = sorted([(call["start"], 1) for call in calls] + [(call["end"], -1) for call in calls],
-                    key=lambda event: (event[0], event[1]))  # an end before a start at a tie
+    events = sorted(
+        [(call["start"], 1) for call in calls] + [(call["end"], -1) for call in calls],
+        key=lambda event: (event[0], event[1]),
+    )  # an end before a start at a tie
     alive = peak = 0
     for _, step in events:
         alive += step
@@ -136,32 +159,48 @@ def peak_concurrency(calls: Sequence[dict]) -> int:
 
 # ---------------------------------------------------------------- the queue
 
+
 class Queue:
     """Submitting and cleaning up the benchmark's jobs with the real clients (not counted)."""
 
-    def __init__(self, env: Dict[str, str]):
+    def __init__(self, env: dict[str, str]):
         self.env = env
 
     def _run(self, argv: Sequence[str], check: bool = True) -> subprocess.CompletedProcess:
-        result = subprocess.run(list(argv), env=self.env, capture_output=True, text=True,
-                                check=False, stdin=subprocess.DEVNULL)
+        result = subprocess.run(
+            list(argv), env=self.env, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL
+        )
         if check and result.returncode != 0:
             raise RuntimeError("%s: %s" % (" ".join(argv[:3]), result.stderr.strip()))
         return result
 
-    def submit(self, name: str) -> str:
-        result = self._run(["sbatch", "--parsable", "--job-name=" + name, "--output=/dev/null",
-                            "--chdir=/tmp", "--wrap", "exec sleep 300"])
+    def submit(self, name: str, command: str = "exec sleep 300") -> str:
+        result = self._run(
+            ["sbatch", "--parsable", "--job-name=" + name, "--output=/dev/null", "--chdir=/tmp", "--wrap", command]
+        )
         return result.stdout.strip().split(";")[0]
 
-    def listing(self, names: Sequence[str]) -> Dict[str, tuple]:
+    def fill_running(self, size: int, timeout: float = 300) -> dict[str, str]:
+        """N fresh jobs, all RUNNING (the partition oversubscribed, see Oversubscribed)."""
+        names = [new_uuid("zzzzz", CONTAINER_INFIX) for _ in range(size)]
+        with ThreadPoolExecutor(SUBMIT_THREADS) as pool:
+            # Long enough to outlast a slow fill: only the stop may end them.
+            ids = dict(zip(names, pool.map(lambda name: self.submit(name, "exec sleep 3600"), names), strict=True))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            states = [state for _, state in self.listing(names).values()]
+            if states.count("RUNNING") == size:
+                return ids
+            time.sleep(0.5)
+        raise RuntimeError("only %d of %d jobs running after %g s" % (states.count("RUNNING"), size, timeout))
+
+    def listing(self, names: Sequence[str]) -> dict[str, tuple]:
         """job id -> (name, state) of the queued jobs with these names."""
-        result = self._run(["squeue", "--noheader", "--all", SQUEUE_FORMAT,
-                            "--name=" + ",".join(names)])
+        result = self._run(["squeue", "--noheader", "--all", SQUEUE_FORMAT, "--name=" + ",".join(names)])
         rows = (line.split("|") for line in result.stdout.splitlines() if line.strip())
         return {job_id: (name, state) for job_id, name, state in rows}
 
-    def fill(self, size: int) -> Dict[str, str]:
+    def fill(self, size: int) -> dict[str, str]:
         """N fresh jobs: RUNNING_JOBS running (if the node is free), the rest pending."""
         names = [new_uuid("zzzzz", CONTAINER_INFIX) for _ in range(size)]
         ids = {}
@@ -174,14 +213,18 @@ class Queue:
                 break
             time.sleep(0.1)
         with ThreadPoolExecutor(SUBMIT_THREADS) as pool:
-            for name, job_id in zip(names[RUNNING_JOBS:], pool.map(self.submit,
-                                                                    names[RUNNING_JOBS:])):
+            for name, job_id in zip(names[RUNNING_JOBS:], pool.map(self.submit, names[RUNNING_JOBS:]), strict=True):
                 ids[name] = job_id
         return ids
 
     def table_size(self) -> int:
         result = self._run(["squeue", "--noheader", "--all", "--states=all", "--format=%i"])
         return len(result.stdout.split())
+
+    def wait_gone(self, names: Sequence[str], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while self.listing(names) and time.monotonic() < deadline:
+            time.sleep(0.2)
 
     def clear(self, names: Sequence[str], timeout: float = 60) -> int:
         """Cancel whatever of these is still queued; the number that was left."""
@@ -194,45 +237,139 @@ class Queue:
         return len(left)
 
 
+class Oversubscribed:
+    """The lab's default partition runs many jobs per CPU while inside; put back after."""
+
+    def __init__(self, queue: Queue, jobs_per_cpu: int = 1000):
+        self.queue = queue
+        self.jobs_per_cpu = jobs_per_cpu
+        shown = queue._run(["scontrol", "--oneliner", "show", "partition"]).stdout.split()
+        fields = dict(field.split("=", 1) for field in shown if "=" in field)
+        self.partition = fields["PartitionName"]
+        self.before = fields["OverSubscribe"]
+
+    def _set(self, value: str) -> None:
+        self.queue._run(["scontrol", "update", "PartitionName=" + self.partition, "OverSubscribe=" + value])
+
+    def __enter__(self) -> Oversubscribed:
+        self._set("FORCE:%d" % self.jobs_per_cpu)
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self._set(self.before)
+
+
 # ---------------------------------------------------------------- the contenders
 
-def run_engine(clients: Clients, names: List[str], grace_period: float = 0.0) -> dict:
-    request = CancelRequest(names=tuple(names), squeue_path=clients.squeue,
-                            scancel_path=clients.scancel, timeout=120, grace_period=grace_period)
+
+def run_engine(clients: Clients, names: list[str], grace_period: float = 0.0) -> dict:
+    request = CancelRequest(
+        names=tuple(names),
+        squeue_path=clients.squeue,
+        scancel_path=clients.scancel,
+        timeout=120,
+        grace_period=grace_period,
+    )
     result = cancel_jobs(request, environ=clients.env)
-    return {"failed": result.failed, "reported_scancel": result.scancel_calls,
-            "reported_squeue": result.squeue_calls, "module_elapsed": result.elapsed}
+    return {
+        "failed": result.failed,
+        "reported_scancel": result.scancel_calls,
+        "reported_squeue": result.squeue_calls,
+        "module_elapsed": result.elapsed,
+    }
 
 
-def run_ansible(clients: Clients, names: List[str], workdir: Path) -> dict:
+def run_engine_stop(clients: Clients, names: list[str], wait: bool) -> dict:
+    """The engine's default stop: containers' jobs get TERM on their batch step."""
+    request = CancelRequest(names=tuple(names), squeue_path=clients.squeue, scancel_path=clients.scancel, wait=wait)
+    result = cancel_jobs(request, environ=clients.env)
+    if result.slurm_error or result.failed:
+        print("engine: %s" % result.msg, file=sys.stderr, flush=True)
+    return {
+        "failed": result.failed or len(result.terminated) != len(names),
+        "reported_scancel": result.scancel_calls,
+        "reported_squeue": result.squeue_calls,
+        "module_elapsed": result.elapsed,
+    }
+
+
+def run_term(clients: Clients, names: list[str], wait: bool) -> dict:
+    """One squeue for the ids, then the floor: one TERM to every batch step (timed alone)."""
+    name_filter = "--name=" + ",".join(names)
+
+    def listed() -> list[str]:
+        result = clients.run([clients.squeue, "--noheader", "--all", SQUEUE_FORMAT, name_filter])
+        return [line.split("|")[0] for line in result.stdout.splitlines() if line.strip()]
+
+    ids = listed()
+    began = time.monotonic()
+    clients.run([clients.scancel, "--batch", "--signal=TERM", *ids])
+    outcome = {"failed": False, "began": began}
+    if not wait:
+        outcome["ended"] = time.monotonic()
+        return outcome
+    while listed():
+        time.sleep(LIMIT_POLL_PAUSE)
+    return outcome
+
+
+def run_ansible(clients: Clients, names: list[str], workdir: Path) -> dict:
     result_file = workdir / "result.json"
     variables = workdir / "vars.json"
     variables.write_text(json.dumps({"bench_names": names}))
     playbook = workdir / "playbook.yml"
-    playbook.write_text(json.dumps([{
-        "hosts": "localhost", "connection": "local", "gather_facts": False,
-        "vars": {"ansible_python_interpreter": str(PYTHON)},
-        "tasks": [
-            {MODULE: {"name": "{{ bench_names }}", "squeue_path": clients.squeue,
-                      "scancel_path": clients.scancel, "timeout": 120},
-             "register": "outcome"},
-            {"ansible.builtin.copy": {"content": "{{ outcome | to_json }}",
-                                      "dest": str(result_file), "mode": "0600"}},
-        ]}]))
+    playbook.write_text(
+        json.dumps(
+            [
+                {
+                    "hosts": "localhost",
+                    "connection": "local",
+                    "gather_facts": False,
+                    "vars": {"ansible_python_interpreter": str(PYTHON)},
+                    "tasks": [
+                        {
+                            MODULE: {
+                                "name": "{{ bench_names }}",
+                                "squeue_path": clients.squeue,
+                                "scancel_path": clients.scancel,
+                                "timeout": 120,
+                            },
+                            "register": "outcome",
+                        },
+                        {
+                            "ansible.builtin.copy": {
+                                "content": "{{ outcome | to_json }}",
+                                "dest": str(result_file),
+                                "mode": "0600",
+                            }
+                        },
+                    ],
+                }
+            ]
+        )
+    )
     completed = subprocess.run(
         [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", "-e", "@" + str(variables), str(playbook)],
-        cwd=str(REPO), env=dict(clients.env, LC_ALL="C.UTF-8"), capture_output=True,
-        text=True, check=False)
+        cwd=str(REPO),
+        env=dict(clients.env, LC_ALL="C.UTF-8"),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if completed.returncode != 0:
         raise RuntimeError("ansible-playbook failed:\n" + completed.stdout[-3000:])
     outcome = json.loads(result_file.read_text())
-    return {"failed": outcome.get("failed", False), "reported_scancel": outcome["scancel_calls"],
-            "reported_squeue": outcome["squeue_calls"], "module_elapsed": outcome["elapsed"]}
+    return {
+        "failed": outcome.get("failed", False),
+        "reported_scancel": outcome["scancel_calls"],
+        "reported_squeue": outcome["squeue_calls"],
+        "module_elapsed": outcome["elapsed"],
+    }
 
 
-def run_loop(clients: Clients, names: List[str]) -> dict:
+def run_loop(clients: Clients, names: list[str]) -> dict:
     """The dispatcher of the time, as the issue describes it."""
-    slurm_lock = threading.Lock()         # held around every squeue and every scancel
+    slurm_lock = threading.Lock()  # held around every squeue and every scancel
     polled = threading.Condition()
     state = {"generation": 0, "listed": set()}
     stop = threading.Event()
@@ -259,7 +396,7 @@ def run_loop(clients: Clients, names: List[str]) -> dict:
                 clients.run([clients.scancel, "--name=" + name])
             with polled:
                 seen = state["generation"]
-                polled.wait_for(lambda: state["generation"] > seen)
+                polled.wait_for(lambda seen=seen: state["generation"] > seen)
                 still_there = name in state["listed"]
             if not still_there:
                 return
@@ -278,10 +415,10 @@ def run_loop(clients: Clients, names: List[str]) -> dict:
     return {"failed": False, "ended": ended}
 
 
-def run_limit(clients: Clients, names: List[str]) -> dict:
+def run_limit(clients: Clients, names: list[str]) -> dict:
     name_filter = "--name=" + ",".join(names)
 
-    def listed() -> List[str]:
+    def listed() -> list[str]:
         result = clients.run([clients.squeue, "--noheader", "--all", SQUEUE_FORMAT, name_filter])
         return [line.split("|")[0] for line in result.stdout.splitlines() if line.strip()]
 
@@ -295,6 +432,7 @@ def run_limit(clients: Clients, names: List[str]) -> dict:
 
 # ---------------------------------------------------------------- one measurement
 
+
 @dataclasses.dataclass
 class Measurement:
     scenario: str
@@ -303,12 +441,12 @@ class Measurement:
     wall: float
     squeue: int
     scancel: int
-    named: int          # job ids or names given to scancel, summed over its calls
+    named: int  # job ids or names given to scancel, summed over its calls
     peak: int
-    left: int           # jobs the contender left queued (cleaned up afterwards)
+    left: int  # jobs the contender left queued (cleaned up afterwards)
     running_at_start: int
-    table: int          # jobs slurmctld holds at the start, finished ones included
-    module_elapsed: Optional[float] = None
+    table: int  # jobs slurmctld holds at the start, finished ones included
+    module_elapsed: float | None = None
     failed: bool = False
 
     @property
@@ -316,7 +454,7 @@ class Measurement:
         return self.squeue + self.scancel
 
 
-def finisher(queue: Queue, job_ids: List[str], started: threading.Event) -> threading.Thread:
+def finisher(queue: Queue, job_ids: list[str], started: threading.Event) -> threading.Thread:
     def finish() -> None:
         started.wait()
         time.sleep(FINISH_AFTER)
@@ -327,9 +465,16 @@ def finisher(queue: Queue, job_ids: List[str], started: threading.Event) -> thre
     return thread
 
 
-def measure(queue: Queue, env: Dict[str, str], workdir: Path, scenario: str, size: int,
-            contender: str, run: Callable[[Clients, List[str]], dict]) -> Measurement:
-    ids = queue.fill(size)
+def measure(
+    queue: Queue,
+    env: dict[str, str],
+    workdir: Path,
+    scenario: str,
+    size: int,
+    contender: str,
+    run: Callable[[Clients, list[str]], dict],
+) -> Measurement:
+    ids = queue.fill_running(size) if scenario == STOP_SCENARIO else queue.fill(size)
     names = list(ids)
     running = sum(1 for _, state in queue.listing(names).values() if state == "RUNNING")
     table_size = queue.table_size()
@@ -342,31 +487,52 @@ def measure(queue: Queue, env: Dict[str, str], workdir: Path, scenario: str, siz
     started.set()
     outcome = run(clients, names)
     ended = outcome.get("ended", time.monotonic())
+    if "began" in outcome:  # the floor's own squeue is not part of it
+        began = outcome["began"]
     wall = ended - began
+    began_epoch = time.time() - (time.monotonic() - began)
     ended_epoch = time.time() - (time.monotonic() - ended)
     if helper is not None:
         helper.join()
+    if scenario == STOP_SCENARIO:
+        # A job sent TERM leaves on its own within seconds; what stays was not reached.
+        queue.wait_gone(names, timeout=60)
     left = queue.clear(names)
     # The loop's poller may start one last squeue after the last job was seen gone.
-    calls = [call for call in clients.calls() if call["start"] <= ended_epoch]
+    calls = [call for call in clients.calls() if began_epoch <= call["start"] <= ended_epoch]
     squeue = [call for call in calls if call["program"] == "squeue"]
     scancel = [call for call in calls if call["program"] == "scancel"]
     named = sum(call["argc"] for call in scancel)
-    return Measurement(scenario, size, contender, wall, len(squeue), len(scancel), named,
-                       peak_concurrency(calls), left, running, table_size,
-                       outcome.get("module_elapsed"), bool(outcome.get("failed")))
+    return Measurement(
+        scenario,
+        size,
+        contender,
+        wall,
+        len(squeue),
+        len(scancel),
+        named,
+        peak_concurrency(calls),
+        left,
+        running,
+        table_size,
+        outcome.get("module_elapsed"),
+        bool(outcome.get("failed")),
+    )
 
 
 # ---------------------------------------------------------------- report
 
-def verdicts(rows: List[Measurement]) -> List[str]:
+
+def verdicts(rows: list[Measurement]) -> list[str]:
     """The issue's targets, for every engine row against its scenario's limit and loop."""
     lines = []
     for row in rows:
         if not row.contender.startswith(("engine", "ansible")):
             continue
-        peers = {other.contender: other for other in rows
-                 if (other.scenario, other.size) == (row.scenario, row.size)}
+        peers = {other.contender: other for other in rows if (other.scenario, other.size) == (row.scenario, row.size)}
+        if row.scenario == STOP_SCENARIO:
+            lines.append(stop_verdict(row, peers[STOP_FLOORS[row.contender]]))
+            continue
         wall = row.module_elapsed if row.contender == "ansible" else row.wall
         checks = [
             ("<= 10 client processes", row.processes <= 10),
@@ -374,38 +540,115 @@ def verdicts(rows: List[Measurement]) -> List[str]:
         ]
         if "grace" not in row.contender:  # a grace period is waited for by design
             checks += [
-                ("wall <= 3 x limit (%.2f s)" % (3 * peers["limit"].wall),
-                 wall <= 3 * peers["limit"].wall),
-                ("wall <= loop / 4 (%.2f s)" % (peers["loop"].wall / 4),
-                 wall <= peers["loop"].wall / 4),
+                ("wall <= 3 x limit (%.2f s)" % (3 * peers["limit"].wall), wall <= 3 * peers["limit"].wall),
+                ("wall <= loop / 4 (%.2f s)" % (peers["loop"].wall / 4), wall <= peers["loop"].wall / 4),
             ]
         checks.append(("nothing left", row.left == 0 and not row.failed))
-        lines.append("%s, N=%d, %s: %s" % (row.scenario, row.size, row.contender, "; ".join(
-            "%s %s" % (text, "ok" if ok else "MISSED") for text, ok in checks)))
+        lines.append(
+            "%s, N=%d, %s: %s"
+            % (
+                row.scenario,
+                row.size,
+                row.contender,
+                "; ".join("%s %s" % (text, "ok" if ok else "MISSED") for text, ok in checks),
+            )
+        )
     return lines
 
 
-def table(rows: List[Measurement]) -> str:
-    header = ("| scenario | N | contender | wall s | squeue | scancel | processes | "
-              "named to scancel | peak alive | left | table |")
+def stop_verdict(row: Measurement, floor: Measurement) -> str:
+    checks = [
+        ("<= 10 client processes", row.processes <= 10),
+        ("peak <= %d" % (MAX_CONCURRENT_SCANCEL + 1), row.peak <= MAX_CONCURRENT_SCANCEL + 1),
+        ("wall <= 3 x %s (%.2f s)" % (floor.contender, 3 * floor.wall), row.wall <= 3 * floor.wall),
+        ("all sent TERM, nothing left", row.left == 0 and not row.failed),
+    ]
+    return "%s, N=%d, %s: %s" % (
+        row.scenario,
+        row.size,
+        row.contender,
+        "; ".join("%s %s" % (text, "ok" if ok else "MISSED") for text, ok in checks),
+    )
+
+
+def table(rows: list[Measurement]) -> str:
+    header = (
+        "| scenario | N | contender | wall s | squeue | scancel | processes | "
+        "named to scancel | peak alive | left | table |"
+    )
     lines = [header, "|" + "---|" * 11]
     for row in rows:
         wall = "%.2f" % row.wall
         if row.module_elapsed is not None and row.contender == "ansible":
             wall += " (module %.2f)" % row.module_elapsed
-        lines.append("| %s | %d | %s | %s | %d | %d | %d | %d | %d | %d | %d |" % (
-            row.scenario, row.size, row.contender, wall, row.squeue, row.scancel,
-            row.processes, row.named, row.peak, row.left, row.table))
+        lines.append(
+            "| %s | %d | %s | %s | %d | %d | %d | %d | %d | %d | %d |"
+            % (
+                row.scenario,
+                row.size,
+                row.contender,
+                wall,
+                row.squeue,
+                row.scancel,
+                row.processes,
+                row.named,
+                row.peak,
+                row.left,
+                row.table,
+            )
+        )
     return "\n".join(lines)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def measure_stopping(queue: Queue, env: dict[str, str], workdir: Path, size: int, reverse: bool) -> list[Measurement]:
+    contenders = [
+        ("term", lambda clients, names: run_term(clients, names, wait=False)),
+        ("engine", lambda clients, names: run_engine_stop(clients, names, wait=False)),
+        ("term, gone", lambda clients, names: run_term(clients, names, wait=True)),
+        ("engine, wait", lambda clients, names: run_engine_stop(clients, names, wait=True)),
+    ]
+    if reverse:
+        contenders.reverse()
+    rows = []
+    for contender, run in contenders:
+        row = measure(queue, env, workdir, STOP_SCENARIO, size, contender, run)
+        rows.append(row)
+        report_row(row)
+    return rows
+
+
+def report_row(row: Measurement) -> None:
+    print(
+        "%-22s N=%-5d %-16s %6.2f s  squeue %4d  scancel %4d  named %4d  "
+        "peak %d  left %d  running at start %d  table %d"
+        % (
+            row.scenario,
+            row.size,
+            row.contender,
+            row.wall,
+            row.squeue,
+            row.scancel,
+            row.named,
+            row.peak,
+            row.left,
+            row.running_at_start,
+            row.table,
+        ),
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[200, 1000])
-    parser.add_argument("--no-ansible", action="store_true",
-                        help="skip the run through ansible-playbook")
-    parser.add_argument("--reverse", action="store_true",
-                        help="run the contenders of each scenario in the opposite order")
+    parser.add_argument("--sizes", type=int, nargs="*", default=[200, 1000])
+    parser.add_argument(
+        "--stop-sizes", type=int, nargs="*", default=[200], help="N running containers to stop (issue 10); none to skip"
+    )
+    parser.add_argument("--no-ansible", action="store_true", help="skip the run through ansible-playbook")
+    parser.add_argument(
+        "--reverse", action="store_true", help="run the contenders of each scenario in the opposite order"
+    )
     parser.add_argument("--json", type=Path, help="also write the measurements here")
     arguments = parser.parse_args(argv)
 
@@ -417,30 +660,30 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not arguments.no_ansible:
         contenders.append(("ansible", None))
     contenders += [("loop", run_loop), ("limit", run_limit)]
-    half_contenders = [("engine", run_engine),
-                       ("engine, grace %g s" % GRACE_PERIOD,
-                        lambda clients, names: run_engine(clients, names, GRACE_PERIOD)),
-                       ("loop", run_loop), ("limit", run_limit)]
-    rows: List[Measurement] = []
+    half_contenders = [
+        ("engine", run_engine),
+        ("engine, grace %g s" % GRACE_PERIOD, lambda clients, names: run_engine(clients, names, GRACE_PERIOD)),
+        ("loop", run_loop),
+        ("limit", run_limit),
+    ]
+    rows: list[Measurement] = []
     workdir = Path(tempfile.mkdtemp(prefix="slurm-cancel-bench-"))
     try:
         for size in arguments.sizes:
-            for scenario, entries in (("all queued", contenders),
-                                      ("half end on their own", half_contenders)):
+            for scenario, entries in (("all queued", contenders), ("half end on their own", half_contenders)):
                 if arguments.reverse:
                     entries = list(reversed(entries))
                 for contender, run in entries:
                     if contender == "ansible":
                         run_dir = Path(tempfile.mkdtemp(dir=workdir, prefix="playbook-"))
-                        run = (lambda directory: lambda clients, names: run_ansible(
-                            clients, names, directory))(run_dir)
+                        run = (lambda directory: lambda clients, names: run_ansible(clients, names, directory))(run_dir)
                     row = measure(queue, env, workdir, scenario, size, contender, run)
                     rows.append(row)
-                    print("%-22s N=%-5d %-16s %6.2f s  squeue %4d  scancel %4d  named %4d  "
-                          "peak %d  left %d  running at start %d  table %d" % (
-                              scenario, size, contender, row.wall, row.squeue, row.scancel,
-                              row.named, row.peak, row.left, row.running_at_start, row.table),
-                          file=sys.stderr, flush=True)
+                    report_row(row)
+        if arguments.stop_sizes:
+            with Oversubscribed(queue):
+                for size in arguments.stop_sizes:
+                    rows.extend(measure_stopping(queue, env, workdir, size, arguments.reverse))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(table(rows))

@@ -15,9 +15,9 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
@@ -69,20 +69,18 @@ SELECT count(*) FROM api_client_authorizations
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    cells = [[str(h) for h in headers]] + [["" if v is None else str(v) for v in row]
-                                           for row in rows]
+    cells = [[str(h) for h in headers]] + [["" if v is None else str(v) for v in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
-             for row in cells]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)).rstrip() for row in cells]
     lines.insert(1, "  ".join("-" * width for width in widths))
     return "\n".join(lines)
 
 
-def _when(moment: Optional[datetime]) -> str:
+def _when(moment: datetime | None) -> str:
     return "" if moment is None else moment.strftime("%Y-%m-%d %H:%M:%S")
 
 
-def boot_side(started_at: Optional[datetime], boot: datetime) -> str:
+def boot_side(started_at: datetime | None, boot: datetime) -> str:
     if started_at is None:
         return "no started_at"
     return "before boot" if started_at < boot else "after boot"
@@ -95,11 +93,11 @@ def boot_side(started_at: Optional[datetime], boot: datetime) -> str:
 SQUEUE_FORMAT = "%i|%j|%T|%M|%u"
 
 
-def squeue_command(squeue: str = "squeue") -> List[str]:
+def squeue_command(squeue: str = "squeue") -> list[str]:
     return [squeue, "--all", "--noheader", "--format=" + SQUEUE_FORMAT]
 
 
-def parse_squeue(output: str) -> List[Tuple[str, str, str, str, str]]:
+def parse_squeue(output: str) -> list[tuple[str, str, str, str, str]]:
     """Queue lines whose job name is an Arvados UUID (the lab's jobs)."""
     jobs = []
     for line in output.splitlines():
@@ -109,13 +107,19 @@ def parse_squeue(output: str) -> List[Tuple[str, str, str, str, str]]:
     return jobs
 
 
-def slurm_queue(squeue: str = "squeue", timeout: float = 20.0) -> Tuple[Optional[list], str]:
+def slurm_queue(squeue: str = "squeue", timeout: float = 20.0) -> tuple[list | None, str]:
     """(lab jobs, "") or (None, why the queue could not be read)."""
     if shutil.which(squeue) is None:
         return None, "squeue not found"
     try:
-        result = subprocess.run(squeue_command(squeue), env=datagen.slurm_environment(),
-                                capture_output=True, text=True, timeout=timeout, check=False)
+        result = subprocess.run(
+            squeue_command(squeue),
+            env=datagen.slurm_environment(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         return None, "squeue timed out after %.0f s" % timeout
     if result.returncode != 0:
@@ -127,6 +131,7 @@ def slurm_queue(squeue: str = "squeue", timeout: float = 20.0) -> Tuple[Optional
 # show
 # ---------------------------------------------------------------------------
 
+
 def show(conninfo: str, boot: datetime, max_running: int, out=None) -> None:
     import psycopg
 
@@ -134,23 +139,33 @@ def show(conninfo: str, boot: datetime, max_running: int, out=None) -> None:
 
     with psycopg.connect(conninfo) as conn:
         state_rows = conn.execute(JOBS_BY_STATE_SQL).fetchall()
-        before, after, unstarted, _failed, _queued = conn.execute(
-            COUNTS_SQL, {"boot": boot}).fetchone()
+        before, after, unstarted, _failed, _queued = conn.execute(COUNTS_SQL, {"boot": boot}).fetchone()
         running = conn.execute(RUNNING_JOBS_SQL, {"limit": max_running}).fetchall()
-        job_tokens, job_tokens_before_boot = conn.execute(VALID_JOB_TOKENS_SQL,
-                                                          {"boot": boot}).fetchone()
+        job_tokens, job_tokens_before_boot = conn.execute(VALID_JOB_TOKENS_SQL, {"boot": boot}).fetchone()
         valid_tokens = conn.execute(VALID_TOKENS_SQL).fetchone()[0]
     print("Host boot time (btime): %s UTC" % _when(boot), file=out)
     print("\nJobs by state", file=out)
-    print(format_table(("state", "jobs", "first started", "last started"),
-                       [(s, n, _when(a), _when(b)) for s, n, a, b in state_rows]), file=out)
+    print(
+        format_table(
+            ("state", "jobs", "first started", "last started"),
+            [(s, n, _when(a), _when(b)) for s, n, a, b in state_rows],
+        ),
+        file=out,
+    )
     total_running = before + after + unstarted
-    print("\nRunning jobs: %d (%d started before boot, %d after, %d without started_at)"
-          % (total_running, before, after, unstarted), file=out)
+    print(
+        "\nRunning jobs: %d (%d started before boot, %d after, %d without started_at)"
+        % (total_running, before, after, unstarted),
+        file=out,
+    )
     if running:
-        print(format_table(("uuid", "started_at", "vs boot", "locked by"),
-                           [(u, _when(s), boot_side(s, boot), who) for u, s, who in running]),
-              file=out)
+        print(
+            format_table(
+                ("uuid", "started_at", "vs boot", "locked by"),
+                [(u, _when(s), boot_side(s, boot), who) for u, s, who in running],
+            ),
+            file=out,
+        )
         if total_running > len(running):
             print("... and %d more" % (total_running - len(running)), file=out)
     print("\nSlurm queue (jobs named after Arvados UUIDs)", file=out)
@@ -160,13 +175,14 @@ def show(conninfo: str, boot: datetime, max_running: int, out=None) -> None:
     elif not queue:
         print("empty", file=out)
     else:
-        print(format_table(("job id", "name", "state", "time", "user"), queue[:max_running]),
-              file=out)
+        print(format_table(("job id", "name", "state", "time", "user"), queue[:max_running]), file=out)
         if len(queue) > max_running:
             print("... and %d more" % (len(queue) - max_running), file=out)
-    print("\nValid API tokens: %d; the running jobs' dispatcher tokens: %d, "
-          "of jobs started before boot: %d" % (valid_tokens, job_tokens, job_tokens_before_boot),
-          file=out)
+    print(
+        "\nValid API tokens: %d; the running jobs' dispatcher tokens: %d, "
+        "of jobs started before boot: %d" % (valid_tokens, job_tokens, job_tokens_before_boot),
+        file=out,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -197,56 +213,66 @@ def counts(conninfo: str, boot: datetime) -> dict:
 
     queue, _ = slurm_queue()
     with psycopg.connect(conninfo) as conn:
-        before, after, unstarted, failed, queued = conn.execute(
-            COUNTS_SQL, {"boot": boot}).fetchone()
+        before, after, unstarted, failed, queued = conn.execute(COUNTS_SQL, {"boot": boot}).fetchone()
         job_tokens, _ = conn.execute(VALID_JOB_TOKENS_SQL, {"boot": boot}).fetchone()
-        started = dict(conn.execute(STARTED_AT_SQL, {
-            "uuids": [name for _, name, _, _, _ in queue or ()]}).fetchall())
+        started = dict(conn.execute(STARTED_AT_SQL, {"uuids": [name for _, name, _, _, _ in queue or ()]}).fetchall())
         found = {
-            "running_before_boot": before, "running_after_boot": after,
-            "running_unstarted": unstarted, "failed": failed, "queued": queued,
+            "running_before_boot": before,
+            "running_after_boot": after,
+            "running_unstarted": unstarted,
+            "failed": failed,
+            "queued": queued,
             "dispatch_logs": conn.execute(DISPATCH_LOGS_SQL).fetchone()[0],
             "valid_job_tokens": job_tokens,
             "valid_tokens": conn.execute(VALID_TOKENS_SQL).fetchone()[0],
         }
-    sides = [boot_side(started[name], boot) for _, name, _, _, _ in queue or ()
-             if name in started]
+    sides = [boot_side(started[name], boot) for _, name, _, _, _ in queue or () if name in started]
     found["slurm_before_boot"] = None if queue is None else sides.count("before boot")
     found["slurm_after_boot"] = None if queue is None else sides.count("after boot")
     return found
 
 
-def format_counts(now: dict, before: Optional[dict] = None) -> str:
+def format_counts(now: dict, before: dict | None = None) -> str:
     """One column of numbers, or before and after side by side."""
     if before is None:
         return format_table(("", "now"), [(label, now.get(key)) for key, label in COUNT_LABELS])
-    return format_table(("", "before", "after"),
-                        [(label, before.get(key), now.get(key)) for key, label in COUNT_LABELS])
+    return format_table(
+        ("", "before", "after"), [(label, before.get(key), now.get(key)) for key, label in COUNT_LABELS]
+    )
 
 
 # ---------------------------------------------------------------------------
 # seed-rebooted
 # ---------------------------------------------------------------------------
 
-def rebooted_spec(boot: datetime, now: datetime, seed: int, running: int,
-                  prefix: str) -> datagen.ClusterSpec:
+
+def rebooted_spec(boot: datetime, now: datetime, seed: int, running: int, prefix: str) -> datagen.ClusterSpec:
     """Running jobs started before ``boot`` and one after it (if time allows)."""
     after_boot = 1 if now - boot >= timedelta(seconds=2) else 0
     return datagen.ClusterSpec(
-        boot_time=boot, now=now, prefix=prefix, jobs=200, running=running, queued=5,
-        running_after_boot=after_boot, tasks_per_job=2, users=8, idle_users=2, seed=seed,
+        boot_time=boot,
+        now=now,
+        prefix=prefix,
+        jobs=200,
+        running=running,
+        queued=5,
+        running_after_boot=after_boot,
+        tasks_per_job=2,
+        users=8,
+        idle_users=2,
+        seed=seed,
         running_span=timedelta(hours=12),
     )
 
 
-def running_job_uuids(conninfo: str) -> List[str]:
+def running_job_uuids(conninfo: str) -> list[str]:
     import psycopg
 
     with psycopg.connect(conninfo) as conn:
         return [uuid for (uuid,) in conn.execute("SELECT uuid FROM jobs WHERE state = 'Running'")]
 
 
-def cancel_slurm_jobs_named(names: Sequence[str], scancel: str = "scancel") -> List[str]:
+def cancel_slurm_jobs_named(names: Sequence[str], scancel: str = "scancel") -> list[str]:
     """Cancel (one scancel, by job id) the queued Slurm jobs bearing these names."""
     queue, _ = slurm_queue()
     if queue is None:
@@ -254,13 +280,20 @@ def cancel_slurm_jobs_named(names: Sequence[str], scancel: str = "scancel") -> L
     wanted = set(names)
     job_ids = [job_id for job_id, name, _, _, _ in queue if name in wanted]
     if job_ids:
-        subprocess.run([scancel, *job_ids], env=datagen.slurm_environment(),
-                       capture_output=True, text=True, timeout=60, check=False)
+        subprocess.run(
+            [scancel, *job_ids],
+            env=datagen.slurm_environment(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
     return job_ids
 
 
-def seed_rebooted(conninfo: str, boot: datetime, seed: int, running: int, slurm_jobs: int,
-                  prefix: str, out=None) -> datagen.Summary:
+def seed_rebooted(
+    conninfo: str, boot: datetime, seed: int, running: int, slurm_jobs: int, prefix: str, out=None
+) -> datagen.Summary:
     spec = rebooted_spec(boot, datagen.utc_now(), seed, running, prefix)
     if slurm_jobs:
         # The previous demo's Slurm jobs would otherwise outlive its data.
@@ -270,7 +303,8 @@ def seed_rebooted(conninfo: str, boot: datetime, seed: int, running: int, slurm_
         # Lingering Slurm jobs for the jobs the reboot interrupted (and a live
         # one for the job started since, which a recovery must leave alone).
         summary.slurm_jobs = datagen.submit_slurm_jobs(
-            summary.running_after_boot + summary.running_before_boot, slurm_jobs)
+            summary.running_after_boot + summary.running_before_boot, slurm_jobs
+        )
     print(datagen.format_report(summary, timings, max_listed=5), file=out or sys.stdout)
     return summary
 
@@ -283,38 +317,36 @@ def lab_cluster_id() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--dsn", default=None,
-                        help="libpq connection string (default: the PG* environment if "
-                             "PGHOST is set, else the local lab's database)")
-    common.add_argument("--boot-time", default="btime",
-                        help="'btime' (this host's, default), '@EPOCH' or ISO 8601 UTC")
+    common.add_argument(
+        "--dsn",
+        default=None,
+        help="libpq connection string (default: the PG* environment if PGHOST is set, else the local lab's database)",
+    )
+    common.add_argument("--boot-time", default="btime", help="'btime' (this host's, default), '@EPOCH' or ISO 8601 UTC")
     parser = argparse.ArgumentParser(prog="python -m lab.demo", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    show_parser = commands.add_parser("show", parents=[common],
-                                      help="print the lab cluster's state")
-    show_parser.add_argument("--max-running", type=int, default=10,
-                             help="list at most this many running jobs and Slurm jobs "
-                                  "(default 10)")
-    seed = commands.add_parser("seed-rebooted", parents=[common],
-                               help="replace the lab data with a cluster that just rebooted")
+    show_parser = commands.add_parser("show", parents=[common], help="print the lab cluster's state")
+    show_parser.add_argument(
+        "--max-running", type=int, default=10, help="list at most this many running jobs and Slurm jobs (default 10)"
+    )
+    seed = commands.add_parser(
+        "seed-rebooted", parents=[common], help="replace the lab data with a cluster that just rebooted"
+    )
     seed.add_argument("--seed", type=int, default=2015, help="random seed (default 2015)")
     seed.add_argument("--running", type=int, default=12, help="Running jobs (default 12)")
-    seed.add_argument("--slurm-jobs", type=int, default=20,
-                      help="Slurm jobs named after running jobs, at most (default 20; "
-                           "0: none)")
-    seed.add_argument("--prefix", default=None,
-                      help="cluster prefix (default: the lab's cluster id, zzzzz)")
+    seed.add_argument(
+        "--slurm-jobs", type=int, default=20, help="Slurm jobs named after running jobs, at most (default 20; 0: none)"
+    )
+    seed.add_argument("--prefix", default=None, help="cluster prefix (default: the lab's cluster id, zzzzz)")
     counts_parser = commands.add_parser(
-        "counts", parents=[common],
-        help="the numbers a recovery changes (jobs, tokens, Slurm jobs), compact")
-    counts_parser.add_argument("--save", metavar="FILE",
-                               help="also write them to FILE (JSON), for --before later")
-    counts_parser.add_argument("--before", metavar="FILE",
-                               help="print them beside those saved in FILE")
+        "counts", parents=[common], help="the numbers a recovery changes (jobs, tokens, Slurm jobs), compact"
+    )
+    counts_parser.add_argument("--save", metavar="FILE", help="also write them to FILE (JSON), for --before later")
+    counts_parser.add_argument("--before", metavar="FILE", help="print them beside those saved in FILE")
     return parser
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     import psycopg
 
@@ -322,8 +354,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         boot = datagen.parse_time(args.boot_time)
         conninfo = datagen.lab_conninfo() if args.dsn is None else args.dsn
         if args.command == "seed-rebooted":
-            seed_rebooted(conninfo, boot, args.seed, args.running, args.slurm_jobs,
-                          args.prefix or lab_cluster_id())
+            seed_rebooted(conninfo, boot, args.seed, args.running, args.slurm_jobs, args.prefix or lab_cluster_id())
         elif args.command == "counts":
             now = counts(conninfo, boot)
             if args.save:

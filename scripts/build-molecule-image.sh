@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
-# Builds the base image of the Molecule scenarios from Debian's packages, without
-# a registry: a debootstrapped bookworm (minbase) with systemd as PID 1, Python and
-# what arvados-fail-jobs needs, imported into podman as
-# localhost/arvados-recovery-molecule:bookworm. Takes about a minute; an image that
-# exists already is kept (build once, reuse). --force builds it again.
+# Builds an image of the Molecule scenarios from Debian's packages, without a
+# registry: a debootstrapped bookworm (minbase) with systemd as PID 1, Python and
+# what arvados-fail-jobs needs, imported into podman. Two images:
+#   base     localhost/arvados-recovery-molecule:bookworm (about a minute), for
+#            the one-container scenarios;
+#   cluster  localhost/arvados-recovery-molecule-cluster:bookworm, the same plus
+#            PostgreSQL 15, munge and Slurm (slurmctld, slurmd, clients), for the
+#            `cluster` scenario (a few minutes; no daemon runs during the build,
+#            and no database cluster or munge key is made: the scenario makes them).
+# An image that exists already is kept (build once, reuse). --force builds it again.
+#
+#   scripts/build-molecule-image.sh [--force] [base|cluster]
 #
 # Environment: MOLECULE_IMAGE (image name), DEBIAN_MIRROR (default: deb.debian.org),
 # CONTAINERS_CONF (default: extensions/molecule/containers.conf).
@@ -12,22 +19,35 @@ set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
 
-image=${MOLECULE_IMAGE:-localhost/arvados-recovery-molecule:bookworm}
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 export CONTAINERS_CONF=${CONTAINERS_CONF:-$repo_root/extensions/molecule/containers.conf}
 # python3-psycopg and python3-yaml are what the boot_recovery role installs: having
 # them in the image saves an apt-get update in every converge (the role still checks).
 # systemd-analyze (in systemd) is what the roles validate their units with.
 packages=python3,python3-apt,systemd,systemd-sysv,dbus,python3-psycopg,python3-yaml
-# The image records what it was built from; a change of the list rebuilds it.
+# What the cluster image adds, installed with apt in the debootstrapped tree after a
+# policy-rc.d that keeps every daemon from starting (on the build host) meanwhile.
+cluster_packages=(postgresql-15 munge slurmctld slurmd slurm-client)
+# The image records what it was built from; a change of the lists rebuilds it.
 label=arvados-recovery.packages
 
-force=no
-case "${1:-}" in
-  --force) force=yes ;;
-  '') ;;
-  *) echo "usage: $0 [--force]" >&2; exit 2 ;;
-esac
+force=no kind=base
+for arg in "$@"; do
+  case "$arg" in
+    --force) force=yes ;;
+    base|cluster) kind=$arg ;;
+    *) echo "usage: $0 [--force] [base|cluster]" >&2; exit 2 ;;
+  esac
+done
+if [ "$kind" = cluster ]; then
+  image=${MOLECULE_IMAGE:-localhost/arvados-recovery-molecule-cluster:bookworm}
+  built_with=$packages+${cluster_packages[*]}
+  build_dir=$repo_root/.build/molecule-image-cluster
+else
+  image=${MOLECULE_IMAGE:-localhost/arvados-recovery-molecule:bookworm}
+  built_with=$packages
+  build_dir=$repo_root/.build/molecule-image
+fi
 
 missing=()
 for tool in podman debootstrap runc; do
@@ -44,14 +64,13 @@ fi
 
 if [ "$force" = no ] && podman image exists "$image"; then
   built_from=$(podman image inspect --format "{{ index .Config.Labels \"$label\" }}" "$image" 2>/dev/null || true)
-  if [ "$built_from" = "$packages" ]; then
-    echo "build-molecule-image: $image exists (packages: $packages)"
+  if [ "$built_from" = "$built_with" ]; then
+    echo "build-molecule-image: $image exists (packages: $built_with)"
     exit 0
   fi
   echo "build-molecule-image: $image was built from other packages ('$built_from'): rebuilding"
 fi
 
-build_dir=$repo_root/.build/molecule-image
 root=$build_dir/rootfs
 rm -rf "$root"
 mkdir -p "$build_dir"
@@ -64,6 +83,23 @@ if ! debootstrap --variant=minbase --include="$packages" bookworm "$root" "$mirr
   tail -n 20 "$build_dir/debootstrap.log" >&2
   echo "build-molecule-image: debootstrap failed; the whole log is $build_dir/debootstrap.log" >&2
   exit 1
+fi
+if [ "$kind" = cluster ]; then
+  echo "build-molecule-image: apt-get install ${cluster_packages[*]}"
+  # No daemon starts in the build tree; no database cluster is made (the scenario
+  # makes one at prepare, so each container has its own).
+  printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
+  chmod 0755 "$root/usr/sbin/policy-rc.d"
+  mkdir -p "$root/etc/postgresql-common/createcluster.d"
+  echo 'create_main_cluster = false' >"$root/etc/postgresql-common/createcluster.d/no-main.conf"
+  if ! { chroot "$root" apt-get update &&
+         chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get install --yes \
+           --no-install-recommends "${cluster_packages[@]}"; } >"$build_dir/apt.log" 2>&1; then
+    tail -n 20 "$build_dir/apt.log" >&2
+    echo "build-molecule-image: apt-get failed; the whole log is $build_dir/apt.log" >&2
+    exit 1
+  fi
+  rm -f "$root/usr/sbin/policy-rc.d" "$root/etc/munge/munge.key"
 fi
 # A container has no consoles to log in on and no hardware to wait for; these
 # units would only slow the boot down or fail in it.
@@ -81,6 +117,6 @@ echo "build-molecule-image: importing as $image"
 tar -C "$root" -c . | podman import \
   --change 'CMD=["/lib/systemd/systemd"]' \
   --change 'STOPSIGNAL=SIGRTMIN+3' \
-  --change "LABEL $label=$packages" \
+  --change "LABEL $label=$built_with" \
   --quiet - "$image" >/dev/null
 echo "build-molecule-image: $image built in $((SECONDS - begin)) s"

@@ -2,8 +2,18 @@
 # Installs what `make test` and `make demo` need on a Debian 12 machine, as root:
 # the Debian packages of the lab and the project virtualenv from requirements-dev.txt.
 # Every step checks first, so a second run costs a few dpkg and sha256 look-ups.
+#
+#   scripts/install-deps.sh        everything (root, for the Debian packages)
+#   scripts/install-deps.sh venv   only the project virtualenv: what `make unit` needs,
+#                                  no apt, no root (a Python 3 with its venv module)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+MODE=${1:-all}
+case "$MODE" in
+  all | venv) ;;
+  *) echo "usage: $0 [venv]" >&2; exit 2 ;;
+esac
 
 DEBIAN_PACKAGES=(
   postgresql-15        # the lab database (contrib, for pg_trgm, is part of it)
@@ -46,6 +56,11 @@ install_debian_packages() {
   apt-get install -y -qq --no-install-recommends $missing >/dev/null
 }
 
+# Debian's python3; elsewhere (make unit without root) whatever python3 is on PATH.
+base_python() {
+  if [ -x /usr/bin/python3 ]; then echo /usr/bin/python3; else command -v python3; fi
+}
+
 install_virtualenv() {
   local want have
   want=$(sha256sum requirements-dev.txt | cut -d' ' -f1)
@@ -53,7 +68,7 @@ install_virtualenv() {
   [ "$want" = "$have" ] && [ -x .venv/bin/python ] && return 0
   echo "install-deps: installing the Python tools into .venv"
   # Debian's own interpreter, so the venv sees the same Python a target host has.
-  [ -x .venv/bin/python ] || /usr/bin/python3 -m venv .venv
+  [ -x .venv/bin/python ] || "$(base_python)" -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -r requirements-dev.txt
   echo "$want" > .venv/.requirements.sha256
@@ -82,6 +97,10 @@ PY
   rm -rf "$tmp"
 }
 
+if [ "$MODE" = venv ]; then
+  install_virtualenv
+  exit 0
+fi
 install_debian_packages
 install_virtualenv
 install_molecule_collections

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Lints the collection: ansible-lint (production profile), yamllint on every
-# YAML file of the repository, and antsibull-changelog on changelogs/.
+# Lints the collection: ruff on the Python of plugins/, lab/, bench/ and tests/,
+# ansible-lint (production profile), yamllint on every YAML file of the repository,
+# the shell scripts (shellcheck), and antsibull-changelog on changelogs/.
 # Every check runs even when an earlier one fails; the exit status says whether any failed.
 set -euo pipefail
 
@@ -26,6 +27,11 @@ run() {
     fi
 }
 
+# Settings in ruff.toml; every Python file of the project, the roles' helpers and the
+# Molecule scenarios' included.
+python_dirs=(plugins lab bench tests extensions roles)
+run "ruff check" "$venv_bin/ruff" check --no-cache "${python_dirs[@]}"
+run "ruff format --check" "$venv_bin/ruff" format --check --no-cache "${python_dirs[@]}"
 run "ansible-lint --profile production" \
     "$venv_bin/ansible-lint" --profile production --nocolor
 run "yamllint" "$venv_bin/yamllint" --strict .

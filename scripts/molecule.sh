@@ -4,7 +4,8 @@
 # Exit status 0 only when every scenario passed.
 #
 # It installs nothing: it checks what the scenarios need and says what is missing.
-# It builds the base image once (scripts/build-molecule-image.sh) and reuses it.
+# It builds the images once (scripts/build-molecule-image.sh: base, and cluster for
+# the `cluster` scenario) and reuses them.
 # The lab must be up (lab/labctl.py start): the scenarios use its PostgreSQL.
 set -uo pipefail
 
@@ -41,9 +42,6 @@ if ! env -u PYTHONPATH "$venv_bin/python" lab/labctl.py status >/dev/null 2>&1; 
 fi
 
 scripts/link-collection.sh >/dev/null || exit 1
-begin=$SECONDS
-scripts/build-molecule-image.sh || exit 1
-echo "molecule: base image ready ($((SECONDS - begin)) s)"
 
 scenarios=("$@")
 if [ ${#scenarios[@]} -eq 0 ]; then
@@ -52,11 +50,31 @@ if [ ${#scenarios[@]} -eq 0 ]; then
   done
 fi
 
+# Each image is built once and reused; the cluster image only when `cluster` runs.
+images=(base)
+for scenario in "${scenarios[@]}"; do
+  [ "$scenario" = cluster ] && images+=(cluster)
+done
+for image in "${images[@]}"; do
+  begin=$SECONDS
+  scripts/build-molecule-image.sh "$image" || exit 1
+  echo "molecule: $image image ready ($((SECONDS - begin)) s)"
+done
+
+stamp() {
+  local line
+  while IFS= read -r line; do
+    printf '%(%H:%M:%S)T %s\n' -1 "$line"
+  done
+}
+
 passed=0 failed=0 report=()
 for scenario in "${scenarios[@]}"; do
   echo "== molecule test -s $scenario"
   begin=$SECONDS
-  if "$venv_bin/molecule" test -s "$scenario"; then
+  # Each line stamped with the time, so a log shows what each step took.
+  "$venv_bin/molecule" test -s "$scenario" 2>&1 | stamp
+  if [ "${PIPESTATUS[0]}" -eq 0 ]; then
     result=passed; passed=$((passed + 1))
   else
     result=FAILED; failed=$((failed + 1))

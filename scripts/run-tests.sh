@@ -2,16 +2,48 @@
 # Runs the named test stages (default: all of them) and reports each one.
 # Starts the lab when a stage needs it and stops it afterwards, even when a stage fails,
 # but only if this run started it: a lab a developer brought up by hand stays up.
+#
+# Named stages run one after the other. All of them (no argument, as `make test` runs
+# them) run in two lanes at once, because the lab stages spend much of their time waiting
+# for Slurm, PostgreSQL and systemd in containers, with one of two cores idle:
+#   lab lane:   integration, then Molecule's cluster scenario
+#   tools lane: unit, sanity, versions, lint, build, then the other Molecule scenarios
+# The tools lane's output goes to .build/test-logs/<stage>.log; every stage's log is kept
+# there, and the end of each failed stage's log is printed again after the summary.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
-ALL_STAGES=(unit integration sanity lint build molecule)
+ALL_STAGES=(unit integration sanity versions lint build molecule)
 STAGES=("$@")
-[ ${#STAGES[@]} -eq 0 ] && STAGES=("${ALL_STAGES[@]}")
+lanes=no
+if [ ${#STAGES[@]} -eq 0 ]; then
+  STAGES=("${ALL_STAGES[@]}")
+  lanes=yes
+fi
+LOG_DIR=.build/test-logs
 
 PY=.venv/bin/python
 LABCTL=(env -u PYTHONPATH "$PY" lab/labctl.py)
 started_lab=no
+
+runs_stage() {
+  local stage
+  for stage in "${STAGES[@]}"; do
+    [ "$stage" = "$1" ] && return 0
+  done
+  return 1
+}
+
+# The unit and sanity stages run on the project venv's ansible-core (2.19): when both are in
+# this call, the version stage does not run them a second time.
+versions_stage() {
+  if runs_stage unit && runs_stage sanity; then
+    echo "versions: ansible-core 2.19 is this run's unit and sanity stages"
+    VERSIONS_CORES="2.16 2.17 2.18" scripts/versions.sh
+  else
+    scripts/versions.sh
+  fi
+}
 
 needs_lab() {
   local stage
@@ -39,16 +71,51 @@ stop_lab() {
 }
 trap stop_lab EXIT
 
+# A stage, or `molecule:SCENARIO,SCENARIO` for some of Molecule's scenarios.
 run_stage() {
   case "$1" in
     unit)        .venv/bin/pytest -q tests/unit ;;
     integration) .venv/bin/pytest -q tests/integration ;;
     sanity)      scripts/sanity.sh ;;
+    versions)    versions_stage ;;
     lint)        scripts/lint.sh ;;
     build)       scripts/build-check.sh ;;
     molecule)    scripts/molecule.sh ;;
+    molecule:*)  local scenarios; IFS=, read -ra scenarios <<<"${1#molecule:}"; scripts/molecule.sh "${scenarios[@]}" ;;
     *) echo "unknown stage '$1' (stages: ${ALL_STAGES[*]})" >&2; return 2 ;;
   esac
+}
+
+# run_lane RESULTS QUIET STAGE...: each stage in turn, its output in $LOG_DIR/<stage>.log
+# (and on the terminal unless QUIET=yes); one "stage result seconds" line per stage in RESULTS.
+run_lane() {
+  local results=$1 quiet=$2 stage begin result log
+  shift 2
+  for stage in "$@"; do
+    log="$LOG_DIR/${stage//[:,]/-}.log"
+    begin=$SECONDS
+    if [[ "$stage" =~ ^(integration|molecule) ]] && [ "$lab_ok" = no ]; then
+      echo "!! the lab did not start: $stage not run" >"$log"
+      result=FAILED
+    elif [ "$quiet" = yes ]; then
+      if run_stage "$stage" >"$log" 2>&1; then result=passed; else result=FAILED; fi
+    else
+      echo "== stage: $stage"
+      if run_stage "$stage" 2>&1 | tee "$log"; then result=passed; else result=FAILED; fi
+    fi
+    echo "$stage $result $((SECONDS - begin))" >>"$results"
+  done
+}
+
+# Molecule's scenarios, the cluster apart (it goes in the lab lane).
+other_scenarios() {
+  local file names=()
+  for file in extensions/molecule/*/molecule.yml; do
+    file=${file%/molecule.yml}
+    [ "${file##*/}" = cluster ] || names+=("${file##*/}")
+  done
+  local IFS=,
+  echo "${names[*]}"
 }
 
 scripts/link-collection.sh >/dev/null
@@ -57,19 +124,40 @@ if needs_lab && ! start_lab; then
   lab_ok=no
 fi
 
-passed=0 failed=0 report=()
-for stage in "${STAGES[@]}"; do
-  echo "== stage: $stage"
-  begin=$SECONDS
-  if [[ "$stage" =~ ^(integration|molecule)$ ]] && [ "$lab_ok" = no ]; then
-    result=FAILED; echo "!! the lab did not start: $stage not run" >&2
-  elif run_stage "$stage"; then
-    result=passed
-  else
-    result=FAILED
+rm -rf "$LOG_DIR"
+mkdir -p "$LOG_DIR"
+results=$LOG_DIR/results
+if [ "$lanes" = yes ]; then
+  # Both lanes' Molecule scenarios would otherwise build the same image at once.
+  if [ "$lab_ok" = yes ]; then
+    scripts/build-molecule-image.sh base && scripts/build-molecule-image.sh cluster
   fi
-  report+=("$(printf '%-12s %-7s %4ss' "$stage" "$result" $((SECONDS - begin)))")
-  if [ "$result" = passed ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+  echo "== two lanes: integration and molecule:cluster here; unit, sanity, versions, lint,"
+  echo "   build and molecule:$(other_scenarios) alongside (logs in $LOG_DIR)"
+  run_lane "$results.tools" yes unit sanity versions lint build "molecule:$(other_scenarios)" &
+  tools_lane=$!
+  run_lane "$results.lab" no integration molecule:cluster
+  echo "== waiting for the tools lane"
+  wait "$tools_lane"
+  cat "$results.lab" "$results.tools" >"$results"
+else
+  run_lane "$results" no "${STAGES[@]}"
+fi
+
+passed=0 failed=0 report=() failed_stages=()
+while read -r stage result seconds; do
+  report+=("$(printf '%-42s %-7s %4ss' "$stage" "$result" "$seconds")")
+  if [ "$result" = passed ]; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1)); failed_stages+=("$stage")
+  fi
+done <"$results"
+
+for stage in "${failed_stages[@]}"; do
+  echo
+  echo "== the end of the failed stage $stage ($LOG_DIR/${stage//[:,]/-}.log)"
+  tail -n 80 "$LOG_DIR/${stage//[:,]/-}.log"
 done
 
 echo

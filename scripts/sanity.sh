@@ -9,17 +9,21 @@
 # (under the copy's tests/output and ~/.ansible/test) are kept between runs.
 #
 # Extra arguments are passed to ansible-test, e.g. --test pylint, -v.
+# The version stage (scripts/versions.sh) runs it with another ansible-core and Python:
+#   SANITY_VENV       the virtualenv whose ansible-test runs (default: .venv)
+#   SANITY_COPY_ROOT  where the copy lives (default: .build/sanity), one per ansible-core
+#   SANITY_PYTHON     the Python version tested (default: 3.11, Debian 12's)
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
 
-venv_bin="$repo_root/.venv/bin"
-copy_dir="$repo_root/.build/sanity/ansible_collections/arvados_ops/recovery"
-python_version=3.11
+venv_bin="$(realpath -m "${SANITY_VENV:-.venv}")/bin"
+copy_dir="$(realpath -m "${SANITY_COPY_ROOT:-.build/sanity}")/ansible_collections/arvados_ops/recovery"
+python_version="${SANITY_PYTHON:-3.11}"
 
 if [[ ! -x "$venv_bin/ansible-test" ]]; then
-    echo "sanity: $venv_bin/ansible-test is missing; install requirements-dev.txt into .venv first" >&2
+    echo "sanity: $venv_bin/ansible-test is missing; install requirements-dev.txt into .venv first (make deps)" >&2
     exit 1
 fi
 

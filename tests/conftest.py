@@ -1,4 +1,5 @@
 """Puts the repository root on sys.path: tests import `plugins.module_utils.*` and `lab.*`."""
+
 import sys
 from pathlib import Path
 

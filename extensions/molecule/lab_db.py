@@ -11,6 +11,7 @@
 Only databases named molecule_* are touched. Run with the project virtualenv's Python
 from the repository root (it imports lab/).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,14 +41,25 @@ def drop(lab: labctl.LabSettings, name: str) -> None:
 def create(lab: labctl.LabSettings, name: str, running: int, seed: int) -> dict:
     drop(lab, name)
     with psycopg.connect(**lab.superuser_connection("postgres"), autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {} OWNER {} TEMPLATE {}").format(
-            sql.Identifier(name), sql.Identifier(labctl.DB_ROLE),
-            sql.Identifier(labctl.TEMPLATE_DATABASE)))
+        admin.execute(
+            sql.SQL("CREATE DATABASE {} OWNER {} TEMPLATE {}").format(
+                sql.Identifier(name), sql.Identifier(labctl.DB_ROLE), sql.Identifier(labctl.TEMPLATE_DATABASE)
+            )
+        )
     # The boot time of a container is its host's (/proc/stat is the kernel's): jobs
     # started before it are the stale ones, whenever the container itself restarts.
-    spec = datagen.ClusterSpec(boot_time=datagen.host_boot_time(), now=datagen.utc_now(),
-                               prefix=lab.cluster_id, jobs=40, running=running, queued=3,
-                               running_after_boot=1, users=4, idle_users=1, seed=seed)
+    spec = datagen.ClusterSpec(
+        boot_time=datagen.host_boot_time(),
+        now=datagen.utc_now(),
+        prefix=lab.cluster_id,
+        jobs=40,
+        running=running,
+        queued=3,
+        running_after_boot=1,
+        users=4,
+        idle_users=1,
+        seed=seed,
+    )
     spec.validate()
     conninfo = psycopg.conninfo.make_conninfo(**lab.connection(name))
     summary, _timings = datagen.load_cluster(conninfo, spec, generation_workers=1)
@@ -63,13 +75,20 @@ def report(lab: labctl.LabSettings, name: str, uuids: list) -> dict:
     with psycopg.connect(**lab.superuser_connection(name)) as conn:
         jobs = {}
         for uuid, state, running, success, finished_at in conn.execute(
-                "SELECT uuid, state, running, success, finished_at FROM jobs WHERE uuid = ANY(%s)",
-                (uuids,)):
-            jobs[uuid] = {"state": state, "running": running, "success": success,
-                          "finished": finished_at is not None, "logs": 0}
+            "SELECT uuid, state, running, success, finished_at FROM jobs WHERE uuid = ANY(%s)", (uuids,)
+        ):
+            jobs[uuid] = {
+                "state": state,
+                "running": running,
+                "success": success,
+                "finished": finished_at is not None,
+                "logs": 0,
+            }
         for uuid, count in conn.execute(
-                "SELECT object_uuid, count(*) FROM logs WHERE object_uuid = ANY(%s) "
-                "AND event_type = 'dispatch' GROUP BY object_uuid", (uuids,)):
+            "SELECT object_uuid, count(*) FROM logs WHERE object_uuid = ANY(%s) "
+            "AND event_type = 'dispatch' GROUP BY object_uuid",
+            (uuids,),
+        ):
             jobs[uuid]["logs"] = count
         (log_rows,) = conn.execute("SELECT count(*) FROM logs").fetchone()
     return {"jobs": jobs, "log_rows": log_rows}

@@ -17,7 +17,7 @@ options:
     description:
       - Arvados cluster configuration to read the database settings from,
         C(Clusters.<id>.PostgreSQL.Connection) (C(host), C(port), C(user), C(password),
-        C(dbname), C(sslmode)).
+        C(dbname), C(sslmode), C(sslrootcert)).
       - When neither O(config_file) nor O(database_yml) is given,
         V(/etc/arvados/config.yml) is read if it exists. If it does not exist, or has
         no C(PostgreSQL.Connection) for the cluster, V(/etc/arvados/api/database.yml)
@@ -37,7 +37,7 @@ options:
     description:
       - The database settings file of older Arvados API servers, section
         C(production) (C(database), C(username), C(password), C(host), C(port),
-        C(sslmode)), for example V(/etc/arvados/api/database.yml).
+        C(sslmode), C(sslrootcert)), for example V(/etc/arvados/api/database.yml).
       - Values written with ERB (C(<%= ENV['PGPASSWORD'] %>)) are refused unless a
         C(db_*) option replaces them; a file with ERB code (C(<% if ... %>)) is
         refused whole. Only Rails can evaluate ERB.
@@ -52,33 +52,49 @@ options:
         an empty string counts as not given.
       - Unset everywhere, libpq's default applies (E(PGHOST), then the local socket).
     type: str
+    aliases: [login_host]
   db_port:
     description:
       - Database port, from 1 to 65535 (for example V(5432)).
       - Unset everywhere, libpq's default applies (E(PGPORT), then 5432).
     type: int
+    aliases: [login_port, port]
   db_name:
     description:
       - Database name, for example V(arvados_production).
       - Required unless the settings file gives it.
     type: str
+    aliases: [login_db]
   db_user:
     description:
       - Database user, for example V(arvados).
       - Unset everywhere, libpq's default applies (E(PGUSER), then the login name).
     type: str
+    aliases: [login_user]
   db_password:
     description:
       - Database password. It never appears in output, errors or logs
         (C(no_log)).
       - Unset everywhere, libpq looks in E(PGPASSWORD) and C(~/.pgpass).
     type: str
+    aliases: [login_password]
   db_sslmode:
     description:
       - libpq C(sslmode) for the connection, for example V(verify-full).
       - Unset everywhere, libpq's default applies (E(PGSSLMODE), then V(prefer)).
     type: str
     choices: [disable, allow, prefer, require, verify-ca, verify-full]
+    aliases: [ssl_mode]
+  db_ca_cert:
+    description:
+      - File of the certificate authorities the server's certificate must chain to, for
+        O(db_sslmode=verify-ca) and O(db_sslmode=verify-full) (libpq C(sslrootcert)), for
+        example V(/etc/ssl/certs/arvados-db-ca.pem). It is read on the host the module
+        runs on.
+      - Unset everywhere, libpq's default applies (E(PGSSLROOTCERT), then
+        C(~/.postgresql/root.crt)).
+    type: path
+    aliases: [ca_cert, ssl_rootcert]
   db_connect_timeout:
     description:
       - Seconds to wait for each attempt to connect, at least 1.

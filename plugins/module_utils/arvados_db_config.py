@@ -9,9 +9,10 @@ Sources, per key, the later winning:
 1. One settings file, chosen like this:
 
    * ``config_file`` given: that file, ``Clusters.<id>.PostgreSQL.Connection``
-     (``host``, ``port``, ``user``, ``password``, ``dbname``, ``sslmode``).
+     (``host``, ``port``, ``user``, ``password``, ``dbname``, ``sslmode``,
+     ``sslrootcert``).
    * ``database_yml`` given: that file, section ``production`` (``database``,
-     ``username``, ``password``, ``host``, ``port``, ``sslmode``).
+     ``username``, ``password``, ``host``, ``port``, ``sslmode``, ``sslrootcert``).
    * neither given: ``/etc/arvados/config.yml`` if it exists; if that file has no
      ``PostgreSQL.Connection`` for the cluster (an older cluster in the middle of
      its move to config.yml), or does not exist, ``/etc/arvados/api/database.yml``
@@ -22,7 +23,7 @@ Sources, per key, the later winning:
    only makes sense with config.yml. A file that was named or found but cannot be
    read is an error, never silently skipped.
 2. The explicit options ``db_host``, ``db_port``, ``db_name``, ``db_user``,
-   ``db_password``, ``db_sslmode``, ``db_connect_timeout``. An empty string
+   ``db_password``, ``db_sslmode``, ``db_ca_cert``, ``db_connect_timeout``. An empty string
    counts as not given, as an empty value does in Arvados' own config.
 
 A database name is required in the end. Host, port, user and password may all be
@@ -61,30 +62,52 @@ REDACTED = "********"
 # and the command (argparse flags). ``help`` is for the command only.
 CONNECTION_OPTIONS: Dict[str, Dict[str, Any]] = {
     "config_file": {
-        "type": "path", "default": None,
+        "type": "path",
+        "default": None,
         "help": "Arvados config.yml to read Clusters.<id>.PostgreSQL.Connection from "
-                "(default: %s if it exists; '' to skip)" % DEFAULT_CONFIG_FILE,
+        "(default: %s if it exists; '' to skip)" % DEFAULT_CONFIG_FILE,
     },
     "cluster_id": {
-        "type": "str", "default": None,
+        "type": "str",
+        "default": None,
         "help": "cluster in config.yml, needed when it defines several",
     },
     "database_yml": {
-        "type": "path", "default": None,
+        "type": "path",
+        "default": None,
         "help": "older clusters' database.yml, section production "
-                "(default: %s if config.yml is missing; '' to skip)" % DEFAULT_DATABASE_YML,
+        "(default: %s if config.yml is missing; '' to skip)" % DEFAULT_DATABASE_YML,
     },
-    "db_host": {"type": "str", "default": None, "help": "database host or socket directory"},
-    "db_port": {"type": "int", "default": None, "help": "database port"},
-    "db_name": {"type": "str", "default": None, "help": "database name"},
-    "db_user": {"type": "str", "default": None, "help": "database user"},
+    # The aliases are community.postgresql's names, which Ansible users know; the modules
+    # take them, the command's flags and options file only the names.
+    "db_host": {"type": "str", "default": None, "aliases": ["login_host"], "help": "database host or socket directory"},
+    "db_port": {"type": "int", "default": None, "aliases": ["login_port", "port"], "help": "database port"},
+    "db_name": {"type": "str", "default": None, "aliases": ["login_db"], "help": "database name"},
+    "db_user": {"type": "str", "default": None, "aliases": ["login_user"], "help": "database user"},
     "db_password": {
-        "type": "str", "default": None, "no_log": True,
+        "type": "str",
+        "default": None,
+        "no_log": True,
+        "aliases": ["login_password"],
         "help": "database password (prefer PGPASSWORD or ~/.pgpass: command lines are visible to all)",
     },
-    "db_sslmode": {"type": "str", "default": None, "choices": list(SSLMODES), "help": "libpq sslmode"},
+    "db_sslmode": {
+        "type": "str",
+        "default": None,
+        "choices": list(SSLMODES),
+        "aliases": ["ssl_mode"],
+        "help": "libpq sslmode",
+    },
+    "db_ca_cert": {
+        "type": "path",
+        "default": None,
+        "aliases": ["ca_cert", "ssl_rootcert"],
+        "help": "CA certificate(s) the server's must chain to under sslmode verify-ca or verify-full "
+        "(libpq sslrootcert)",
+    },
     "db_connect_timeout": {
-        "type": "int", "default": DEFAULT_CONNECT_TIMEOUT,
+        "type": "int",
+        "default": DEFAULT_CONNECT_TIMEOUT,
         "help": "seconds to wait for each connection attempt",
     },
 }
@@ -98,25 +121,23 @@ _OPTION_TO_LIBPQ = {
     "db_user": "user",
     "db_password": "password",
     "db_sslmode": "sslmode",
+    "db_ca_cert": "sslrootcert",
     "db_connect_timeout": "connect_timeout",
 }
-_CONFIG_YML_KEYS = {key: key for key in ("host", "port", "user", "password", "dbname", "sslmode")}
+_CONFIG_YML_KEYS = {key: key for key in ("host", "port", "user", "password", "dbname", "sslmode", "sslrootcert")}
 _DATABASE_YML_KEYS = {
-    "host": "host", "port": "port", "username": "user", "password": "password",
-    "database": "dbname", "sslmode": "sslmode",
+    "host": "host",
+    "port": "port",
+    "username": "user",
+    "password": "password",
+    "database": "dbname",
+    "sslmode": "sslmode",
+    "sslrootcert": "sslrootcert",
 }
 _LIBPQ_TO_OPTION = {libpq: option for option, libpq in _OPTION_TO_LIBPQ.items()}
 _ERB_CODE = re.compile(r"<%(?![=%#])")
 _CLUSTER_ID = re.compile(r"[a-z0-9]{5}")
 _NO_FILE = "options"
-
-
-def connection_argument_spec() -> Dict[str, Dict[str, Any]]:
-    """The options as an Ansible ``argument_spec`` fragment."""
-    return {
-        name: {key: value for key, value in spec.items() if key != "help"}
-        for name, spec in CONNECTION_OPTIONS.items()
-    }
 
 
 @dataclass(frozen=True)
@@ -130,14 +151,21 @@ class DatabaseSettings:
     user: Optional[str] = None
     password: Optional[str] = field(default=None, repr=False)
     sslmode: Optional[str] = None
+    sslrootcert: Optional[str] = None
     connect_timeout: int = DEFAULT_CONNECT_TIMEOUT
 
     def as_psycopg_kwargs(self) -> Dict[str, Any]:
         """Keyword arguments for ``psycopg.connect()``; unset ones are left to libpq."""
         kwargs = {
-            "dbname": self.dbname, "host": self.host, "port": self.port, "user": self.user,
-            "password": self.password, "sslmode": self.sslmode,
-            "connect_timeout": self.connect_timeout, "application_name": APPLICATION_NAME,
+            "dbname": self.dbname,
+            "host": self.host,
+            "port": self.port,
+            "user": self.user,
+            "password": self.password,
+            "sslmode": self.sslmode,
+            "sslrootcert": self.sslrootcert,
+            "connect_timeout": self.connect_timeout,
+            "application_name": APPLICATION_NAME,
         }
         return {key: value for key, value in kwargs.items() if value is not None}
 
@@ -292,7 +320,8 @@ def _database_yml_values(path: str) -> Tuple[Dict[str, Any], str]:
 
 def _refuse_erb_code(text: str, path: str) -> None:
     lines = [
-        str(number) for number, line in enumerate(text.splitlines(), 1)
+        str(number)
+        for number, line in enumerate(text.splitlines(), 1)
         if not line.lstrip().startswith("#") and _ERB_CODE.search(line)
     ]
     if lines:
@@ -328,6 +357,7 @@ def _settings_from_values(values: Dict[str, Any], source: str) -> DatabaseSettin
         user=_optional_text(values.get("user")),
         password=_optional_text(values.get("password")),
         sslmode=_sslmode(values.get("sslmode"), source),
+        sslrootcert=_optional_text(values.get("sslrootcert")),
         connect_timeout=_connect_timeout(values.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT)),
     )
 
@@ -336,7 +366,8 @@ def _refuse_erb_values(values: Mapping[str, Any]) -> None:
     erb_keys = [key for key, value in values.items() if isinstance(value, _ErbValue)]
     if erb_keys:
         raise ConfigError(
-            "%s computed with ERB (<%%= %%>), which only Rails can run; give %s instead" % (
+            "%s computed with ERB (<%%= %%>), which only Rails can run; give %s instead"
+            % (
                 ", ".join(values[key].key_path for key in erb_keys),
                 ", ".join(_LIBPQ_TO_OPTION[key] for key in erb_keys),
             )

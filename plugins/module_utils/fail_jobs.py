@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: Contributors to the arvados_ops.recovery collection
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Fail or requeue the Arvados jobs a reboot left ``Running``, directly in PostgreSQL.
 
 This is the engine behind the ``arvados_fail_jobs`` module and the ``arvados-fail-jobs``
@@ -9,10 +10,9 @@ options, and optionally a function that makes the jobs' Slurm jobs absent.
 
 How a run goes:
 
-1. One scan of ``jobs`` for ``state = 'Running'`` (there is no index on ``state``, so any
-   filter on it reads the table; one scan is the least a run can cost), streamed on a
-   connection of its own while another does the work: memory does not grow with the
-   number of jobs.
+1. The ``Running`` jobs are listed by the index on ``finished_at`` (see SQL_RUNNING), into
+   a cursor the server keeps (WITH HOLD), fetched a batch at a time: no snapshot lives
+   across batches and memory does not grow with the number of jobs.
 2. Jobs that started at or after the threshold (``before``) are exempt and reported,
    never touched. A ``Running`` job with no ``started_at`` is an inconsistent row: without
    ``before`` it qualifies like every ``Running`` job; with ``before`` nothing shows that it
@@ -21,13 +21,18 @@ How a run goes:
    cannot be told from the user's other tokens, so none is revoked for it.
 3. Per batch: the Slurm jobs named after the batch's job UUIDs are made absent first (a
    job must not go on running behind a ``Failed`` or re-``Queued`` row); then one
-   transaction locks the rows, re-checks that each job is still ``Running`` and still
-   qualifies (others are reported as skipped), revokes the jobs' tokens, updates the jobs,
-   deletes their tasks (retry), inserts one ``logs`` row per job and notifies
-   ``logs`` listeners. Killing the process at any instant leaves every job either untouched
-   or completely done; a rerun finishes the rest and changes nothing that is done.
+   transaction locks the rows it can (a row another transaction holds is skipped and
+   tried again after the other batches, for at most ``row_lock_wait``), re-checks that
+   each job is still ``Running`` and still qualifies (others are reported as skipped),
+   revokes the jobs' tokens, updates the jobs, deletes their tasks (retry), inserts one
+   ``logs`` row per job and notifies ``logs`` listeners. Killing the process at any
+   instant leaves every job either untouched or completely done; a rerun finishes the
+   rest and changes nothing that is done.
 4. Check mode runs the same reads and no write, so it predicts the jobs, tokens and Slurm
-   jobs a real run would touch.
+   jobs a real run would touch (not which rows another transaction will hold locked).
+5. Live (other sessions on the database, or ``live: true``), the batches merge the trigram
+   index's pending list as it outgrows the server's limit, so that the API server's writes
+   do not pay for the run's merges; at boot the run lets the list grow and merges it once.
 
 A session-level advisory lock keeps two runs (the boot unit and a playbook) apart.
 """
@@ -36,47 +41,88 @@ from __future__ import annotations
 
 import bisect
 import json
+import math
 import time
+from datetime import datetime
+from typing import NamedTuple, Optional
 
+from .arvados_db_config import APPLICATION_NAME
 from .errors import RecoveryError
 from .fail_jobs_threshold import EXEMPT, QUALIFIES, classify_running_job
 from .uuids import JOB_UUID_RE, LOG_INFIX, new_uuid, system_user_uuid
 
-JOB_STATE_RUNNING = 'Running'
-JOB_STATE_FAILED = 'Failed'
-JOB_STATE_QUEUED = 'Queued'
+JOB_STATE_RUNNING = "Running"
+JOB_STATE_FAILED = "Failed"
+JOB_STATE_QUEUED = "Queued"
+
+# The engine's defaults: CleanupOptions' own, and, through fail_jobs_run's option table,
+# the module's, the command's and (by a test) the documentation's.
+DEFAULT_BATCH_SIZE = 1000
+DEFAULT_LOCK_WAIT = 60.0
+DEFAULT_ROW_LOCK_WAIT = 10.0
+DEFAULT_LIVE = "auto"
 
 DEFAULT_FAIL_MESSAGE = (
-    'This job was left Running when its server went down (reboot or crash); '
-    'nothing was watching it any more, so arvados_ops.recovery marked it Failed.'
+    "This job was left Running when its server went down (reboot or crash); "
+    "nothing was watching it any more, so arvados_ops.recovery marked it Failed."
 )
 DEFAULT_RETRY_MESSAGE = (
-    'This job was left Running when its server went down (reboot or crash); '
-    'nothing was watching it any more, so arvados_ops.recovery put it back in the queue.'
+    "This job was left Running when its server went down (reboot or crash); "
+    "nothing was watching it any more, so arvados_ops.recovery put it back in the queue."
 )
 
 # Any fixed 64-bit number works, as long as every run of this collection uses the same one
 # and no other program picks it: 'arvados-fail-jobs' read as ASCII, folded to 63 bits.
-ADVISORY_LOCK_KEY = int.from_bytes(b'arvfailj', 'big') & 0x7FFFFFFFFFFFFFFF
+ADVISORY_LOCK_KEY = int.from_bytes(b"arvfailj", "big") & 0x7FFFFFFFFFFFFFFF
 
 # What the cleanup reads or writes. The 2017 schema and today's both have all of it.
 REQUIRED_COLUMNS = {
-    'jobs': (
-        'uuid', 'owner_uuid', 'state', 'running', 'success', 'created_at', 'started_at',
-        'finished_at', 'cancelled_at', 'modified_at', 'updated_at', 'modified_by_user_uuid',
-        'modified_by_client_uuid', 'is_locked_by_uuid', 'log', 'output', 'tasks_summary',
+    "jobs": (
+        "uuid",
+        "owner_uuid",
+        "state",
+        "running",
+        "success",
+        "created_at",
+        "started_at",
+        "finished_at",
+        "cancelled_at",
+        "modified_at",
+        "updated_at",
+        "modified_by_user_uuid",
+        "modified_by_client_uuid",
+        "is_locked_by_uuid",
+        "log",
+        "output",
+        "tasks_summary",
     ),
-    'job_tasks': ('job_uuid',),
-    'logs': (
-        'id', 'uuid', 'owner_uuid', 'modified_by_client_uuid', 'modified_by_user_uuid',
-        'object_uuid', 'object_owner_uuid', 'event_at', 'event_type', 'summary',
-        'properties', 'created_at', 'updated_at', 'modified_at',
+    "job_tasks": ("job_uuid",),
+    "logs": (
+        "id",
+        "uuid",
+        "owner_uuid",
+        "modified_by_client_uuid",
+        "modified_by_user_uuid",
+        "object_uuid",
+        "object_owner_uuid",
+        "event_at",
+        "event_type",
+        "summary",
+        "properties",
+        "created_at",
+        "updated_at",
+        "modified_at",
     ),
-    'api_client_authorizations': (
-        'uuid', 'api_client_id', 'user_id', 'expires_at', 'created_at', 'updated_at',
+    "api_client_authorizations": (
+        "uuid",
+        "api_client_id",
+        "user_id",
+        "expires_at",
+        "created_at",
+        "updated_at",
     ),
-    'users': ('id', 'uuid'),
-    'containers': ('auth_uuid',),
+    "users": ("id", "uuid"),
+    "containers": ("auth_uuid",),
 }
 
 # Arvados stores UTC in `timestamp without time zone`; the database's own clock decides
@@ -85,11 +131,29 @@ SQL_NOW_UTC = "(now() AT TIME ZONE 'UTC')"
 
 # Ordered by user, then start: a batch then holds the jobs of few users over a short time,
 # which keeps the token look-up of each batch to few users' tokens.
+#
+# No index leads with `state` (it is the 16th column of jobs_search_index), so `state =
+# 'Running'` alone reads the whole table. But every Running job Arvados wrote has no
+# `finished_at`, `finished_at` has its own btree index (index_jobs_on_finished_at, in
+# structure.sql from 1.4.3 to 3.2.1) and btree indexes hold NULLs: `finished_at IS NULL`
+# reads the unfinished jobs only. A Running row with `finished_at` set is an inconsistent
+# row this path cannot see; `uuids` (by the uuid index) and `full_scan` (the whole table)
+# see it, and such rows are reported in `running_with_finished_at`.
 SQL_RUNNING = """
-    SELECT uuid, started_at FROM jobs
-    WHERE state = 'Running' AND (%(uuids)s::text[] IS NULL OR uuid = ANY(%(uuids)s::text[]))
+    SELECT uuid, started_at, finished_at FROM jobs
+    WHERE state = 'Running' AND {where}
     ORDER BY is_locked_by_uuid, started_at, uuid
 """
+WHERE_UNFINISHED = "finished_at IS NULL"
+WHERE_UUIDS = "uuid = ANY(%(uuids)s::text[])"
+WHERE_ALL = "true"
+
+# The list is read through a cursor WITH HOLD declared outside any transaction: PostgreSQL
+# runs the query at once, keeps the result on the server and ends the snapshot, and each
+# page is then fetched in a transaction of its own. No snapshot of the run lives longer
+# than a page or a batch (a long one would hold back vacuum's horizon for every table of
+# the database), and the client's memory stays one page.
+LISTING_CURSOR = "arvados_fail_jobs_running"
 
 # Per batch, the jobs that still qualify. The condition is classify_running_job's, checked
 # again by the database: a job that finished, or restarted after the threshold, since it
@@ -98,17 +162,41 @@ SQL_QUALIFYING = """
     j.uuid = ANY(%(uuids)s::text[]) AND j.state = 'Running'
     AND (%(threshold)s::timestamp IS NULL OR j.started_at < %(threshold)s::timestamp)
 """
-BATCH_COLUMNS = ('uuid', 'owner_uuid', 'created_at', 'started_at', 'is_locked_by_uuid')
+
+
+class BatchJob(NamedTuple):
+    """A job of a batch, as the batch's statement returns it (before it was changed)."""
+
+    uuid: str
+    owner_uuid: str
+    created_at: datetime
+    started_at: Optional[datetime]
+    # The dispatcher's user, whose token the job ran with.
+    is_locked_by_uuid: Optional[str]
+
+
+BATCH_COLUMNS = BatchJob._fields
 
 
 def batch_columns(alias):
-    return ', '.join('%s.%s' % (alias, column) for column in BATCH_COLUMNS)
+    return ", ".join("%s.%s" % (alias, column) for column in BATCH_COLUMNS)
 
 
-SQL_BATCH_JOBS = 'SELECT {columns} FROM jobs j WHERE {where}'.format(
-    columns=batch_columns('j'), where=SQL_QUALIFYING)
+SQL_BATCH_JOBS = "SELECT {columns} FROM jobs j WHERE {where}".format(columns=batch_columns("j"), where=SQL_QUALIFYING)
 
-SQL_USER_IDS = 'SELECT uuid, id FROM users WHERE uuid = ANY(%(uuids)s::text[])'
+# Row locks: a batch never waits for a job row another transaction holds (an API request
+# updating that job, a SELECT ... FOR UPDATE): SKIP LOCKED takes the rows it can and the
+# others are tried again after the other batches, for at most `row_lock_wait` seconds.
+# Waiting on the row instead (lock_timeout for the batch) would hold the batch's other
+# rows, and so stall the API server's writes to those jobs, as long as it waited, and a
+# timeout would roll back the whole batch without telling which row was locked. Other
+# locks (tokens, a table locked by a migration) are bounded by lock_timeout for the batch.
+SQL_LOCK_JOBS = SQL_BATCH_JOBS + " FOR UPDATE OF j SKIP LOCKED"
+SQL_STILL_QUALIFYING = "SELECT j.uuid FROM jobs j WHERE " + SQL_QUALIFYING
+# lock_not_available: a lock waited for longer than lock_timeout.
+SQLSTATE_LOCK_TIMEOUT = "55P03"
+
+SQL_USER_IDS = "SELECT uuid, id FROM users WHERE uuid = ANY(%(uuids)s::text[])"
 
 # A job's token, as the dispatcher made it: for the user of `is_locked_by_uuid`, by no API
 # client (0), without expiry, created between the job's creation and its start. A token a
@@ -141,9 +229,10 @@ SQL_FAIL_JOBS = """
         finished_at = COALESCE(j.finished_at, {now}),
         modified_at = {now}, updated_at = {now},
         modified_by_user_uuid = %(system_user)s, modified_by_client_uuid = NULL
-    WHERE {where}
+    FROM (SELECT j.uuid FROM jobs j WHERE {where} FOR UPDATE OF j SKIP LOCKED) AS l
+    WHERE j.uuid = l.uuid
     RETURNING {columns}
-""".format(now=SQL_NOW_UTC, where=SQL_QUALIFYING, columns=batch_columns('j'))
+""".format(now=SQL_NOW_UTC, where=SQL_QUALIFYING, columns=batch_columns("j"))
 
 # Arvados' model forbids Running -> Queued, so a retry writes the row as a new job's. It
 # empties started_at and is_locked_by_uuid, which the token look-up needs: they are read
@@ -155,12 +244,11 @@ SQL_REQUEUE_JOBS = """
         modified_at = {now}, updated_at = {now},
         modified_by_user_uuid = %(system_user)s, modified_by_client_uuid = NULL
     FROM ({batch}) AS o
-    WHERE j.uuid = o.uuid AND {where}
+    WHERE j.uuid = o.uuid
     RETURNING {columns}
-""".format(now=SQL_NOW_UTC, batch=SQL_BATCH_JOBS, where=SQL_QUALIFYING,
-           columns=batch_columns('o'))
+""".format(now=SQL_NOW_UTC, batch=SQL_LOCK_JOBS, columns=batch_columns("o"))
 
-SQL_DELETE_TASKS = 'DELETE FROM job_tasks WHERE job_uuid = ANY(%(uuids)s::text[])'
+SQL_DELETE_TASKS = "DELETE FROM job_tasks WHERE job_uuid = ANY(%(uuids)s::text[])"
 
 SQL_INSERT_LOGS = """
     WITH inserted AS (
@@ -186,8 +274,8 @@ SQL_INSERT_LOGS = """
 # has the server's own limit again, so its first insert merges what the run left pending
 # and the API server's next write does not inherit the merge. Settings are only raised,
 # and only for the batch's transaction.
-BULK_SETTINGS_KB = (('gin_pending_list_limit', 262144), ('work_mem', 65536))
-LAST_BATCH_KEEPS = ('gin_pending_list_limit',)
+BULK_SETTINGS_KB = (("gin_pending_list_limit", 262144), ("work_mem", 65536))
+LAST_BATCH_KEEPS = ("gin_pending_list_limit",)
 
 SQL_SETTINGS_KB = """
     SELECT name, setting::bigint FROM pg_settings
@@ -200,6 +288,27 @@ SQL_SET_LOCAL = """
 """
 
 
+# Live (the API server up), the batches keep the server's limit: the API server's writes
+# to jobs insert into the same pending list with the server's limit, and the first of them
+# to find the list longer than that merges all of it inside its own statement. A list the
+# run had let grow would so be merged, at the run's cost, by an API request. Measured
+# (bench/README.md), that made the API's updates of jobs wait for seconds; a third session
+# merging beside the run (gin_clean_pending_list) chased the list's tail for minutes with
+# a snapshot open. At boot nobody else writes and the run keeps the list to itself.
+
+# Seconds between batches when live, unless batch_pause says otherwise: with it the API
+# server's updates of jobs kept their p99 within twice the p99 before the run, in the
+# benchmark (bench/README.md, "arvados_fail_jobs on a live cluster").
+LIVE_BATCH_PAUSE = 0.2
+
+# Other sessions on the database than this run's own: the API server's (or a person's).
+SQL_OTHER_SESSIONS = """
+    SELECT count(*) FROM pg_stat_activity
+    WHERE datname = current_database() AND pid <> pg_backend_pid()
+      AND backend_type = 'client backend' AND application_name <> %(ours)s
+"""
+
+
 def bulk_settings(server_kb, last_batch):
     """The settings (name -> value) a writing batch raises, given the server's, in kB."""
     raised = {}
@@ -207,7 +316,7 @@ def bulk_settings(server_kb, last_batch):
         if last_batch and name in LAST_BATCH_KEEPS:
             continue
         if name in server_kb and server_kb[name] < wanted:
-            raised[name] = '%dkB' % wanted
+            raised[name] = "%dkB" % wanted
     return raised
 
 
@@ -224,12 +333,26 @@ def with_last(items):
     yield previous, True
 
 
-class CleanupOptions(object):
+class CleanupOptions:
     """What a cleanup does. Validated on creation, before anything is read or written."""
 
-    def __init__(self, threshold=None, uuids=None, retry=False,
-                 revoke_tokens=True, message=None, batch_size=1000, lock_wait=30.0,
-                 check_mode=False, diff=False, keep_uuids=True):
+    def __init__(
+        self,
+        threshold=None,
+        uuids=None,
+        retry=False,
+        revoke_tokens=True,
+        message=None,
+        batch_size=DEFAULT_BATCH_SIZE,
+        lock_wait=DEFAULT_LOCK_WAIT,
+        check_mode=False,
+        diff=False,
+        keep_uuids=True,
+        row_lock_wait=DEFAULT_ROW_LOCK_WAIT,
+        full_scan=False,
+        live=DEFAULT_LIVE,
+        batch_pause=None,
+    ):
         self.threshold = threshold
         self.uuids = None if uuids is None else sorted(set(uuids))
         self.retry = bool(retry)
@@ -237,19 +360,25 @@ class CleanupOptions(object):
         self.message = message or (DEFAULT_RETRY_MESSAGE if retry else DEFAULT_FAIL_MESSAGE)
         self.batch_size = batch_size
         self.lock_wait = lock_wait
+        self.row_lock_wait = row_lock_wait
+        self.full_scan = bool(full_scan)
+        self.live = live
+        self.batch_pause = batch_pause
         self.check_mode = bool(check_mode)
         self.diff = bool(diff)
         self.keep_uuids = bool(keep_uuids or diff)
         self._validate()
 
     def _validate(self):
-        if not isinstance(self.batch_size, int) or isinstance(self.batch_size, bool) \
-                or self.batch_size < 1:
-            raise RecoveryError('batch_size must be a positive integer, got %r' % (self.batch_size,))
-        if self.lock_wait < 0:
-            raise RecoveryError('lock_wait must not be negative, got %r' % (self.lock_wait,))
+        check_positive_int("batch_size", self.batch_size)
+        check_seconds("lock_wait", self.lock_wait)
+        check_seconds("row_lock_wait", self.row_lock_wait)
+        if self.batch_pause is not None:
+            check_seconds("batch_pause", self.batch_pause)
+        if self.live not in ("auto", True, False):
+            raise RecoveryError("live must be auto, true or false, got %r" % (self.live,))
         if not self.message.strip():
-            raise RecoveryError('message must not be empty')
+            raise RecoveryError("message must not be empty")
         if self.uuids is not None:
             check_job_uuids(self.uuids)
 
@@ -258,14 +387,34 @@ class CleanupOptions(object):
         return JOB_STATE_QUEUED if self.retry else JOB_STATE_FAILED
 
 
+def check_seconds(name, value, positive=False):
+    """`value` as float seconds, or a RecoveryError in the one style every option's check
+    uses: nan and inf are refused (a wait of inf never ends, and nan compares false to
+    every deadline, so it would retry without a pause), and negatives."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise RecoveryError("%s must be a finite number, got %r" % (name, value))
+    if value < 0:
+        raise RecoveryError("%s must not be negative, got %r" % (name, value))
+    if positive and value == 0:
+        raise RecoveryError("%s must be above 0, got %r" % (name, value))
+    return float(value)
+
+
+def check_positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise RecoveryError("%s must be a positive integer, got %r" % (name, value))
+    return value
+
+
 def check_job_uuids(uuids):
     bad = [u for u in uuids if not isinstance(u, str) or not JOB_UUID_RE.match(u)]
     if bad:
-        raise RecoveryError('not Arvados job UUIDs (<prefix>-8i9sb-<15 chars>): %s'
-                            % ', '.join(repr(u) for u in bad[:10]))
+        raise RecoveryError(
+            "not Arvados job UUIDs (<prefix>-8i9sb-<15 chars>): %s" % ", ".join(repr(u) for u in bad[:10])
+        )
 
 
-class Tally(object):
+class Tally:
     """A count of UUIDs and, when `keep` is true, the UUIDs themselves.
 
     The command's summary needs only the counts, so a run over a million jobs keeps its
@@ -289,7 +438,7 @@ class Tally(object):
         return sorted(self.items or ())
 
 
-class CleanupResult(object):
+class CleanupResult:
     """What a run did (or, in check mode, would do), gathered batch by batch."""
 
     def __init__(self, options):
@@ -302,8 +451,14 @@ class CleanupResult(object):
         # Few by nature (started after a reboot, or inconsistent rows): always listed.
         self.exempt = []
         self.unstarted = []
+        self.finished_set = []
+        # Jobs another transaction kept locked for longer than row_lock_wait: few by nature.
+        self.locked = []
         self.slurm = {}
         self.batches = 0
+        self.live = None
+        # Lines for the command's progress, said and emptied at each progress call.
+        self.notes = []
 
     @property
     def changed(self):
@@ -318,28 +473,33 @@ class CleanupResult(object):
         opts = self.options
         done = self.done_jobs.as_list()
         result = {
-            'changed': self.changed,
-            'threshold': None if opts.threshold is None else opts.threshold.to_iso8601(),
-            'threshold_source': None if opts.threshold is None else opts.threshold.source,
-            'requeued_jobs' if opts.retry else 'failed_jobs': done,
-            'exempt': {'count': len(self.exempt), 'uuids': sorted(self.exempt)},
-            'no_started_at': sorted(self.unstarted),
+            "changed": self.changed,
+            "threshold": None if opts.threshold is None else opts.threshold.to_iso8601(),
+            "threshold_source": None if opts.threshold is None else opts.threshold.source,
+            "requeued_jobs" if opts.retry else "failed_jobs": done,
+            "exempt": {"count": len(self.exempt), "uuids": sorted(self.exempt)},
+            "no_started_at": sorted(self.unstarted),
             # Not `skipped`: Ansible reads that key of a result as "the task was skipped".
-            'skipped_jobs': self.skipped.as_list(),
-            'revoked_tokens': self.revoked_tokens.as_list(),
-            'log_uuids': self.log_uuids.as_list(),
-            'counts': {
-                'jobs': self.done_jobs.count, 'skipped_jobs': self.skipped.count,
-                'revoked_tokens': self.revoked_tokens.count, 'logs': self.log_uuids.count,
+            "skipped_jobs": self.skipped.as_list(),
+            "locked_jobs": sorted(self.locked),
+            "running_with_finished_at": sorted(self.finished_set),
+            "revoked_tokens": self.revoked_tokens.as_list(),
+            "log_uuids": self.log_uuids.as_list(),
+            "counts": {
+                "jobs": self.done_jobs.count,
+                "skipped_jobs": self.skipped.count,
+                "revoked_tokens": self.revoked_tokens.count,
+                "logs": self.log_uuids.count,
             },
-            'slurm': dict(self.slurm),
-            'batches': self.batches,
+            "slurm": dict(self.slurm),
+            "batches": self.batches,
+            "live": self.live,
         }
         if opts.diff:
             after = opts.target_state
-            result['diff'] = {
-                'before': ''.join('%s: %s\n' % (u, JOB_STATE_RUNNING) for u in done),
-                'after': ''.join('%s: %s\n' % (u, after) for u in done),
+            result["diff"] = {
+                "before": "".join("%s: %s\n" % (u, JOB_STATE_RUNNING) for u in done),
+                "after": "".join("%s: %s\n" % (u, after) for u in done),
             }
         return result
 
@@ -360,7 +520,7 @@ def merge_slurm_results(results):
     return merged
 
 
-class JobWindows(object):
+class JobWindows:
     """The time windows [created_at, started_at] of jobs, by user, for telling whether an
     instant falls inside one of a user's windows in O(log n).
 
@@ -391,9 +551,9 @@ class JobWindows(object):
         """Per user, the span from the earliest window start to the latest end."""
         users = sorted(self._starts)
         return {
-            'user_ids': users,
-            'lo': [self._starts[u][0] for u in users],
-            'hi': [self._reach[u][-1] for u in users],
+            "user_ids": users,
+            "lo": [self._starts[u][0] for u in users],
+            "hi": [self._reach[u][-1] for u in users],
         }
 
     def contain(self, user_id, instant):
@@ -408,11 +568,12 @@ def table_columns(conn, tables):
     """{table: set of its column names} for those of `tables` the current schema has."""
     # pg_catalog rather than information_schema: the same answer in a fraction of the time.
     rows = conn.execute(
-        'SELECT c.relname, a.attname FROM pg_catalog.pg_class c '
-        'JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid '
-        'WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = %s '
-        'AND c.relname = ANY(%s) AND a.attnum > 0 AND NOT a.attisdropped',
-        ('r', list(tables))).fetchall()
+        "SELECT c.relname, a.attname FROM pg_catalog.pg_class c "
+        "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid "
+        "WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = %s "
+        "AND c.relname = ANY(%s) AND a.attnum > 0 AND NOT a.attisdropped",
+        ("r", list(tables)),
+    ).fetchall()
     present = {}
     for table, column in rows:
         present.setdefault(table, set()).add(column)
@@ -425,14 +586,25 @@ def check_schema(conn):
     problems = []
     for table, columns in REQUIRED_COLUMNS.items():
         if table not in present:
-            problems.append('table %s is missing' % table)
+            problems.append("table %s is missing" % table)
             continue
         missing = [c for c in columns if c not in present[table]]
         if missing:
-            problems.append('table %s lacks column(s) %s' % (table, ', '.join(missing)))
+            problems.append("table %s lacks column(s) %s" % (table, ", ".join(missing)))
     if problems:
-        raise RecoveryError('this database does not have the Arvados schema the cleanup '
-                            'needs: %s' % '; '.join(problems))
+        raise RecoveryError(
+            "this database does not have the Arvados schema the cleanup needs: %s" % "; ".join(problems)
+        )
+
+
+# Seconds between the progress lines while locked jobs are waited for.
+PROGRESS_WHILE_WAITING = 5.0
+
+
+def _first(uuids, shown=5):
+    """A few UUIDs for a progress line, and how many more."""
+    text = ", ".join(uuids[:shown])
+    return text + (" and %d more" % (len(uuids) - shown) if len(uuids) > shown else "")
 
 
 def take_advisory_lock(conn, wait, sleep=time.sleep, clock=time.monotonic):
@@ -440,77 +612,173 @@ def take_advisory_lock(conn, wait, sleep=time.sleep, clock=time.monotonic):
     deadline = clock() + wait
     delay = 0.1
     while True:
-        if conn.execute('SELECT pg_try_advisory_lock(%s)', (ADVISORY_LOCK_KEY,)).fetchone()[0]:
+        if conn.execute("SELECT pg_try_advisory_lock(%s)", (ADVISORY_LOCK_KEY,)).fetchone()[0]:
             conn.commit()
             return
         conn.rollback()
         if clock() >= deadline:
             raise RecoveryError(
-                'another arvados_fail_jobs run holds the cleanup lock (PostgreSQL advisory '
-                'lock %d); waited %.0f s. Try again when it has finished.'
-                % (ADVISORY_LOCK_KEY, wait))
+                "another arvados_fail_jobs run holds the cleanup lock (PostgreSQL advisory "
+                "lock %d); waited %.0f s. Try again when it has finished." % (ADVISORY_LOCK_KEY, wait)
+            )
         sleep(min(delay, max(0.0, deadline - clock())))
         delay = min(delay * 2, 2.0)
 
 
-class JobCleaner(object):
+class JobCleaner:
     """Runs one cleanup on two open psycopg 3 connections to the same database.
 
-    `listing_conn` streams the list of Running jobs while `conn` works through them a
-    batch at a time (autocommit off on both). A plain query streamed on a connection of its
-    own can scan the table in parallel, which a server-side cursor cannot, and keeps the
-    client's memory flat however many jobs there are.
+    `listing_conn` (switched to autocommit) holds the list of Running jobs in a cursor
+    WITH HOLD, a page fetched per batch (see LISTING_CURSOR), while `conn` (autocommit off)
+    works through them a batch at a time, a transaction each.
 
     `cancel_slurm(uuids, check_mode)` makes the Slurm jobs named after `uuids` absent and
     returns the Slurm engine's result as a dict; it raises to stop the run before the
-    batch touches the database. `progress(result)` is called after each batch.
+    batch touches the database. `progress(result)` is called after each batch and while
+    locked jobs are waited for; `result.notes` then holds lines to say. `clock` and `sleep`
+    pace the waits for locked jobs.
     """
 
-    def __init__(self, conn, listing_conn, options, cancel_slurm=None, progress=None):
+    def __init__(
+        self, conn, listing_conn, options, cancel_slurm=None, progress=None, clock=time.monotonic, sleep=time.sleep
+    ):
         self.conn = conn
+        # Live, the trigram index's pending list keeps the server's limit (see
+        # SQL_OTHER_SESSIONS).
+        self._keep_gin_limit = False
         self.listing_conn = listing_conn
         self.options = options
         self.cancel_slurm = cancel_slurm
         self.progress = progress
+        self.clock = clock
+        self.sleep = sleep
         self.result = CleanupResult(options)
         self._server_kb = None
+        # What the run is doing, for the message of a database error.
+        self.step = "connecting"
+        self._batch_under_way = False
+        # Jobs found locked by another transaction, to be tried again after the others.
+        self._deferred = []
 
     def run(self):
         opts = self.options
+        self.step = "setting up the session"
         for conn in (self.conn, self.listing_conn):
             # A generic plan, which psycopg's automatic preparing leads to after a few
             # batches, turns the token look-up into a slow one; custom plans see each batch.
             conn.prepare_threshold = None
             # Compiling these short queries costs more than it saves.
-            conn.execute('SET jit = off')
+            conn.execute("SET jit = off")
             conn.commit()
+        self.step = "checking the schema"
         check_schema(self.conn)
         self.conn.rollback()
+        self.step = "taking the cleanup lock (pg_try_advisory_lock)"
         take_advisory_lock(self.conn, opts.lock_wait)
         try:
+            self.step = "looking for other sessions (live or at boot)"
+            self.result.live = self._is_live()
+            self._keep_gin_limit = self.result.live
+            self.step = "listing the Running jobs"
             for batch, last in with_last(self._qualifying_batches()):
+                # The last batch merges the trigram index's pending list (see
+                # BULK_SETTINGS_KB) even when some of its jobs are deferred: the tries
+                # again run with the server's limit.
                 self._clean_batch(batch, last)
-                self.result.batches += 1
-                if self.progress is not None:
-                    self.progress(self.result)
+                self._batch_done()
+                self._notice_other_sessions()
+                if self._batch_pause() and not last:
+                    self.sleep(self._batch_pause())
+            self.step = "trying the locked jobs again"
+            self._retry_deferred()
         finally:
             self.conn.rollback()
-            self.conn.execute('SELECT pg_advisory_unlock(%s)', (ADVISORY_LOCK_KEY,))
+            self.conn.execute("SELECT pg_advisory_unlock(%s)", (ADVISORY_LOCK_KEY,))
             self.conn.commit()
         return self.result
+
+    def _notice_other_sessions(self):
+        """With live=auto, a run that began alone turns live when others connect (the API
+        server starting while a boot's run goes): from then on no API write finds a long
+        pending list, once the next batch has merged it."""
+        if self.options.live == "auto" and not self.result.live and self._is_live():
+            self.result.live = self._keep_gin_limit = True
+            self._note("other sessions connected to the database: going on as live")
+
+    def _batch_pause(self):
+        if self.options.batch_pause is not None:
+            return self.options.batch_pause
+        return LIVE_BATCH_PAUSE if self.result.live else 0.0
+
+    def _is_live(self):
+        if self.options.live != "auto":
+            return self.options.live
+        others = self.conn.execute(SQL_OTHER_SESSIONS, {"ours": APPLICATION_NAME}).fetchone()[0]
+        self.conn.rollback()
+        return others > 0
+
+    def _batch_done(self):
+        self.result.batches += 1
+        self._report()
+
+    def _report(self):
+        if self.progress is not None:
+            self.progress(self.result)
+        del self.result.notes[:]
+
+    def _note(self, text):
+        if self.progress is not None:
+            self.result.notes.append(text)
+
+    def failure_context(self):
+        """What a database error interrupted, and what of the work it left done."""
+        if self._batch_under_way:
+            return "the batch under way was rolled back (a rerun finishes the work)"
+        if self.result.batches:
+            return "while %s, after %d batch(es) committed whole (a rerun finishes the work)" % (
+                self.step,
+                self.result.batches,
+            )
+        return "while %s, nothing was changed" % self.step
+
+    def _listing_query(self):
+        opts = self.options
+        if opts.uuids is not None:
+            where = WHERE_UUIDS
+        elif opts.full_scan:
+            where = WHERE_ALL
+        else:
+            where = WHERE_UNFINISHED
+        return SQL_RUNNING.format(where=where), {"uuids": opts.uuids}
+
+    def _running_jobs(self):
+        """(uuid, started_at, finished_at) of the Running jobs, a page at a time."""
+        conn = self.listing_conn
+        conn.autocommit = True
+        query, params = self._listing_query()
+        cursor = conn.cursor(name=LISTING_CURSOR, withhold=True)
+        try:
+            cursor.execute(query, params)
+            while True:
+                page = cursor.fetchmany(self.options.batch_size)
+                if not page:
+                    break
+                yield from page
+        finally:
+            cursor.close()
 
     def _qualifying_batches(self):
         """Yield lists of job UUIDs that qualify, a batch at a time, exempt ones apart."""
         opts = self.options
         batch = []
-        with self.listing_conn.cursor() as cursor:
-            for uuid, started_at in cursor.stream(SQL_RUNNING, {'uuids': opts.uuids}):
-                if self._qualifies(uuid, started_at):
-                    batch.append(uuid)
-                if len(batch) >= opts.batch_size:
-                    yield batch
-                    batch = []
-        self.listing_conn.rollback()
+        for uuid, started_at, finished_at in self._running_jobs():
+            if finished_at is not None:
+                self.result.finished_set.append(uuid)
+            if self._qualifies(uuid, started_at):
+                batch.append(uuid)
+            if len(batch) >= opts.batch_size:
+                yield batch
+                batch = []
         if batch:
             yield batch
 
@@ -522,51 +790,123 @@ class JobCleaner(object):
             self.result.exempt.append(uuid)
         return verdict == QUALIFIES
 
-    def _clean_batch(self, uuids, last):
+    def _retry_deferred(self):
+        """Try the locked jobs again, without waiting on any row, until `row_lock_wait` has
+        passed; those still locked then are reported, and a rerun picks them up."""
         opts = self.options
-        if self.cancel_slurm is not None:
+        deadline = self.clock() + opts.row_lock_wait
+        delay = 0.1
+        next_note = self.clock()
+        while self._deferred:
+            if self.clock() >= next_note:
+                self._note(
+                    "waiting up to %.0f s more for %d job(s) locked by another "
+                    "transaction: %s" % (max(0.0, deadline - self.clock()), len(self._deferred), _first(self._deferred))
+                )
+                self._report()
+                next_note = self.clock() + PROGRESS_WHILE_WAITING
+            self.sleep(min(delay, max(0.0, deadline - self.clock())))
+            delay = min(delay * 2, 1.0)
+            uuids, self._deferred = self._deferred, []
+            for start in range(0, len(uuids), opts.batch_size):
+                # The Slurm step was done when these jobs' batch first came: not again.
+                self._clean_batch(uuids[start : start + opts.batch_size], last=True, first_try=False)
+            if self._deferred and self.clock() >= deadline:
+                self.result.locked.extend(self._deferred)
+                self._note(
+                    "%d job(s) still locked by another transaction after %.0f s, "
+                    "left for a rerun: %s" % (len(self._deferred), opts.row_lock_wait, _first(self._deferred))
+                )
+                self._report()
+                self._deferred = []
+
+    def _clean_batch(self, uuids, last, first_try=True):
+        opts = self.options
+        if first_try and self.cancel_slurm is not None:
             self.result.add_slurm(self.cancel_slurm(uuids, opts.check_mode))
-        try:
-            if not opts.check_mode:
-                self._raise_bulk_settings(last)
-            outcome = self._write_batch(uuids)
-        except BaseException:
-            self.conn.rollback()
-            raise
-        if opts.check_mode:
-            self.conn.rollback()
+        outcome = self._batch_transaction(uuids, last)
+        if outcome is None:
+            # A lock (a token's, a table's) was waited for longer than row_lock_wait.
+            done, skipped, tokens, logs = [], [], [], []
+            locked = list(uuids)
         else:
-            self.conn.commit()
-        # Only what has been committed (or, in check mode, what would be) is reported.
-        done, skipped, tokens, logs = outcome
+            # Only what has been committed (or, in check mode, what would be) is reported.
+            done, skipped, tokens, logs = outcome
+            locked = self._still_qualifying(skipped) if skipped and not opts.check_mode else []
+            skipped = [u for u in skipped if u not in set(locked)]
+        self._deferred.extend(locked)
+        if locked and first_try:
+            self._note(
+                "%d job(s) locked by another transaction, tried again after the "
+                "others: %s" % (len(locked), _first(locked))
+            )
         self.result.done_jobs.extend(done)
         self.result.skipped.extend(skipped)
         self.result.revoked_tokens.extend(tokens)
         self.result.log_uuids.extend(logs)
 
+    def _batch_transaction(self, uuids, last):
+        """The batch's outcome, committed (in check mode rolled back); None when a lock
+        was waited for longer than lock_timeout, the batch then rolled back."""
+        opts = self.options
+        self._batch_under_way = True
+        try:
+            if not opts.check_mode:
+                self._bound_lock_waits()
+                self._raise_bulk_settings(last)
+            outcome = self._write_batch(uuids)
+        except BaseException as error:
+            self.conn.rollback()
+            if getattr(error, "sqlstate", None) != SQLSTATE_LOCK_TIMEOUT:
+                raise  # still "under way" for the error's message
+            self._batch_under_way = False
+            return None
+        if opts.check_mode:
+            self.conn.rollback()
+        else:
+            self.conn.commit()
+        self._batch_under_way = False
+        return outcome
+
+    def _bound_lock_waits(self):
+        """lock_timeout for this batch's transaction: no lock it needs is waited for
+        longer than row_lock_wait (job rows themselves are never waited for)."""
+        # An int formatted by Python: SET takes no bound parameters.
+        self.conn.execute("SET LOCAL lock_timeout = %d" % max(1, int(self.options.row_lock_wait * 1000)))
+
+    def _still_qualifying(self, uuids):
+        """Those of `uuids` that still qualify as committed: locked, not changed."""
+        params = {
+            "uuids": uuids,
+            "threshold": (None if self.options.threshold is None else self.options.threshold.to_db_timestamp()),
+        }
+        found = [row[0] for row in self.conn.execute(SQL_STILL_QUALIFYING, params).fetchall()]
+        self.conn.rollback()
+        return found
+
     def _raise_bulk_settings(self, last):
         """Raise, for this batch's transaction, the settings BULK_SETTINGS_KB explains."""
         if self._server_kb is None:
             names = [name for name, _kb in BULK_SETTINGS_KB]
-            self._server_kb = dict(self.conn.execute(SQL_SETTINGS_KB, {'names': names}).fetchall())
-        raised = bulk_settings(self._server_kb, last)
+            self._server_kb = dict(self.conn.execute(SQL_SETTINGS_KB, {"names": names}).fetchall())
+        raised = bulk_settings(self._server_kb, last or self._keep_gin_limit)
         if raised:
-            self.conn.execute(SQL_SET_LOCAL, {'names': list(raised), 'values': list(raised.values())})
+            self.conn.execute(SQL_SET_LOCAL, {"names": list(raised), "values": list(raised.values())})
 
     def _write_batch(self, uuids):
         """All of one batch's statements, in the transaction the caller ends."""
         opts = self.options
         params = {
-            'uuids': uuids,
-            'threshold': None if opts.threshold is None else opts.threshold.to_db_timestamp(),
-            'system_user': system_user_uuid(uuids[0][:5]),
+            "uuids": uuids,
+            "threshold": None if opts.threshold is None else opts.threshold.to_db_timestamp(),
+            "system_user": system_user_uuid(uuids[0][:5]),
         }
         if opts.check_mode:
-            jobs = self.conn.execute(SQL_BATCH_JOBS, params).fetchall()
+            statement = SQL_BATCH_JOBS
         else:
-            jobs = self.conn.execute(SQL_REQUEUE_JOBS if opts.retry else SQL_FAIL_JOBS,
-                                     params).fetchall()
-        done = [r[0] for r in jobs]
+            statement = SQL_REQUEUE_JOBS if opts.retry else SQL_FAIL_JOBS
+        jobs = [BatchJob(*row) for row in self.conn.execute(statement, params).fetchall()]
+        done = [job.uuid for job in jobs]
         done_set = set(done)
         skipped = [u for u in uuids if u not in done_set]
         if not jobs:
@@ -575,34 +915,40 @@ class JobCleaner(object):
         if opts.check_mode:
             return done, skipped, tokens, []
         if opts.retry:
-            self.conn.execute(SQL_DELETE_TASKS, {'uuids': done})
+            self.conn.execute(SQL_DELETE_TASKS, {"uuids": done})
         logs = self._insert_logs(jobs)
         return done, skipped, tokens, logs
 
     def _tokens(self, jobs):
         """The batch's job tokens: revoked, or in check mode listed."""
-        users = sorted(set(r[4] for r in jobs if r[4] is not None))
-        user_ids = dict(self.conn.execute(SQL_USER_IDS, {'uuids': users}).fetchall()) if users else {}
-        windows = JobWindows((user_ids[r[4]], r[2], r[3]) for r in jobs
-                             if r[4] in user_ids and r[3] is not None)
+        users = sorted(set(job.is_locked_by_uuid for job in jobs if job.is_locked_by_uuid is not None))
+        user_ids = dict(self.conn.execute(SQL_USER_IDS, {"uuids": users}).fetchall()) if users else {}
+        windows = JobWindows(
+            (user_ids[job.is_locked_by_uuid], job.created_at, job.started_at)
+            for job in jobs
+            if job.is_locked_by_uuid in user_ids and job.started_at is not None
+        )
         if not windows:
             return []
         candidates = self.conn.execute(SQL_TOKEN_CANDIDATES, windows.bounds()).fetchall()
-        tokens = [(token_id, uuid) for token_id, uuid, user_id, created_at in candidates
-                  if windows.contain(user_id, created_at)]
+        tokens = [
+            (token_id, uuid)
+            for token_id, uuid, user_id, created_at in candidates
+            if windows.contain(user_id, created_at)
+        ]
         if self.options.check_mode:
             return [uuid for _token_id, uuid in tokens]
-        revoked = self.conn.execute(SQL_REVOKE_TOKENS, {'ids': [t[0] for t in tokens]})
+        revoked = self.conn.execute(SQL_REVOKE_TOKENS, {"ids": [token_id for token_id, _uuid in tokens]})
         return [row[0] for row in revoked]
 
     def _insert_logs(self, jobs):
         message = self.options.message
         params = {
-            'uuids': [r[0] for r in jobs],
-            'owners': [r[1] for r in jobs],
-            'system_users': [system_user_uuid(r[0][:5]) for r in jobs],
-            'log_uuids': [new_uuid(r[0][:5], LOG_INFIX) for r in jobs],
-            'summary': message,
-            'properties': json.dumps({'text': message}),
+            "uuids": [job.uuid for job in jobs],
+            "owners": [job.owner_uuid for job in jobs],
+            "system_users": [system_user_uuid(job.uuid[:5]) for job in jobs],
+            "log_uuids": [new_uuid(job.uuid[:5], LOG_INFIX) for job in jobs],
+            "summary": message,
+            "properties": json.dumps({"text": message}),
         }
         return [row[0] for row in self.conn.execute(SQL_INSERT_LOGS, params)]

@@ -11,10 +11,11 @@ JSON mapping of option names, which is where the boot unit keeps them, so a data
 password never has to be on a command line; flags win over the file.
 
 Output: a summary a person reads at a glance on stdout (``--json``: the module's result
-as JSON), progress and errors on stderr with syslog priority prefixes when journald
-captures the output (so ``journalctl -p err`` finds the failures). Exit status 0 on
-success, also when there was nothing to do; 1 with a one-line reason otherwise; 2 for a
-command line that cannot be understood.
+as JSON, a failure too, as the module reports it: ``failed``, ``changed``, ``msg``),
+progress and errors on stderr with syslog priority prefixes when journald captures the
+output (so ``journalctl -p err`` finds the failures). Exit status 0 on success, also when
+there was nothing to do; 1 with a one-line reason otherwise; 2 for a command line that
+cannot be understood.
 """
 
 from __future__ import annotations
@@ -27,56 +28,66 @@ import time
 
 from .errors import RecoveryError
 from .fail_jobs_run import ALL_OPTIONS, run_fail_jobs
+from .version import COLLECTION, COLLECTION_VERSION
 
-PROGRAM = 'arvados-fail-jobs'
-_FLAG_ALIASES = {'config_file': ['--config'], 'uuids': ['--uuid'], 'log_message': ['--message']}
+PROGRAM = "arvados-fail-jobs"
+_FLAG_ALIASES = {"config_file": ["--config"], "uuids": ["--uuid"], "log_message": ["--message"]}
 # The password flag would show in `ps` to every user of the host; the options file,
 # PGPASSWORD, ~/.pgpass or Arvados' own config are the ways to give it.
-_NO_FLAG = ('db_password',)
-_PRIORITY = {'info': 6, 'warning': 4, 'error': 3}
+_NO_FLAG = ("db_password",)
+_PRIORITY = {"info": 6, "warning": 4, "error": 3}
 _PROGRESS_EVERY = 5.0
 
 
-class Reporter(object):
+class Reporter:
     """Writes progress and problems to stderr; journald keeps the priority prefixes."""
 
     def __init__(self, stream=None, journald=None, quiet=False, clock=time.monotonic):
         self.stream = stream or sys.stderr
-        self.journald = bool(os.environ.get('JOURNAL_STREAM')) if journald is None else journald
+        self.journald = bool(os.environ.get("JOURNAL_STREAM")) if journald is None else journald
         self.quiet = quiet
         self.clock = clock
         self.next_progress = clock() + _PROGRESS_EVERY
 
     def say(self, level, text):
-        if self.quiet and level == 'info':
+        if self.quiet and level == "info":
             return
-        prefix = '<%d>' % _PRIORITY[level] if self.journald else '%s: ' % PROGRAM
-        self.stream.write('%s%s\n' % (prefix, text))
+        prefix = "<%d>" % _PRIORITY[level] if self.journald else "%s: " % PROGRAM
+        self.stream.write("%s%s\n" % (prefix, text))
         self.stream.flush()
 
     def progress(self, result):
-        """Called after each batch; speaks at most every few seconds."""
+        """Called after each batch and while locked jobs are waited for: says the run's
+        notes (locked jobs) at once, the counts at most every few seconds."""
+        for note in result.notes:
+            self.say("info", note)
         now = self.clock()
         if now < self.next_progress:
             return
         self.next_progress = now + _PROGRESS_EVERY
-        self.say('info', '%d batch(es): %d job(s) done, %d token(s) revoked so far'
-                 % (result.batches, len(result.done_jobs), len(result.revoked_tokens)))
+        self.say(
+            "info",
+            "%d batch(es): %d job(s) done, %d token(s) revoked so far"
+            % (result.batches, len(result.done_jobs), len(result.revoked_tokens)),
+        )
 
 
 def build_parser():
     parser = argparse.ArgumentParser(
         prog=PROGRAM,
-        description='Fail (or requeue) the Arvados jobs a reboot left Running, directly in '
-                    "PostgreSQL, revoking their tokens and cancelling their Slurm jobs first.")
-    parser.add_argument('--options-file', metavar='FILE',
-                        help='YAML or JSON mapping of option names (as the Ansible module '
-                             'takes them) to values; flags win over it')
-    parser.add_argument('--check', action='store_true',
-                        help='report what would be done and change nothing')
-    parser.add_argument('--diff', action='store_true', help='list each job with its state before and after')
-    parser.add_argument('--json', action='store_true', help='print the result as JSON')
-    parser.add_argument('--quiet', action='store_true', help='no progress messages')
+        description="Fail (or requeue) the Arvados jobs a reboot left Running, directly in "
+        "PostgreSQL, revoking their tokens and cancelling their Slurm jobs first.",
+    )
+    parser.add_argument(
+        "--options-file",
+        metavar="FILE",
+        help="YAML or JSON mapping of option names (as the Ansible module takes them) to values; flags win over it",
+    )
+    parser.add_argument("--check", action="store_true", help="report what would be done and change nothing")
+    parser.add_argument("--diff", action="store_true", help="list each job with its state before and after")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--quiet", action="store_true", help="no progress messages")
+    parser.add_argument("--version", action="version", version="%s %s (%s)" % (PROGRAM, COLLECTION_VERSION, COLLECTION))
     for name, spec in ALL_OPTIONS.items():
         if name not in _NO_FLAG:
             add_option_flag(parser, name, spec)
@@ -84,19 +95,20 @@ def build_parser():
 
 
 def add_option_flag(parser, name, spec):
-    flags = ['--' + name.replace('_', '-')] + _FLAG_ALIASES.get(name, [])
-    if spec['type'] == 'bool':
-        parser.add_argument(*flags, dest=name, action='store_true', default=None, help=spec['help'])
-        parser.add_argument('--no-' + name.replace('_', '-'), dest=name, action='store_false',
-                            help=argparse.SUPPRESS)
+    flags = ["--" + name.replace("_", "-")] + _FLAG_ALIASES.get(name, [])
+    if spec["type"] == "bool":
+        parser.add_argument(*flags, dest=name, action="store_true", default=None, help=spec["help"])
+        parser.add_argument(
+            "--no-" + name.replace("_", "-"), dest=name, action="store_false", help="the opposite of %s" % flags[0]
+        )
         return
-    kwargs = {'dest': name, 'default': None, 'help': spec['help']}
-    if spec['type'] == 'list':
-        kwargs.update(action='append', metavar='UUID')
-    elif spec['type'] in ('int', 'float'):
-        kwargs['type'] = int if spec['type'] == 'int' else float
-    if spec.get('choices'):
-        kwargs['choices'] = spec['choices']
+    kwargs = {"dest": name, "default": None, "help": spec["help"]}
+    if spec["type"] == "list":
+        kwargs.update(action="append", metavar="UUID")
+    elif spec["type"] in ("int", "float"):
+        kwargs["type"] = int if spec["type"] == "int" else float
+    if spec.get("choices"):
+        kwargs["choices"] = spec["choices"]
     parser.add_argument(*flags, **kwargs)
 
 
@@ -104,8 +116,8 @@ def read_options_file(path):
     try:
         with open(path) as handle:
             text = handle.read()
-    except (IOError, OSError) as error:
-        raise RecoveryError('cannot read options file %s: %s' % (path, error.strerror))
+    except OSError as error:
+        raise RecoveryError("cannot read options file %s: %s" % (path, error.strerror)) from None
     try:
         import yaml  # pylint: disable=import-outside-toplevel
     except ImportError:
@@ -115,14 +127,14 @@ def read_options_file(path):
             values = yaml.safe_load(text)
         except yaml.YAMLError:
             # PyYAML quotes the offending text, which may be the password: say only where.
-            raise RecoveryError('options file %s is not valid YAML' % path)
+            raise RecoveryError("options file %s is not valid YAML" % path) from None
     if values is None:
         return {}
     if not isinstance(values, dict):
-        raise RecoveryError('options file %s must hold a mapping of option names to values' % path)
+        raise RecoveryError("options file %s must hold a mapping of option names to values" % path)
     unknown = sorted(str(key) for key in values if key not in ALL_OPTIONS)
     if unknown:
-        raise RecoveryError('options file %s has unknown option(s): %s' % (path, ', '.join(unknown)))
+        raise RecoveryError("options file %s has unknown option(s): %s" % (path, ", ".join(unknown)))
     return values
 
 
@@ -130,8 +142,9 @@ def _json_options(text, path):
     try:
         return json.loads(text)
     except ValueError:
-        raise RecoveryError('options file %s is not valid JSON (and PyYAML is not installed '
-                            'to read YAML)' % path)
+        raise RecoveryError(
+            "options file %s is not valid JSON (and PyYAML is not installed to read YAML)" % path
+        ) from None
 
 
 def gather_params(args):
@@ -148,30 +161,39 @@ def _count(value):
 
 
 def summary_lines(result, check_mode):
-    would = 'would be ' if check_mode else ''
-    verb = 'requeued' if 'requeued_jobs' in result else 'failed'
-    counts = result['counts']
+    would = "would be " if check_mode else ""
+    verb = "requeued" if "requeued_jobs" in result else "failed"
+    counts = result["counts"]
     lines = []
-    if result['threshold']:
-        lines.append('threshold: %s (%s)' % (result['threshold'], result['threshold_source']))
+    if result["threshold"]:
+        lines.append("threshold: %s (%s)" % (result["threshold"], result["threshold_source"]))
     else:
-        lines.append('threshold: none (every Running job qualifies)')
-    lines.append('jobs %s%s: %d' % (would, verb, counts['jobs']))
-    lines.append('tokens %srevoked: %d' % (would, counts['revoked_tokens']))
-    lines.append('exempt (started after the threshold): %d' % result['exempt']['count'])
-    if result['no_started_at']:
-        lines.append('Running without started_at: %d (%s)'
-                     % (len(result['no_started_at']), ', '.join(result['no_started_at'][:5])))
-    if counts['skipped_jobs']:
-        lines.append('skipped (changed under us): %d' % counts['skipped_jobs'])
-    slurm = result.get('slurm') or {}
-    if slurm.get('skipped'):
-        lines.append('slurm: not asked (%s)' % slurm['skipped'])
+        lines.append("threshold: none (every Running job qualifies)")
+    lines.append("jobs %s%s: %d" % (would, verb, counts["jobs"]))
+    lines.append("tokens %srevoked: %d" % (would, counts["revoked_tokens"]))
+    lines.append("exempt (started after the threshold): %d" % result["exempt"]["count"])
+    if result["no_started_at"]:
+        lines.append(
+            "Running without started_at: %d (%s)"
+            % (len(result["no_started_at"]), ", ".join(result["no_started_at"][:5]))
+        )
+    if counts["skipped_jobs"]:
+        lines.append("skipped (changed under us): %d" % counts["skipped_jobs"])
+    for key, text in (
+        ("locked_jobs", "locked by another transaction, left for a rerun"),
+        ("running_with_finished_at", "Running with finished_at set"),
+    ):
+        if result.get(key):
+            lines.append("%s: %d (%s)" % (text, len(result[key]), ", ".join(result[key][:5])))
+    slurm = result.get("slurm") or {}
+    if slurm.get("skipped"):
+        lines.append("slurm: not asked (%s)" % slurm["skipped"])
     elif slurm:
-        lines.append('slurm jobs %scancelled: %d (squeue %d, scancel %d calls)'
-                     % (would, _count(slurm.get('cancelled')), slurm.get('squeue_calls', 0),
-                        slurm.get('scancel_calls', 0)))
-    lines.append('changed: %s' % ('yes' if result['changed'] else 'no'))
+        lines.append(
+            "slurm jobs %scancelled: %d (squeue %d, scancel %d calls)"
+            % (would, _count(slurm.get("cancelled")), slurm.get("squeue_calls", 0), slurm.get("scancel_calls", 0))
+        )
+    lines.append("changed: %s" % ("yes" if result["changed"] else "no"))
     return lines
 
 
@@ -181,22 +203,27 @@ def main(argv=None, stdout=None, reporter=None):
     reporter = reporter or Reporter(quiet=args.quiet)
     try:
         params = gather_params(args)
-        result = run_fail_jobs(params, check_mode=args.check, diff=args.diff,
-                               keep_uuids=args.json, progress=reporter.progress)
+        result = run_fail_jobs(
+            params, check_mode=args.check, diff=args.diff, keep_uuids=args.json, progress=reporter.progress
+        )
     except RecoveryError as error:
-        reporter.say('error', str(error))
+        reporter.say("error", str(error))
+        if args.json:
+            # What the module returns when it fails, so one parser reads both.
+            json.dump({"changed": False, "failed": True, "msg": str(error)}, stdout, indent=2, sort_keys=True)
+            stdout.write("\n")
         return 1
-    for warning in result.get('warnings', []):
-        reporter.say('warning', warning)
+    for warning in result.get("warnings", []):
+        reporter.say("warning", warning)
     if args.json:
         json.dump(result, stdout, indent=2, sort_keys=True)
-        stdout.write('\n')
+        stdout.write("\n")
     else:
-        stdout.write(''.join(line + '\n' for line in summary_lines(result, args.check)))
-        if args.diff and result.get('diff'):
-            stdout.write(result['diff']['after'])
+        stdout.write("".join(line + "\n" for line in summary_lines(result, args.check)))
+        if args.diff and result.get("diff"):
+            stdout.write(result["diff"]["after"])
     return 0
 
 
-if __name__ == '__main__':
+if __name__ == "__main__":
     raise SystemExit(main())

@@ -88,11 +88,18 @@ ACCEPTED_FORMS = (
 )
 
 KNOWN_ZONE_OFFSET_HOURS = {
-    "UTC": 0, "GMT": 0, "UT": 0, "Z": 0,
-    "EST": -5, "EDT": -4,
-    "CST": -6, "CDT": -5,
-    "MST": -7, "MDT": -6,
-    "PST": -8, "PDT": -7,
+    "UTC": 0,
+    "GMT": 0,
+    "UT": 0,
+    "Z": 0,
+    "EST": -5,
+    "EDT": -4,
+    "CST": -6,
+    "CDT": -5,
+    "MST": -7,
+    "MDT": -6,
+    "PST": -8,
+    "PDT": -7,
 }
 
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
@@ -114,8 +121,7 @@ _DATE_COMMAND_FORM = re.compile(
     r"(?:(?P<weekday>[a-z]{3}),?\s+)?"
     r"(?:(?P<month_name>[a-z]{3})\s+(?P<day>\d{1,2})"
     r"|(?P<day_first>\d{1,2})\s+(?P<month_name_second>[a-z]{3}))"
-    r"\s+(?:(?P<year_before_time>\d{4})\s+)?" + _CLOCK +
-    r"(?:\s*(?P<meridiem>[ap]m))?"
+    r"\s+(?:(?P<year_before_time>\d{4})\s+)?" + _CLOCK + r"(?:\s*(?P<meridiem>[ap]m))?"
     r"(?:\s+(?P<zone>" + _ZONE + r"))?"
     r"(?:\s+(?P<year_after_time>\d{4}))?",
     re.ASCII | re.IGNORECASE,
@@ -219,14 +225,14 @@ def _parse_calendar_time(value: str, text: str) -> Tuple[datetime, str]:
     raise _unreadable(text)
 
 
-def _year_of(match: "re.Match[str]", text: str) -> int:
+def _year_of(match: re.Match[str], text: str) -> int:
     years = [year for year in (match.group("year_before_time"), match.group("year_after_time")) if year]
     if len(years) != 1:
         raise _unreadable(text, "give the year once")
     return int(years[0])
 
 
-def _month_of(match: "re.Match[str]", text: str) -> int:
+def _month_of(match: re.Match[str], text: str) -> int:
     name = (match.group("month_name") or match.group("month_name_second")).lower()
     if name not in _MONTHS:
         raise _unreadable(text, "unknown month %r" % name)
@@ -243,7 +249,7 @@ def _check_weekday(weekday: Optional[str], wall: datetime, text: str) -> None:
         raise _unreadable(text, "%s is a %s, not a %s" % (wall.date().isoformat(), actual.title(), weekday.title()))
 
 
-def _wall_time(text: str, match: "re.Match[str]", year: int, month: int) -> datetime:
+def _wall_time(text: str, match: re.Match[str], year: int, month: int) -> datetime:
     """The naive date and time as written, validated."""
     groups = match.groupdict()
     day = int(groups.get("day") or groups.get("day_first"))
@@ -251,7 +257,12 @@ def _wall_time(text: str, match: "re.Match[str]", year: int, month: int) -> date
     fraction = groups["fraction"] or ""
     try:
         return datetime(
-            year, month, day, hour, int(groups["minute"] or 0), int(groups["second"] or 0),
+            year,
+            month,
+            day,
+            hour,
+            int(groups["minute"] or 0),
+            int(groups["second"] or 0),
             int((fraction + "000000")[:6]),
         )
     except ValueError as error:

@@ -18,12 +18,12 @@ from .errors import RecoveryError
 # SQLSTATE classes that say "the server answered and refused": retrying cannot help.
 # (28: authorization, 3D: no such database). Failures before the server answers carry no
 # SQLSTATE, so the wording of libpq's messages for the same cases is checked too.
-_PERMANENT_SQLSTATE_CLASSES = ('28', '3D')
+_PERMANENT_SQLSTATE_CLASSES = ("28", "3D")
 _PERMANENT_MESSAGES = (
-    'password authentication failed',
-    'no password supplied',
-    'does not exist',
-    'no pg_hba.conf entry',
+    "password authentication failed",
+    "no password supplied",
+    "does not exist",
+    "no pg_hba.conf entry",
 )
 
 
@@ -37,14 +37,15 @@ def import_psycopg():
         import psycopg  # pylint: disable=import-outside-toplevel
     except ImportError:
         raise RecoveryError(
-            'the Python package psycopg (version 3) is needed to reach PostgreSQL: '
-            'install python3-psycopg (Debian/Ubuntu) or "pip install psycopg[binary]"')
+            "the Python package psycopg (version 3) is needed to reach PostgreSQL: "
+            'install python3-psycopg (Debian/Ubuntu) or "pip install psycopg[binary]"'
+        ) from None
     return psycopg
 
 
 def is_permanent(error):
     """True when a connection error will be the same on the next try."""
-    sqlstate = getattr(error, 'sqlstate', None) or ''
+    sqlstate = getattr(error, "sqlstate", None) or ""
     if sqlstate[:2] in _PERMANENT_SQLSTATE_CLASSES:
         return True
     text = str(error)
@@ -54,15 +55,15 @@ def is_permanent(error):
 def redact(text, secret):
     """`text` with every occurrence of `secret` masked."""
     if secret:
-        text = text.replace(secret, '********')
+        text = text.replace(secret, "********")
     return text
 
 
 def describe_target(kwargs):
-    host = kwargs.get('host') or 'the local socket'
-    port = kwargs.get('port')
-    where = '%s:%s' % (host, port) if port else host
-    return 'database %r as %r on %s' % (kwargs.get('dbname'), kwargs.get('user'), where)
+    host = kwargs.get("host") or "the local socket"
+    port = kwargs.get("port")
+    where = "%s:%s" % (host, port) if port else host
+    return "database %r as %r on %s" % (kwargs.get("dbname"), kwargs.get("user"), where)
 
 
 def connect(conn_kwargs, wait=0.0, psycopg=None, sleep=time.sleep, clock=time.monotonic):
@@ -73,7 +74,7 @@ def connect(conn_kwargs, wait=0.0, psycopg=None, sleep=time.sleep, clock=time.mo
     raises has the password masked.
     """
     psycopg = psycopg or import_psycopg()
-    password = conn_kwargs.get('password')
+    password = conn_kwargs.get("password")
     deadline = clock() + max(0.0, wait)
     delay = 0.5
     attempts = 0
@@ -82,10 +83,11 @@ def connect(conn_kwargs, wait=0.0, psycopg=None, sleep=time.sleep, clock=time.mo
         try:
             return psycopg.connect(**conn_kwargs)
         except psycopg.OperationalError as error:
-            reason = redact(' '.join(str(error).split()), password)
+            reason = redact(" ".join(str(error).split()), password)
             if is_permanent(error) or clock() + delay > deadline:
                 raise DatabaseUnavailable(
-                    'cannot connect to the %s after %d attempt(s): %s'
-                    % (describe_target(conn_kwargs), attempts, reason))
+                    "cannot connect to the %s after %d attempt(s): %s"
+                    % (describe_target(conn_kwargs), attempts, reason)
+                ) from None
         sleep(delay)
         delay = min(delay * 2, 5.0)

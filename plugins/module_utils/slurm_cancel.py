@@ -28,6 +28,16 @@ How a call goes:
 * ``scancel`` starts are spaced by a token bucket of one token refilled at
   ``max_scancel_per_second``; at most ``max_concurrent_scancel`` are alive
   at once, and ``squeue`` runs alone, so Slurm sees at most that plus one.
+* A job that ``stop`` says to terminate (see slurm_cancel_request) is
+  stopped as crunch-dispatch-slurm stops a container: pending, it is
+  removed with ``scancel --state=PENDING`` (which leaves it alone if it has
+  started meanwhile; the next round sees it running); suspended, it is
+  cancelled (Slurm 22.05 refuses to signal a suspended job's batch step and
+  scancel then retries for minutes, where the dispatcher sends it TERM);
+  running, it gets ``scancel --signal=TERM --batch`` once, and only if a listing that
+  began ``terminate_grace`` after Slurm took that TERM still shows it queued
+  is it cancelled outright, then like any other job. Each scancel holds one
+  kind of request, so a call never mixes a TERM with a cancel.
 * With ``signal``, running (and suspended) jobs get the signal once: the job
   is not expected to leave, so a signal that was delivered is never sent
   again. ``wait`` then waits for the signalled jobs to leave the queue.
@@ -38,7 +48,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 from .slurm_cancel_request import DEFAULT_NAME_PATTERN, CancelRequest, CancelRequestError
 from .slurm_queue import (
@@ -70,6 +80,13 @@ SCANCEL_CHECK_INTERVAL = 0.005
 MIN_SLEEP = 0.001
 _EPSILON = 1e-9
 _MAX_JOBS_IN_MESSAGE = 10
+
+# What one scancel asks of Slurm; one kind per call.
+CANCEL = "cancel"  # scancel ID...
+REMOVE_PENDING = "remove_pending"  # scancel --state=PENDING ID...
+TERMINATE = "terminate"  # scancel --signal=TERM --batch ID...
+SIGNAL = "signal"  # scancel --signal=SIGNAL [--batch] ID...
+_KIND_ORDER = (REMOVE_PENDING, CANCEL, TERMINATE, SIGNAL)
 
 
 class PollSchedule:
@@ -120,6 +137,7 @@ class CancelResult:
     failed: bool = False
     msg: str = ""
     cancelled: List[Dict[str, str]] = field(default_factory=list)
+    terminated: List[Dict[str, str]] = field(default_factory=list)
     signalled: List[Dict[str, str]] = field(default_factory=list)
     already_absent: List[str] = field(default_factory=list)
     already_absent_job_ids: List[str] = field(default_factory=list)
@@ -143,10 +161,13 @@ class CancelResult:
 @dataclass
 class _TrackedJob:
     first_seen: QueueEntry
+    # TERM to the batch step before any outright cancel (option stop).
+    terminate: bool = False
     in_flight: bool = False
-    acted: bool = False
-    # A scancel for this job exited 0 (Slurm took the request).
-    acknowledged: bool = False
+    # The kinds of scancel started for this job ...
+    sent: Set[str] = field(default_factory=set)
+    # ... and those that exited 0 (Slurm took the request).
+    acknowledged: Set[str] = field(default_factory=set)
     # Earliest start of a listing that may lead to the job's next scancel.
     eligible_at: float = 0.0
     next_log_at: Optional[float] = None
@@ -179,6 +200,7 @@ class _CommandOutcome:
 @dataclass
 class _ScancelCall:
     handle: ProcessHandle
+    kind: str
     job_ids: List[str]
     holds_pending: bool
     kill_at: float
@@ -314,7 +336,8 @@ class _Canceller:
             if not self._is_ours(entry):
                 self.others.setdefault(entry.job_id, entry)
             elif entry.job_id not in self.jobs:
-                self.jobs[entry.job_id] = _TrackedJob(entry, eligible_at=self.grace_end)
+                terminate = self.request.terminates(entry.name)
+                self.jobs[entry.job_id] = _TrackedJob(entry, terminate, eligible_at=self.grace_end)
         if self.first_listing is None:
             self.first_listing = requested
         self.listing = requested
@@ -329,15 +352,28 @@ class _Canceller:
 
     def _actionable(self) -> List[QueueEntry]:
         """Jobs in the latest listing that may still need an scancel."""
-        return [entry for entry in self._ours() if self._needs_action(entry)]
+        return [entry for entry in self._ours() if self._next_kind(entry)]
 
-    def _needs_action(self, entry: QueueEntry) -> bool:
+    def _next_kind(self, entry: QueueEntry) -> Optional[str]:
+        """The scancel this listed job needs next, if any."""
         if entry.is_leaving:
-            return False
+            return None
         job = self.jobs[entry.job_id]
         if self.signal_mode:
-            return not entry.is_pending and not job.acknowledged
-        return self.request.wait or not job.acknowledged
+            return SIGNAL if not entry.is_pending and SIGNAL not in job.acknowledged else None
+        kind = CANCEL
+        if job.terminate and entry.is_pending:
+            kind = REMOVE_PENDING
+        elif job.terminate and entry.is_suspended:
+            # Slurm refuses to signal a suspended job's batch step ("Job can not be altered
+            # now") and scancel retries for minutes; a cancel resumes the job and ends it.
+            kind = CANCEL
+        elif job.terminate and TERMINATE not in job.acknowledged:
+            return TERMINATE
+        elif job.terminate and not self.request.wait:
+            # Slurm took the TERM; without wait nobody stays to cancel it outright.
+            return None
+        return kind if self.request.wait or kind not in job.acknowledged else None
 
     def _unfinished(self) -> List[QueueEntry]:
         if not self.request.wait:
@@ -345,41 +381,65 @@ class _Canceller:
         return [entry for entry in self._ours() if not self._skipped_pending(entry)]
 
     def _skipped_pending(self, entry: QueueEntry) -> bool:
-        return self.signal_mode and entry.is_pending and not self.jobs[entry.job_id].acted
+        return self.signal_mode and entry.is_pending and not self.jobs[entry.job_id].sent
 
     # -- scancel -------------------------------------------------------------
 
     def _start_due_scancels(self, now: float) -> bool:
         """Start what the bounds allow; True if due jobs are left waiting for them."""
-        due = [
-            entry
-            for entry in self._actionable()
-            if not self.jobs[entry.job_id].in_flight
-            and self.listing_time >= self.jobs[entry.job_id].eligible_at - _EPSILON
-        ]
-        due.sort(key=lambda entry: not entry.is_pending)
-        cap = self.request.max_job_ids_per_scancel
-        for first in range(0, len(due), cap):
-            batch = due[first:first + cap]
+        for kind, batch in self._due_batches():
             holds_pending = batch[0].is_pending
             if not holds_pending and any(call.holds_pending for call in self.live):
                 return True
             if len(self.live) >= self.request.max_concurrent_scancel or not self.bucket.take(now):
                 return True
-            self._start_scancel(batch, holds_pending, now)
+            self._start_scancel(kind, batch, holds_pending, now)
         return False
 
-    def _start_scancel(self, batch: List[QueueEntry], holds_pending: bool, now: float) -> None:
+    def _due_batches(self) -> List[Tuple[str, List[QueueEntry]]]:
+        """(kind, jobs) per scancel due now: pending jobs first within a kind, and
+        batches holding pending jobs before the others."""
+        by_kind: Dict[str, List[QueueEntry]] = {}
+        for entry in self._actionable():
+            job = self.jobs[entry.job_id]
+            if not job.in_flight and self.listing_time >= job.eligible_at - _EPSILON:
+                by_kind.setdefault(self._next_kind(entry), []).append(entry)
+        cap = self.request.max_job_ids_per_scancel
+        batches = []
+        for kind, entries in by_kind.items():
+            entries.sort(key=lambda entry: not entry.is_pending)
+            batches.extend((kind, entries[first : first + cap]) for first in range(0, len(entries), cap))
+        batches.sort(key=lambda batch: (not batch[1][0].is_pending, _KIND_ORDER.index(batch[0])))
+        return batches
+
+    def _start_scancel(self, kind: str, batch: List[QueueEntry], holds_pending: bool, now: float) -> None:
         request = self.request
         job_ids = [entry.job_id for entry in batch]
-        argv = scancel_command(request.scancel_path, job_ids, request.clusters, request.signal, request.batch)
-        handle = self.runner.start(argv, self.env)
+        handle = self.runner.start(self._scancel_argv(kind, job_ids), self.env)
         self.result.scancel_calls += 1
-        self.live.append(_ScancelCall(handle, job_ids, holds_pending, now + request.command_timeout))
+        self.live.append(_ScancelCall(handle, kind, job_ids, holds_pending, now + request.command_timeout))
+        outlived_term = []
         for job_id in job_ids:
             job = self.jobs[job_id]
             job.in_flight = True
-            job.acted = True
+            if kind == CANCEL and TERMINATE in job.acknowledged and CANCEL not in job.sent:
+                outlived_term.append(job_id)
+            job.sent.add(kind)
+        if outlived_term:
+            self.result.messages.append(
+                "%d Slurm job(s) still queued %g s after their TERM, cancelled outright: %s"
+                % (len(outlived_term), request.terminate_grace, _shown(outlived_term))
+            )
+
+    def _scancel_argv(self, kind: str, job_ids: List[str]) -> List[str]:
+        request = self.request
+        if kind == SIGNAL:
+            return scancel_command(request.scancel_path, job_ids, request.clusters, request.signal, request.batch)
+        if kind == TERMINATE:
+            return scancel_command(request.scancel_path, job_ids, request.clusters, "TERM", True)
+        return scancel_command(
+            request.scancel_path, job_ids, request.clusters, None, False, only_pending=kind == REMOVE_PENDING
+        )
 
     def _reap_scancels(self) -> None:
         for call in list(self.live):
@@ -397,10 +457,13 @@ class _Canceller:
     def _settle(self, call: _ScancelCall, outcome: _CommandOutcome, now: float) -> None:
         request = self.request
         delay = request.retry_delay if outcome.ok else request.error_retry_delay
+        if outcome.ok and call.kind == TERMINATE:
+            delay = request.terminate_grace
         for job_id in call.job_ids:
             job = self.jobs[job_id]
             job.in_flight = False
-            job.acknowledged = job.acknowledged or outcome.ok
+            if outcome.ok:
+                job.acknowledged.add(call.kind)
             job.eligible_at = now + delay
             if job.next_log_at is None:
                 job.next_log_at = now + request.retry_delay
@@ -446,14 +509,11 @@ class _Canceller:
 
     def _finish(self, note: str = "") -> CancelResult:
         result = self.result
-        acted = [job.action_entry() for job in self.jobs.values() if job.acted]
-        if self.request.check_mode:
-            acted = [self.jobs[entry.job_id].action_entry() for entry in self._actionable()]
-        if self.signal_mode:
-            result.signalled = acted
-        else:
-            result.cancelled = acted
-        result.changed = bool(acted)
+        kinds = self._kinds_sent()
+        result.cancelled = self._acted(kinds, (CANCEL, REMOVE_PENDING))
+        result.terminated = self._acted(kinds, (TERMINATE,))
+        result.signalled = self._acted(kinds, (SIGNAL,))
+        result.changed = any(kinds.values())
         listed = self.listing is not None
         if listed:
             result.already_absent = [name for name in self.request.names if name not in self.seen_names]
@@ -471,6 +531,15 @@ class _Canceller:
         result.elapsed = round(self.clock.now() - self.started, 3)
         return result
 
+    def _kinds_sent(self) -> Dict[str, Set[str]]:
+        """job id -> the kinds of scancel it got; in check mode, the kind a real run would send it first."""
+        if self.request.check_mode:
+            return {entry.job_id: {self._next_kind(entry)} for entry in self._actionable()}
+        return {job_id: job.sent for job_id, job in self.jobs.items()}
+
+    def _acted(self, kinds: Dict[str, Set[str]], wanted: Tuple[str, ...]) -> List[Dict[str, str]]:
+        return [self.jobs[job_id].action_entry() for job_id, sent in kinds.items() if sent.intersection(wanted)]
+
     def _unknown_remaining(self) -> List[Dict[str, Optional[str]]]:
         by_name = [{"name": name, "job_id": None, "state": "UNKNOWN", "user": None} for name in self.request.names]
         by_id = [{"name": None, "job_id": i, "state": "UNKNOWN", "user": None} for i in self.request.job_ids]
@@ -482,30 +551,42 @@ class _Canceller:
         if self.request.check_mode and not self.signal_mode:
             return [entry for entry in self.listing if not self._is_ours(entry)]
         if not self.request.wait and not self.signal_mode:
-            return [entry for entry in self.listing if entry.job_id not in self.jobs or not self.jobs[entry.job_id].acknowledged]
+            return [
+                entry
+                for entry in self.listing
+                if entry.job_id not in self.jobs or not self.jobs[entry.job_id].acknowledged
+            ]
         return self.listing
 
     def _message(self, listed: bool) -> str:
         result = self.result
         if not listed:
             return "could not list Slurm's queue within %g s: %s" % (self.request.timeout, result.slurm_error)
-        verb = "signalled" if self.signal_mode else "cancelled"
-        if self.request.check_mode:
-            verb = "would have " + verb
-        acted = len(result.signalled or result.cancelled)
-        done = "%s %d Slurm job(s)" % (verb, acted) if acted else "no Slurm job needed an scancel"
+        counts = [
+            "%s %d" % (verb, len(jobs))
+            for verb, jobs in (
+                ("signalled", result.signalled),
+                ("sent TERM to", result.terminated),
+                ("cancelled", result.cancelled),
+            )
+            if jobs
+        ]
+        done = "%s Slurm job(s)" % ", ".join(counts) if counts else "no Slurm job needed an scancel"
+        if counts and self.request.check_mode:
+            done = "would have " + done
         if not result.remaining:
             return done
-        shown = ", ".join(
-            "%s (%s, %s)" % (job["job_id"], job["name"], job["state"]) for job in result.remaining[:_MAX_JOBS_IN_MESSAGE]
-        )
-        more = len(result.remaining) - _MAX_JOBS_IN_MESSAGE
-        if more > 0:
-            shown += " and %d more" % more
+        shown = _shown(["%s (%s, %s)" % (job["job_id"], job["name"], job["state"]) for job in result.remaining])
         message = "%s; %d still queued after %g s: %s" % (done, len(result.remaining), self.request.timeout, shown)
         if result.slurm_error:
             message += "; Slurm said: " + result.slurm_error
         return message
+
+
+def _shown(items: List[str]) -> str:
+    shown = ", ".join(items[:_MAX_JOBS_IN_MESSAGE])
+    more = len(items) - _MAX_JOBS_IN_MESSAGE
+    return shown + (" and %d more" % more if more > 0 else "")
 
 
 def _lines(entries: Iterable[QueueEntry]) -> str:

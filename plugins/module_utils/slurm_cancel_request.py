@@ -14,10 +14,11 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from dataclasses import dataclass
-from typing import Any, Iterable, Optional, Tuple
+from dataclasses import MISSING, dataclass, fields
+from typing import Any, Dict, Iterable, Optional, Tuple
 
 from .errors import ConfigError
+from .uuids import CONTAINER_UUID_RE
 
 # Any Arvados object UUID; callers narrow it to one kind, e.g.
 # ^[0-9a-z]{5}-8i9sb-[0-9a-z]{15}$ for crunch v1 jobs or -dz642- for containers.
@@ -27,6 +28,24 @@ _JOB_ID = re.compile(r"[0-9]+(?:_[0-9]+)?", re.ASCII)
 # Slurm accepts a signal by name, with or without SIG, or by number (RTMIN+3 too).
 _SIGNAL = re.compile(r"[0-9]{1,2}|(?:SIG)?[A-Z][A-Z0-9]*(?:[+-][0-9]+)?", re.ASCII)
 _CLUSTERS = re.compile(r"[A-Za-z0-9_.-]+(?:,[A-Za-z0-9_.-]+)*", re.ASCII)
+
+# How a queued job is stopped (option ``stop``):
+#   cancel     scancel, as for any Slurm job;
+#   terminate  as crunch-dispatch-slurm stops a container (services/crunch-dispatch-slurm/
+#              slurm.go, Cancel, the same at 1.4.3, 2.7.4, 3.1.2 and 3.2.1): a pending job is
+#              removed, a running or suspended one gets TERM on its batch step only, so that
+#              crunch-run stops its container and records the outcome itself; it is
+#              cancelled outright only if still queued ``terminate_grace`` seconds later;
+#   auto       terminate for jobs named after a container (-dz642-), cancel for the rest:
+#              crunch v1 jobs (-8i9sb-) run under salloc, whose batch step is not the work.
+STOP_AUTO = "auto"
+STOP_TERMINATE = "terminate"
+STOP_CANCEL = "cancel"
+STOP_CHOICES = (STOP_AUTO, STOP_TERMINATE, STOP_CANCEL)
+
+# The deadline of a call without ``timeout``; a call that may send TERM first adds
+# ``terminate_grace`` to it, so that the outright cancel it may need still fits.
+BASE_TIMEOUT = 120.0
 
 
 class CancelRequestError(ConfigError):
@@ -39,7 +58,16 @@ class CancelRequest:
 
     Durations are seconds. ``timeout`` bounds the whole call; each squeue or
     scancel is also killed after ``command_timeout`` (set it to Slurm's
-    MessageTimeout), so a call never lasts longer than their sum.
+    MessageTimeout), so a call never lasts longer than their sum. Without
+    ``timeout`` the deadline is ``BASE_TIMEOUT``, plus ``terminate_grace``
+    when a job may be sent TERM first.
+
+    ``terminate_grace`` defaults to 120 s: Arvados' cloud dispatcher gives
+    crunch-run that long after its first TERM before it gives up on it
+    (Containers.CloudVMs.TimeoutTERM, 2m in lib/config/config.default.yml at
+    2.7.4, 3.1.2 and 3.2.1; defaultTimeoutTERM in lib/dispatchcloud/worker/
+    pool.go at 1.4.3). crunch-dispatch-slurm itself never cancels outright:
+    it repeats the TERM while the job stays queued, which no bounded call can.
     """
 
     names: Tuple[str, ...] = ()
@@ -49,13 +77,15 @@ class CancelRequest:
     grace_period: float = 0.0
     retry_delay: float = 2.0
     error_retry_delay: float = 10.0
-    timeout: float = 120.0
+    timeout: Optional[float] = None
     max_scancel_per_second: float = 10.0
     max_concurrent_scancel: int = 3
     max_job_ids_per_scancel: int = 500
     log_interval: float = 30.0
     signal: Optional[str] = None
     batch: bool = False
+    stop: str = STOP_AUTO
+    terminate_grace: float = 120.0
     clusters: Optional[str] = None
     name_pattern: str = DEFAULT_NAME_PATTERN
     squeue_path: str = "squeue"
@@ -74,10 +104,22 @@ class CancelRequest:
             _require_bool(flag, getattr(self, flag))
         if self.batch and not self.signal:
             raise CancelRequestError("batch needs signal: scancel --batch alone would kill only the batch shell")
-        for name in ("grace_period", "retry_delay", "error_retry_delay", "log_interval"):
+        self._check_stop()
+        for name in ("grace_period", "retry_delay", "error_retry_delay", "log_interval", "terminate_grace"):
             self._set(name, _seconds(name, getattr(self, name), minimum=0.0))
+        if self.timeout is None:
+            self._set("timeout", BASE_TIMEOUT + (self.terminate_grace if self.may_terminate else 0.0))
         for name in ("timeout", "max_scancel_per_second", "command_timeout"):
             self._set(name, _seconds(name, getattr(self, name), minimum=0.0, strictly_above=True))
+        # Job ids name jobs of unknown kind: they extend the default deadline, but only
+        # a job sure to get TERM makes a short timeout an error.
+        surely_terminates = self.stop == STOP_TERMINATE or any(map(self.terminates, self.names))
+        if self.wait and surely_terminates and self.timeout <= self.terminate_grace:
+            raise CancelRequestError(
+                "timeout %g ends the call before terminate_grace %g is over, so a job that outlives its TERM "
+                "could never be cancelled: raise timeout, lower terminate_grace or set stop to cancel"
+                % (self.timeout, self.terminate_grace)
+            )
         for name in ("max_concurrent_scancel", "max_job_ids_per_scancel"):
             _require_positive_int(name, getattr(self, name))
         for name in ("squeue_path", "scancel_path"):
@@ -85,6 +127,33 @@ class CancelRequest:
 
     def _set(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
+
+    def _check_stop(self) -> None:
+        if self.stop not in STOP_CHOICES:
+            raise CancelRequestError("stop must be one of %s, got %r" % (", ".join(STOP_CHOICES), self.stop))
+        if self.signal and self.stop != STOP_AUTO:
+            raise CancelRequestError(
+                "signal %s only signals and stops nothing; it cannot be combined with stop=%s"
+                % (self.signal, self.stop)
+            )
+
+    def terminates(self, name: str) -> bool:
+        """Whether the job of this name gets TERM on its batch step before any outright cancel."""
+        if self.signal or self.stop == STOP_CANCEL:
+            return False
+        return self.stop == STOP_TERMINATE or bool(CONTAINER_UUID_RE.match(name))
+
+    @property
+    def may_terminate(self) -> bool:
+        """Whether some job may get TERM first: job ids may name containers too."""
+        if self.signal or self.stop == STOP_CANCEL:
+            return False
+        return self.stop == STOP_TERMINATE or bool(self.job_ids) or any(map(self.terminates, self.names))
+
+
+def request_defaults() -> Dict[str, Any]:
+    """The default of every option, for the module's argument spec: one place for them."""
+    return {field.name: field.default for field in fields(CancelRequest) if field.default is not MISSING}
 
 
 def _compiled_pattern(pattern: Any):
@@ -111,10 +180,7 @@ def _unique(values: Iterable[str]) -> Tuple[str, ...]:
 def _has_forbidden_character(text: str) -> bool:
     # Commas would split squeue's --name list; whitespace and control
     # characters have no place in a job name and hide in logs.
-    return any(
-        char == "," or char.isspace() or unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp")
-        for char in text
-    )
+    return any(char == "," or char.isspace() or unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp") for char in text)
 
 
 def _checked_name(name: Any, pattern) -> str:

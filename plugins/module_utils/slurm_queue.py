@@ -21,9 +21,7 @@ SQUEUE_FORMAT = FIELD_SEPARATOR.join(("%i", "%T", "%u", "%j"))
 # beyond it the whole queue is listed and filtered here instead.
 MAX_NAME_FILTER_CHARS = 64 * 1024
 
-PENDING_STATES = frozenset(
-    ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SPECIAL_EXIT")
-)
+PENDING_STATES = frozenset(("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SPECIAL_EXIT"))
 # The job has ended and Slurm is cleaning up: another scancel does nothing.
 LEAVING_STATES = frozenset(("COMPLETING", "STAGE_OUT"))
 # Only shown by squeue when asked for; such a job is no longer queued.
@@ -58,6 +56,10 @@ class QueueEntry(NamedTuple):
         return self.state in PENDING_STATES
 
     @property
+    def is_suspended(self) -> bool:
+        return self.state == "SUSPENDED"
+
+    @property
     def is_leaving(self) -> bool:
         return self.state in LEAVING_STATES
 
@@ -78,9 +80,7 @@ def client_environment(base: Mapping[str, str]) -> Dict[str, str]:
     return env
 
 
-def squeue_command(
-    squeue: str, names: Sequence[str], job_ids: Sequence[str], clusters: Optional[str]
-) -> List[str]:
+def squeue_command(squeue: str, names: Sequence[str], job_ids: Sequence[str], clusters: Optional[str]) -> List[str]:
     """One squeue listing that covers every requested name and id.
 
     squeue ANDs --name with --jobs, and a single unknown --jobs id makes it
@@ -102,10 +102,15 @@ def scancel_command(
     clusters: Optional[str],
     signal: Optional[str],
     batch: bool,
+    only_pending: bool = False,
 ) -> List[str]:
+    """``only_pending``: a job that started since it was listed is left alone (scancel
+    exits 0 for it), as crunch-dispatch-slurm's ``--state=pending`` does."""
     argv = [scancel]
     if clusters:
         argv.append("--clusters=" + clusters)
+    if only_pending:
+        argv.append("--state=PENDING")
     if signal:
         argv.append("--signal=" + signal)
     if batch:
@@ -134,14 +139,11 @@ def id_keys(listed: str) -> Tuple[str, ...]:
     return (listed, array_job_id) if separator else (listed,)
 
 
-def select_requested(
-    entries: Iterable[QueueEntry], names: Iterable[str], job_ids: Iterable[str]
-) -> List[QueueEntry]:
+def select_requested(entries: Iterable[QueueEntry], names: Iterable[str], job_ids: Iterable[str]) -> List[QueueEntry]:
     wanted_names = set(names)
     wanted_ids = set(job_ids)
     return [
         entry
         for entry in entries
-        if entry.is_queued
-        and (entry.name in wanted_names or not wanted_ids.isdisjoint(id_keys(entry.job_id)))
+        if entry.is_queued and (entry.name in wanted_names or not wanted_ids.isdisjoint(id_keys(entry.job_id)))
     ]

@@ -150,7 +150,5 @@ class SubprocessRunner:
         except OSError as error:
             stdout_file.close()
             stderr_file.close()
-            raise CommandNotFoundError(
-                "cannot run %s: %s" % (argv[0], error.strerror or error)
-            ) from error
+            raise CommandNotFoundError("cannot run %s: %s" % (argv[0], error.strerror or error)) from error
         return _PopenHandle(process, stdout_file, stderr_file)

@@ -47,9 +47,7 @@ ANY_UUID_RE = re.compile(r"^[0-9a-z]{5}-[0-9a-z]{5}-[0-9a-z]{15}\Z")
 def check_infix(infix: object) -> str:
     """Return ``infix`` or raise ValueError: infixes look like prefixes."""
     if not (isinstance(infix, str) and _PREFIX_RE.match(infix)):
-        raise ValueError(
-            "invalid Arvados type infix %r: expected 5 characters of [0-9a-z]" % (infix,)
-        )
+        raise ValueError("invalid Arvados type infix %r: expected 5 characters of [0-9a-z]" % (infix,))
     return infix
 
 
@@ -58,7 +56,7 @@ def uuid_pattern(infix: str) -> str:
     return r"^[0-9a-z]{5}-%s-[0-9a-z]{15}$" % check_infix(infix)
 
 
-def _pattern_for(infix: str) -> "re.Pattern[str]":
+def _pattern_for(infix: str) -> re.Pattern[str]:
     return re.compile(uuid_pattern(infix)[:-1] + r"\Z")
 
 
@@ -83,14 +81,13 @@ def check_prefix(prefix: object) -> str:
     """Return ``prefix`` or raise ValueError naming what a prefix must be."""
     if not is_valid_prefix(prefix):
         raise ValueError(
-            "invalid Arvados cluster prefix %r: expected exactly 5 characters "
-            "of [0-9a-z], such as 'zzzzz'" % (prefix,)
+            "invalid Arvados cluster prefix %r: expected exactly 5 characters of [0-9a-z], such as 'zzzzz'" % (prefix,)
         )
     return prefix  # type: ignore[return-value]
 
 
-_RANDOM_PART_RANGE = 36 ** RANDOM_PART_LENGTH
-_TRIPLE_RANGE = 36 ** 3
+_RANDOM_PART_RANGE = 36**RANDOM_PART_LENGTH
+_TRIPLE_RANGE = 36**3
 _triples: list = []
 
 

@@ -16,6 +16,14 @@ description:
     still says C(Running) but nothing watches them; Slurm may still hold jobs named after
     them, and each job's API token stays valid for ever. This module puts that right
     directly in Arvados' PostgreSQL database, so it works before the API server is up.
+  - The C(Running) jobs are found through the index on C(finished_at)
+    (C(index_jobs_on_finished_at)), because every C(Running) job Arvados writes has no C(finished_at),
+    so a run reads the unfinished jobs only, not the whole table. A C(Running) row with
+    C(finished_at) set is an inconsistent row that only O(full_scan) (or naming it in
+    O(uuids)) finds; such rows are listed in RV(running_with_finished_at).
+  - The list is read once into a cursor kept on the server (C(WITH HOLD)) and fetched a batch
+    at a time, so no transaction or snapshot of the run lasts longer than one batch (a long
+    one would hold back vacuum on every table) and the memory used stays flat.
   - Jobs in state C(Running) qualify; with O(before), only those started before it. A
     C(Running) job without C(started_at) is an inconsistent row. Without O(before) it
     qualifies like the others; with O(before) nothing shows it started before the threshold,
@@ -26,6 +34,12 @@ description:
     RV(skipped_jobs)), expires the jobs' API tokens, marks the jobs C(Failed) (or, with
     O(retry), puts them back in the queue scrubbed and deletes their tasks), writes one
     C(logs) row per job and notifies C(logs) listeners (the websocket server).
+  - A batch never waits for a job row another transaction holds locked (an API request
+    updating the job); it skips it (C(SKIP LOCKED)) and does the others. The skipped jobs
+    are tried again after the other batches, for at most O(row_lock_wait) seconds; those
+    still locked are listed in RV(locked_jobs) and left for a rerun. Any other lock a
+    batch needs (a token's row, a table) is waited for at most O(row_lock_wait)
+    (C(lock_timeout)); the batch is then rolled back whole and tried again the same way.
   - Killing the process at any instant leaves each job either untouched or completely done
     (state, log row, tasks and tokens together); a rerun finishes the rest. A rerun after a
     complete run changes nothing and reports C(changed=false).
@@ -42,17 +56,18 @@ description:
 author:
   - Arvados Ops recovery maintainers (@arvados-ops)
 extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
   - arvados_ops.recovery.arvados_db
 attributes:
   check_mode:
     support: full
-    description: Reads the same rows and the Slurm queue, reports exactly the jobs, tokens
+    details: Reads the same rows and the Slurm queue, reports exactly the jobs, tokens
       and Slurm jobs a real run would touch, and writes nothing.
   diff_mode:
     support: full
-    description: Lists each job with its state before and after.
+    details: Lists each job with its state before and after.
   platform:
-    description: Runs where Python reaches the database; Slurm is asked on the same host.
+    details: Runs where Python reaches the database; Slurm is asked on the same host.
     support: full
     platforms: posix
 requirements:
@@ -107,6 +122,45 @@ options:
         finish before failing.
     type: float
     default: 60
+  row_lock_wait:
+    description:
+      - Seconds to keep trying the jobs another transaction holds locked, after the other
+        batches are done. The run never waits on such a row while it holds other rows, so
+        the API server's writes to other jobs are not held up. Jobs still locked after
+        this are listed in RV(locked_jobs) and left C(Running) for a rerun.
+      - Also the longest wait for any other lock a batch needs (C(lock_timeout)).
+      - V(0) tries them once more only.
+    type: float
+    default: 10
+  full_scan:
+    description:
+      - Read the whole C(jobs) table instead of the index on C(finished_at), to also find
+        C(Running) jobs whose C(finished_at) is set. Arvados never writes such rows; a
+        crash or a hand edit might. They are cleaned up like the others and listed in
+        RV(running_with_finished_at).
+      - The table is large on old clusters (640 MB of heap for a million jobs), so this is
+        for an occasional check, not for every boot.
+    type: bool
+    default: false
+  live:
+    description:
+      - Whether the API server (or any other client) uses the database while the run goes.
+      - V(true) keeps the other clients' writes fast. The jobs' trigram search index takes
+        new entries into a pending list; at boot the run lets it grow (see the notes), but
+        an API write that found it longer than the server's C(gin_pending_list_limit) would
+        merge all of it inside its own request. Live, each batch keeps the server's limit
+        and merges its own entries, which makes the run slower (see C(bench/README.md)).
+      - V(false) is for boot, when nothing else writes; the run goes at full speed.
+      - V(auto) is V(true) when other sessions are connected to the database
+        (C(pg_stat_activity)), as the API server's are once it runs.
+    type: raw
+    default: auto
+  batch_pause:
+    description:
+      - Seconds to pause between batches, to leave the database to other clients, for
+        example V(0.5). The run takes about that much longer per O(batch_size) jobs.
+      - Unset, V(0.2) when live (see O(live)) and V(0) at boot.
+    type: float
   db_wait:
     description:
       - Seconds to keep trying a database that refuses connections or does not answer, as at
@@ -165,7 +219,8 @@ notes:
     search index on C(jobs) merges its new entries a few times per run instead of once per
     batch. Until the last batch merges them, searches of jobs by text read those pending
     entries, which makes them slower while the run lasts. A run that is interrupted can
-    leave them pending; the next write to C(jobs) or autovacuum merges them.
+    leave them pending; the next write to C(jobs) or autovacuum merges them. Live
+    (O(live)), C(gin_pending_list_limit) stays the server's.
 seealso:
   - module: arvados_ops.recovery.slurm_job_cancel
 """
@@ -205,7 +260,7 @@ threshold:
   type: str
   sample: "2026-11-30T12:07:56Z"
 threshold_source:
-  description: Where the threshold came from.
+  description: Where the threshold came from; null without O(before).
   returned: always
   type: str
   sample: "reboot (btime 1796040476 in /proc/stat)"
@@ -248,6 +303,20 @@ skipped_jobs:
   type: list
   elements: str
   sample: []
+locked_jobs:
+  description: Jobs another transaction kept locked for longer than O(row_lock_wait); left
+    C(Running), a rerun cleans them up. Always empty in check mode, which takes no lock.
+  returned: always
+  type: list
+  elements: str
+  sample: ["zzzzz-8i9sb-0v4xh2ebj7l1m0c"]
+running_with_finished_at:
+  description: C(Running) jobs whose C(finished_at) is set (inconsistent rows), found with
+    O(full_scan) or O(uuids); cleaned up like the others when they qualify.
+  returned: always
+  type: list
+  elements: str
+  sample: []
 revoked_tokens:
   description: UUIDs of the API tokens expired (in check mode, that would be). Never the secrets.
   returned: always
@@ -275,11 +344,62 @@ slurm:
   returned: always
   type: dict
   sample: {"cancelled": [], "already_absent": ["zzzzz-8i9sb-rx5jc1btxig25i6"], "squeue_calls": 1, "scancel_calls": 0}
+  contains:
+    skipped:
+      description: Why Slurm was not asked (O(cancel_slurm_jobs) false, or C(auto) without C(squeue) on the host).
+      returned: when Slurm was not asked
+      type: str
+      sample: "cancel_slurm_jobs is false"
+    cancelled:
+      description: The jobs' Slurm jobs cancelled (in check mode, that would be), with their state when first seen.
+      returned: when Slurm was asked
+      type: list
+      elements: dict
+      sample: [{"name": "zzzzz-8i9sb-rx5jc1btxig25i6", "job_id": "4241", "state_before": "RUNNING", "user": "crunch"}]
+    already_absent:
+      description: Jobs with no Slurm job of their name in the queue.
+      returned: when Slurm was asked
+      type: list
+      elements: str
+      sample: ["zzzzz-8i9sb-rx5jc1btxig25i6"]
+    skipped_other_user:
+      description: Slurm jobs of a job's name that belong to another user than O(slurm_user); left alone.
+      returned: when Slurm was asked
+      type: list
+      elements: dict
+      sample: []
+    remaining:
+      description: Slurm jobs still queued when the Slurm step gave up.
+      returned: when Slurm was asked
+      type: list
+      elements: dict
+      sample: []
+    squeue_calls:
+      description: C(squeue) processes started, summed over the batches.
+      returned: when Slurm was asked
+      type: int
+      sample: 1
+    scancel_calls:
+      description: C(scancel) processes started, summed over the batches.
+      returned: when Slurm was asked
+      type: int
+      sample: 1
+    messages:
+      description: The Slurm step's "still in queue" and error messages.
+      returned: when Slurm was asked
+      type: list
+      elements: str
+      sample: []
 batches:
   description: How many batches had qualifying jobs.
   returned: always
   type: int
   sample: 1
+live:
+  description: Whether the run took the database as used by others (see O(live)).
+  returned: always
+  type: bool
+  sample: false
 database:
   description: Where the connection settings came from (never the password).
   returned: always
@@ -292,59 +412,27 @@ diff:
   sample: {"before": "zzzzz-8i9sb-rx5jc1btxig25i6: Running\n", "after": "zzzzz-8i9sb-rx5jc1btxig25i6: Failed\n"}
 """
 
-import traceback
-
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-try:
-    import psycopg  # noqa: F401  pylint: disable=unused-import
-except ImportError:
-    PSYCOPG_IMPORT_ERROR = traceback.format_exc()
-else:
-    PSYCOPG_IMPORT_ERROR = None
-
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.arvados_db_config import (
-    CONNECTION_MUTUALLY_EXCLUSIVE,
-)
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import RecoveryError
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_run import (
     ALL_OPTIONS,
     run_fail_jobs,
 )
-
-
-def argument_spec():
-    """The module's options, from the table the command's flags are made of too."""
-    spec = {}
-    for name, option in ALL_OPTIONS.items():
-        entry = {key: value for key, value in option.items() if key != 'help'}
-        if entry.get('default') is None:
-            entry.pop('default', None)
-        spec[name] = entry
-    return spec
-
-
-def run_module(module):
-    if PSYCOPG_IMPORT_ERROR:
-        module.fail_json(msg=missing_required_lib('psycopg (version 3)'),
-                         exception=PSYCOPG_IMPORT_ERROR)
-    try:
-        result = run_fail_jobs(module.params, check_mode=module.check_mode, diff=module._diff)
-    except RecoveryError as error:
-        module.fail_json(msg=str(error))
-    for warning in result.pop('warnings'):
-        module.warn(warning)
-    module.exit_json(**result)
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.module_support import argument_spec, run_engine
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=argument_spec(),
-        mutually_exclusive=CONNECTION_MUTUALLY_EXCLUSIVE,
-        supports_check_mode=True,
+    # No mutually_exclusive here: Ansible counts an option given as '' as given, while
+    # '' means "no such file" to the engine, which checks the pairs for the module and
+    # the command alike.
+    module = AnsibleModule(argument_spec=argument_spec(ALL_OPTIONS), supports_check_mode=True)
+    run_engine(
+        module,
+        lambda params: run_fail_jobs(params, check_mode=module.check_mode, diff=module._diff),
+        ALL_OPTIONS,
+        missing_required_lib,
     )
-    run_module(module)
 
 
-if __name__ == '__main__':
+if __name__ == "__main__":
     main()

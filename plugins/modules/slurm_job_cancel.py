@@ -14,6 +14,10 @@ version_added: 0.1.0
 description:
   - Makes the Slurm jobs named after Arvados UUIDs (or given by job id) absent from the queue,
     with the least load on C(slurmctld), and waits until they have left.
+  - Jobs of containers are stopped the way C(crunch-dispatch-slurm) stops them, see O(stop).
+    A running container's job gets C(TERM) on its batch step, so that C(crunch-run) stops the
+    container and records its outcome, and is cancelled outright only if it is still queued
+    O(terminate_grace) seconds later. Other jobs, crunch v1 jobs among them, are cancelled.
   - Each polling round runs one C(squeue) for every requested name and id. Jobs still queued are
     cancelled by job id, many ids per C(scancel), pending jobs before running ones, within a global
     rate limit and a bound on C(scancel) processes alive at once. Jobs in C(COMPLETING) are waited
@@ -36,7 +40,9 @@ attributes:
   check_mode:
     support: full
     details: One C(squeue) and no C(scancel); C(changed) is true exactly when a real run would
-      send an C(scancel). O(grace_period) is not waited for.
+      send an C(scancel). RV(terminated), RV(cancelled) and RV(signalled) list the first
+      C(scancel) each job would get; whether a job outlives its C(TERM) cannot be foreseen.
+      O(grace_period) is not waited for.
   diff_mode:
     support: full
     details: The queue lines (C(JOBID NAME STATE USER)) of the requested jobs before and after;
@@ -100,8 +106,11 @@ options:
       - Deadline in seconds for the whole task, for example V(300). The task never lasts longer
         than O(timeout) plus O(command_timeout).
       - Jobs still queued at the deadline are returned in RV(remaining) and the task fails.
+      - Default is 120 s, plus O(terminate_grace) when a job may be sent C(TERM) first (a container's
+        name, O(stop=terminate), or O(job_id)), so that the outright cancel still fits.
+      - With O(wait), a O(timeout) not above O(terminate_grace) is refused when a job is sure to be
+        sent C(TERM) first, since it would end the task before any outright cancel.
     type: float
-    default: 120
   command_timeout:
     description:
       - Seconds after which one C(squeue) or C(scancel) is killed, for example V(20). Set it to
@@ -133,13 +142,48 @@ options:
         C(scancel) failures are limited the same way.
     type: float
     default: 30
+  stop:
+    description:
+      - How a queued job is stopped, for example V(cancel) to cancel containers' jobs as well.
+      - V(terminate) does what C(crunch-dispatch-slurm) does (C(services/crunch-dispatch-slurm/slurm.go),
+        the same from Arvados 1.4 to 3.2), by job id where it gives C(--name). A pending job is
+        removed (C(scancel --state=PENDING), which leaves alone a job that started meanwhile; it then
+        gets C(TERM)). A running job gets C(scancel --signal=TERM --batch), which reaches only its
+        batch step, C(crunch-run), and lets it stop the container itself; a plain C(scancel) would
+        have Slurm signal every process of the job and C(SIGKILL) them after C(KillWait), killing
+        C(crunch-run) before it has stopped the container. A job still queued O(terminate_grace)
+        seconds after Slurm took its C(TERM) is cancelled outright, then like any other job.
+      - A suspended job is cancelled at once, where the dispatcher sends it C(TERM) too. Slurm 22.05
+        refuses that signal ("Job can not be altered now") and C(scancel) retries it for minutes; a
+        cancel resumes the job and ends it.
+      - V(cancel) cancels every job with a plain C(scancel).
+      - V(auto) terminates jobs named after a container (C(-dz642-)) and cancels the others. Crunch v1
+        jobs (C(-8i9sb-)) run under C(salloc), whose batch step is not the work, and jobs named
+        otherwise are not Arvados'. Jobs given by O(job_id) are judged by the name they are listed with.
+      - Ignored with O(signal), which only signals; O(signal) with V(terminate) or V(cancel) is an error.
+    type: str
+    choices: [auto, terminate, cancel]
+    default: auto
+  terminate_grace:
+    description:
+      - Seconds a job may take to leave after Slurm took its C(TERM) before it is cancelled outright,
+        for example V(30) where C(crunch-run) saves little.
+      - The default, 120 s, is how long Arvados' cloud dispatcher gives C(crunch-run) after its first
+        C(TERM) (C(Containers.CloudVMs.TimeoutTERM), 2 minutes). C(crunch-dispatch-slurm) itself never
+        cancels outright; it repeats the C(TERM) while the job stays queued, which no task with a
+        deadline can do.
+      - The queue is watched meanwhile; jobs that leave cost no further C(scancel). Without O(wait)
+        nothing is cancelled outright; the task returns once Slurm took the C(TERM).
+    type: float
+    default: 120
   signal:
     description:
-      - Send this signal instead of cancelling, for example V(TERM), V(SIGUSR1) or V(15).
+      - Send this signal instead of stopping the jobs, for example V(TERM), V(SIGUSR1) or V(15).
       - Only running (and suspended) jobs are signalled, each once; a failed delivery is retried
         after O(error_retry_delay). Pending jobs cannot take a signal; they are reported in
         RV(skipped_pending), and signalled if they start while the task waits. The jobs are not
         expected to leave the queue, see O(wait).
+      - Only signals, whatever the job's kind; O(stop) must then be left at V(auto).
     type: str
   batch:
     description:
@@ -194,12 +238,29 @@ EXAMPLES = r"""
     grace_period: 5
     timeout: 300
 
-- name: Ask crunch-run to stop, as the dispatcher does, without waiting
+- name: Stop containers as the dispatcher does; cancel those still queued 60 s after their TERM
+  arvados_ops.recovery.slurm_job_cancel:
+    name:
+      - zzzzz-dz642-0123456789abcde
+      - zzzzz-8i9sb-0123456789abcde
+    terminate_grace: 60
+  register: stopped
+
+- name: Show which containers did not stop on their TERM
+  ansible.builtin.debug:
+    msg: "{{ stopped.cancelled | selectattr('job_id', 'in', stopped.terminated | map(attribute='job_id')) }}"
+
+- name: Send crunch-run its TERM only, without waiting or ever cancelling
   arvados_ops.recovery.slurm_job_cancel:
     name: zzzzz-dz642-0123456789abcde
     signal: TERM
     batch: true
     wait: false
+
+- name: Cancel containers' jobs outright, as a plain scancel would
+  arvados_ops.recovery.slurm_job_cancel:
+    name: zzzzz-dz642-0123456789abcde
+    stop: cancel
 
 - name: Cancel by job id on one cluster, gently
   arvados_ops.recovery.slurm_job_cancel:
@@ -214,7 +275,17 @@ EXAMPLES = r"""
 RETURN = r"""
 cancelled:
   description:
-    - Jobs an C(scancel) was sent to (in check mode, would be sent to), with their state when first seen.
+    - Jobs cancelled outright (in check mode, that would be), with their state when first seen, by a
+      plain C(scancel) or, for a pending job, its removal.
+    - A job sent C(TERM) first is also here if it was still queued O(terminate_grace) seconds later.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"name": "zzzzz-8i9sb-0123456789abcde", "job_id": "4241", "state_before": "RUNNING", "user": "crunch"}]
+terminated:
+  description:
+    - Jobs sent C(TERM) on their batch step as O(stop) says (in check mode, that would be); same keys as
+      RV(cancelled).
   returned: always
   type: list
   elements: dict
@@ -277,7 +348,9 @@ messages:
   returned: always
   type: list
   elements: str
-  sample: ["Slurm job 4242 (zzzzz-dz642-0123456789abcde) still in queue, COMPLETING, 2.1 s into the call"]
+  sample:
+    - "Slurm job 4242 (zzzzz-dz642-0123456789abcde) still in queue, COMPLETING, 2.1 s into the call"
+    - "1 Slurm job(s) still queued 120 s after their TERM, cancelled outright: 4242"
 slurm_error:
   description: The last error text of C(squeue) or C(scancel) that was not followed by a success; empty if none.
   returned: always
@@ -291,32 +364,41 @@ from dataclasses import replace
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_cancel import (
-    DEFAULT_NAME_PATTERN,
     CancelRequest,
     CancelRequestError,
     CommandNotFoundError,
     cancel_jobs,
 )
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_cancel_request import (
+    STOP_CHOICES,
+    request_defaults,
+)
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_runner import require_program
+
+# The engine's request holds the defaults; DOCUMENTATION must repeat them (ansible-doc reads
+# it as text), and the unit tests hold the two together.
+DEFAULTS = request_defaults()
 
 ARGUMENT_SPEC = dict(
     name=dict(type="list", elements="str", aliases=["uuid"]),
     job_id=dict(type="list", elements="str"),
     user=dict(type="str"),
-    wait=dict(type="bool", default=True),
-    grace_period=dict(type="float", default=0.0),
-    retry_delay=dict(type="float", default=2.0),
-    error_retry_delay=dict(type="float", default=10.0),
-    timeout=dict(type="float", default=120.0),
-    command_timeout=dict(type="float", default=10.0),
-    max_scancel_per_second=dict(type="float", default=10.0),
-    max_concurrent_scancel=dict(type="int", default=3),
-    max_job_ids_per_scancel=dict(type="int", default=500),
-    log_interval=dict(type="float", default=30.0),
+    wait=dict(type="bool", default=DEFAULTS["wait"]),
+    grace_period=dict(type="float", default=DEFAULTS["grace_period"]),
+    retry_delay=dict(type="float", default=DEFAULTS["retry_delay"]),
+    error_retry_delay=dict(type="float", default=DEFAULTS["error_retry_delay"]),
+    timeout=dict(type="float"),
+    command_timeout=dict(type="float", default=DEFAULTS["command_timeout"]),
+    max_scancel_per_second=dict(type="float", default=DEFAULTS["max_scancel_per_second"]),
+    max_concurrent_scancel=dict(type="int", default=DEFAULTS["max_concurrent_scancel"]),
+    max_job_ids_per_scancel=dict(type="int", default=DEFAULTS["max_job_ids_per_scancel"]),
+    log_interval=dict(type="float", default=DEFAULTS["log_interval"]),
+    stop=dict(type="str", choices=list(STOP_CHOICES), default=DEFAULTS["stop"]),
+    terminate_grace=dict(type="float", default=DEFAULTS["terminate_grace"]),
     signal=dict(type="str"),
-    batch=dict(type="bool", default=False),
+    batch=dict(type="bool", default=DEFAULTS["batch"]),
     clusters=dict(type="str"),
-    name_pattern=dict(type="str", default=DEFAULT_NAME_PATTERN),
+    name_pattern=dict(type="str", default=DEFAULTS["name_pattern"]),
     squeue_path=dict(type="path"),
     scancel_path=dict(type="path"),
 )
@@ -334,6 +416,8 @@ _SAME_NAME_OPTIONS = (
     "max_concurrent_scancel",
     "max_job_ids_per_scancel",
     "log_interval",
+    "stop",
+    "terminate_grace",
     "signal",
     "batch",
     "clusters",

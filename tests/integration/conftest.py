@@ -5,20 +5,28 @@
 - `db_connect`: `db_connect(dbname=..., superuser=False)` -> a psycopg connection,
   closed after the test.
 - `fresh_db`: a clone of `arvados_template` for one test, dropped afterwards.
+- `slurm`: Slurm's clients on the lab; teardown cancels, by id, what the test submitted.
+- `records`: jobs and containers written straight into the test's `fresh_db`.
+- `linked_collection`: the link through which ansible.cfg finds the collection.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import os
+import subprocess
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List
 
 import psycopg
 import pytest
 from psycopg import sql
 
 from lab import labctl
+from tests.integration.module_playbook import REPO_ROOT
+from tests.integration.reconcile_helpers import Records
+from tests.integration.slurm_helpers import Slurm
 
 
 def pytest_collection_modifyitems(items):
@@ -34,15 +42,16 @@ def lab() -> labctl.LabSettings:
     statuses = labctl.service_status(settings)
     down = [f"{name}: {status}" for name, status in statuses.items() if not status.startswith("up")]
     if down:
-        pytest.fail(f"the lab in {settings.lab_dir} is not up ({'; '.join(down)}); "
-                    "start it with `lab/labctl.py start`", pytrace=False)
+        pytest.fail(
+            f"the lab in {settings.lab_dir} is not up ({'; '.join(down)}); start it with `lab/labctl.py start`",
+            pytrace=False,
+        )
     return settings
 
 
 @pytest.fixture(scope="session")
-def lab_env(lab: labctl.LabSettings) -> Dict[str, str]:
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("PG", "SLURM_", "LAB_"))}
+def lab_env(lab: labctl.LabSettings) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("PG", "SLURM_", "LAB_"))}
     env.update(lab.exports())
     env["LC_ALL"] = "C"
     return env
@@ -51,12 +60,10 @@ def lab_env(lab: labctl.LabSettings) -> Dict[str, str]:
 @pytest.fixture
 def db_connect(lab: labctl.LabSettings) -> Iterator[Callable[..., psycopg.Connection]]:
     """Connect as `arvados` over TCP with its password, or as superuser over the socket."""
-    opened: List[psycopg.Connection] = []
+    opened: list[psycopg.Connection] = []
 
-    def connect(dbname: str = labctl.DATABASE, superuser: bool = False,
-                **options) -> psycopg.Connection:
-        keywords = (lab.superuser_connection(dbname) if superuser
-                    else lab.connection(dbname))
+    def connect(dbname: str = labctl.DATABASE, superuser: bool = False, **options) -> psycopg.Connection:
+        keywords = lab.superuser_connection(dbname) if superuser else lab.connection(dbname)
         keywords.update(options)
         connection = psycopg.connect(**keywords)
         opened.append(connection)
@@ -75,11 +82,11 @@ class FreshDatabase:
     lab: labctl.LabSettings
 
     @property
-    def connection(self) -> Dict[str, object]:
+    def connection(self) -> dict[str, object]:
         return self.lab.connection(self.name)
 
     @property
-    def superuser_connection(self) -> Dict[str, object]:
+    def superuser_connection(self) -> dict[str, object]:
         return self.lab.superuser_connection(self.name)
 
     def connect(self, superuser: bool = False, **options) -> psycopg.Connection:
@@ -88,14 +95,14 @@ class FreshDatabase:
 
     def write_arvados_config(self, path: Path) -> Path:
         """An /etc/arvados/config.yml naming this database (file mode 0600)."""
-        labctl.write_private_file(path, labctl.render_arvados_config(
-            self.lab, self.lab.db_password(), dbname=self.name))
+        labctl.write_private_file(
+            path, labctl.render_arvados_config(self.lab, self.lab.db_password(), dbname=self.name)
+        )
         return path
 
     def write_database_yml(self, path: Path) -> Path:
         """An older /etc/arvados/api/database.yml naming this database (file mode 0600)."""
-        labctl.write_private_file(path, labctl.render_database_yml(
-            self.lab, self.lab.db_password(), dbname=self.name))
+        labctl.write_private_file(path, labctl.render_database_yml(self.lab, self.lab.db_password(), dbname=self.name))
         return path
 
 
@@ -103,12 +110,34 @@ class FreshDatabase:
 def fresh_db(lab: labctl.LabSettings) -> Iterator[FreshDatabase]:
     name = f"lab_test_{uuid.uuid4().hex[:16]}"
     with psycopg.connect(**lab.superuser_connection("postgres"), autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {} OWNER {} TEMPLATE {}").format(
-            sql.Identifier(name), sql.Identifier(labctl.DB_ROLE),
-            sql.Identifier(labctl.TEMPLATE_DATABASE)))
+        admin.execute(
+            sql.SQL("CREATE DATABASE {} OWNER {} TEMPLATE {}").format(
+                sql.Identifier(name), sql.Identifier(labctl.DB_ROLE), sql.Identifier(labctl.TEMPLATE_DATABASE)
+            )
+        )
     try:
         yield FreshDatabase(name, lab)
     finally:
         with psycopg.connect(**lab.superuser_connection("postgres"), autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                sql.Identifier(name)))
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def slurm(lab_env: dict[str, str]) -> Iterator[Slurm]:
+    """Slurm's clients on the lab; teardown cancels, by id, only what the test submitted."""
+    client = Slurm(lab_env)
+    yield client
+    client.cancel_leftovers()
+
+
+@pytest.fixture
+def records(fresh_db: FreshDatabase) -> Iterator[Records]:
+    """Jobs and containers written straight into the test's fresh database."""
+    with fresh_db.connect() as conn:
+        yield Records(conn)
+
+
+@pytest.fixture(scope="session")
+def linked_collection() -> None:
+    """ansible.cfg finds arvados_ops.recovery through this link (made by make test too)."""
+    subprocess.run([str(REPO_ROOT / "scripts" / "link-collection.sh")], check=True, capture_output=True, timeout=30)

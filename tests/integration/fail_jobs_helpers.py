@@ -6,20 +6,23 @@
 - `run_cli(...)`: the `arvados-fail-jobs` command as a subprocess;
 - snapshots of tables and a `pg_dump --data-only` of the whole database.
 """
+
 from __future__ import annotations
 
 import json
 import random
 import subprocess
 import uuid as uuid_module
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any
 
 import psycopg
 
-from tests.integration.module_playbook import ANSIBLE_PLAYBOOK, PYTHON, REPO_ROOT, module_playbook
 from lab import datagen
+from tests.integration import module_playbook
+from tests.integration.module_playbook import PYTHON, REPO_ROOT
 
 MODULE = "arvados_ops.recovery.arvados_fail_jobs"
 CLI = [str(PYTHON), "-m", "plugins.module_utils.fail_jobs_cli"]
@@ -28,8 +31,7 @@ TOKEN_TABLE = "api_client_authorizations"
 
 
 def conninfo(fresh_db) -> str:
-    return psycopg.conninfo.make_conninfo(
-        **{key: str(value) for key, value in fresh_db.connection.items()})
+    return psycopg.conninfo.make_conninfo(**{key: str(value) for key, value in fresh_db.connection.items()})
 
 
 def boot_epoch(summary: datagen.Summary) -> int:
@@ -39,7 +41,7 @@ def boot_epoch(summary: datagen.Summary) -> int:
 def random_seed() -> int:
     # Random on purpose: job uuids derive from the seed, and Slurm job names of parallel
     # test runs (other engineers' too) must not collide. Printed so a failure can be replayed.
-    seed = random.SystemRandom().randrange(2 ** 31)
+    seed = random.SystemRandom().randrange(2**31)
     print("datagen seed %d" % seed)
     return seed
 
@@ -47,10 +49,20 @@ def random_seed() -> int:
 def load(fresh_db, **overrides) -> datagen.Summary:
     now = datagen.utc_now()
     boot = now.replace(microsecond=0) - timedelta(minutes=30)
-    values: Dict[str, Any] = dict(
-        boot_time=boot, now=now, jobs=60, running=12, queued=5, running_after_boot=3,
-        running_unstarted=0, tasks_per_job=2, users=6, idle_users=1, seed=random_seed(),
-        running_span=timedelta(hours=24))
+    values: dict[str, Any] = dict(
+        boot_time=boot,
+        now=now,
+        jobs=60,
+        running=12,
+        queued=5,
+        running_after_boot=3,
+        running_unstarted=0,
+        tasks_per_job=2,
+        users=6,
+        idle_users=1,
+        seed=random_seed(),
+        running_span=timedelta(hours=24),
+    )
     values.update(overrides)
     summary, _timings = datagen.load_cluster(conninfo(fresh_db), datagen.ClusterSpec(**values))
     return summary
@@ -58,7 +70,8 @@ def load(fresh_db, **overrides) -> datagen.Summary:
 
 # -- looking at the database ------------------------------------------------------------
 
-def rows_by_uuid(conn, table: str) -> Dict[str, Dict[str, Any]]:
+
+def rows_by_uuid(conn, table: str) -> dict[str, dict[str, Any]]:
     with conn.cursor(row_factory=psycopg.rows.dict_row) as cursor:
         cursor.execute("SELECT * FROM %s ORDER BY id" % table)
         rows = {row["uuid"]: row for row in cursor.fetchall()}
@@ -66,15 +79,15 @@ def rows_by_uuid(conn, table: str) -> Dict[str, Dict[str, Any]]:
     return rows
 
 
-def jobs(conn) -> Dict[str, Dict[str, Any]]:
+def jobs(conn) -> dict[str, dict[str, Any]]:
     return rows_by_uuid(conn, "jobs")
 
 
-def tokens(conn) -> Dict[str, Dict[str, Any]]:
+def tokens(conn) -> dict[str, dict[str, Any]]:
     return rows_by_uuid(conn, TOKEN_TABLE)
 
 
-def logs(conn) -> List[Dict[str, Any]]:
+def logs(conn) -> list[dict[str, Any]]:
     with conn.cursor(row_factory=psycopg.rows.dict_row) as cursor:
         cursor.execute("SELECT * FROM logs ORDER BY id")
         rows = cursor.fetchall()
@@ -82,10 +95,9 @@ def logs(conn) -> List[Dict[str, Any]]:
     return rows
 
 
-def tasks_by_job(conn) -> Dict[str, List[str]]:
-    found: Dict[str, List[str]] = {}
-    for job_uuid, task_uuid in conn.execute(
-            "SELECT job_uuid, uuid FROM job_tasks ORDER BY uuid"):
+def tasks_by_job(conn) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for job_uuid, task_uuid in conn.execute("SELECT job_uuid, uuid FROM job_tasks ORDER BY uuid"):
         found.setdefault(job_uuid, []).append(task_uuid)
     conn.rollback()
     return found
@@ -97,7 +109,7 @@ def db_now(conn):
     return value
 
 
-def api_token_secrets(conn) -> List[str]:
+def api_token_secrets(conn) -> list[str]:
     secrets = [row[0] for row in conn.execute("SELECT api_token FROM %s" % TOKEN_TABLE)]
     conn.rollback()
     return secrets
@@ -107,86 +119,112 @@ def pg_dump(fresh_db, lab_env: Mapping[str, str]) -> str:
     """Every row of every table, and every sequence's value: a full data dump."""
     su = fresh_db.superuser_connection
     completed = subprocess.run(
-        ["pg_dump", "--data-only", "--no-owner", "-h", str(su["host"]), "-p", str(su["port"]),
-         "-U", str(su["user"]), "-d", fresh_db.name],
-        env=dict(lab_env), capture_output=True, text=True, timeout=60, check=False)
+        [
+            "pg_dump",
+            "--data-only",
+            "--no-owner",
+            "-h",
+            str(su["host"]),
+            "-p",
+            str(su["port"]),
+            "-U",
+            str(su["user"]),
+            "-d",
+            fresh_db.name,
+        ],
+        env=dict(lab_env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert completed.returncode == 0, completed.stderr
     # pg_dump 15.14+ brackets its output with \restrict/\unrestrict and a random key.
-    return "".join(line for line in completed.stdout.splitlines(keepends=True)
-                   if not line.startswith(("\\restrict ", "\\unrestrict ")))
+    return "".join(
+        line
+        for line in completed.stdout.splitlines(keepends=True)
+        if not line.startswith(("\\restrict ", "\\unrestrict "))
+    )
 
 
 # -- running the module and the command ------------------------------------------------
+
 
 def write_config(fresh_db, directory: Path) -> Path:
     return fresh_db.write_arvados_config(directory / ("config-%s.yml" % fresh_db.name))
 
 
-def run_playbook(lab_env: Mapping[str, str], directory: Path,
-                 tasks: Sequence[Mapping[str, Any]], timeout: float = 300
-                 ) -> Tuple[List[Dict[str, Any]], subprocess.CompletedProcess]:
-    """One ansible-playbook run; each task is {'args': ..., 'check': bool, 'diff': bool}.
-
-    Every module task is registered and its result written to a JSON file by a task that
-    runs even in check mode; a failing task does not stop the play (`ignore_errors`).
-    """
-    name = uuid_module.uuid4().hex[:8]
-    result_files = [directory / ("result-%s-%d.json" % (name, number))
-                    for number in range(len(tasks))]
-    playbook = module_playbook(MODULE, tasks, result_files)
-    playbook_path = directory / ("playbook-%s.yml" % name)
-    playbook_path.write_text(json.dumps(playbook, indent=2))
-    completed = subprocess.run(
-        [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", str(playbook_path)],
-        # ansible-core refuses a non-UTF-8 locale; the module sets LC_ALL=C for Slurm itself.
-        cwd=str(REPO_ROOT), env=dict(lab_env, LC_ALL="C.UTF-8"), capture_output=True, text=True,
-        timeout=timeout, check=False)
-    assert completed.returncode == 0, "ansible-playbook failed:\n%s\n%s" % (
-        completed.stdout[-4000:], completed.stderr[-4000:])
-    results = [json.loads(path.read_text()) for path in result_files]
-    return results, completed
+def run_playbook(
+    lab_env: Mapping[str, str], directory: Path, tasks: Sequence[Mapping[str, Any]], timeout: float = 300
+) -> tuple[list[dict[str, Any]], module_playbook.PlaybookRun]:
+    """Each task's result, and the run itself (its output, to look for secrets in)."""
+    run = module_playbook.run_playbook(MODULE, lab_env, directory, tasks, timeout)
+    return run.results, run
 
 
-def run_module(lab_env: Mapping[str, str], directory: Path, args: Mapping[str, Any],
-               check: bool = False, diff: bool = False) -> Dict[str, Any]:
+def run_module(
+    lab_env: Mapping[str, str], directory: Path, args: Mapping[str, Any], check: bool = False, diff: bool = False
+) -> dict[str, Any]:
     results, _completed = run_playbook(lab_env, directory, [{"args": args, "check": check, "diff": diff}])
     return results[0]
 
 
-def run_cli(lab_env: Mapping[str, str], directory: Path, options: Mapping[str, Any],
-            flags: Sequence[str] = (), timeout: float = 120) -> subprocess.CompletedProcess:
+def run_cli(
+    lab_env: Mapping[str, str],
+    directory: Path,
+    options: Mapping[str, Any],
+    flags: Sequence[str] = (),
+    timeout: float = 120,
+) -> subprocess.CompletedProcess:
     """The command with `options` in an --options-file (as the boot unit gives them)."""
     options_file = directory / ("options-%s.yml" % uuid_module.uuid4().hex[:8])
     options_file.write_text(json.dumps(dict(options)))
     options_file.chmod(0o600)
     env = {k: v for k, v in lab_env.items() if k != "JOURNAL_STREAM"}  # plain prefixes
-    return subprocess.run(CLI + ["--options-file", str(options_file)] + list(flags),
-                          cwd=str(REPO_ROOT), env=env, capture_output=True,
-                          text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        CLI + ["--options-file", str(options_file)] + list(flags),
+        cwd=str(REPO_ROOT),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
-def cli_json(completed: subprocess.CompletedProcess) -> Dict[str, Any]:
+def cli_json(completed: subprocess.CompletedProcess) -> dict[str, Any]:
     assert completed.returncode == 0, completed.stderr
     return json.loads(completed.stdout)
 
 
 # -- Slurm ------------------------------------------------------------------------------
 
+
 def sbatch(lab_env: Mapping[str, str], job_uuid: str, sleep_seconds: int = 300) -> str:
-    completed = subprocess.run(datagen.sbatch_command(job_uuid, sleep_seconds),
-                               env=dict(lab_env), capture_output=True, text=True,
-                               timeout=60, check=False)
+    completed = subprocess.run(
+        datagen.sbatch_command(job_uuid, sleep_seconds),
+        env=dict(lab_env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert completed.returncode == 0, completed.stderr
     return completed.stdout.strip().split(";")[0]
 
 
-def squeue_names(lab_env: Mapping[str, str], job_ids: Sequence[str]) -> Dict[str, str]:
+def squeue_names(lab_env: Mapping[str, str], job_ids: Sequence[str]) -> dict[str, str]:
     """Slurm job id -> name, for those of `job_ids` still in the queue."""
     if not job_ids:
         return {}
     completed = subprocess.run(
         ["squeue", "--noheader", "--format=%i %j", "--jobs=" + ",".join(job_ids)],
-        env=dict(lab_env), capture_output=True, text=True, timeout=60, check=False)
+        env=dict(lab_env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     # squeue exits 1 with "Invalid job id specified" once every id has left the queue.
     if completed.returncode != 0 and "Invalid job id" in completed.stderr:
         return {}
@@ -201,13 +239,12 @@ def squeue_names(lab_env: Mapping[str, str], job_ids: Sequence[str]) -> Dict[str
 def scancel(lab_env: Mapping[str, str], job_ids: Sequence[str]) -> None:
     """Cancel the Slurm jobs this test submitted, by id (never by name)."""
     if job_ids:
-        subprocess.run(["scancel"] + list(job_ids), env=dict(lab_env), capture_output=True,
-                       timeout=60, check=False)
+        subprocess.run(["scancel"] + list(job_ids), env=dict(lab_env), capture_output=True, timeout=60, check=False)
 
 
-def unchanged_except(before: Mapping[str, Mapping[str, Any]],
-                     after: Mapping[str, Mapping[str, Any]],
-                     changed: Optional[set] = None) -> List[str]:
+def unchanged_except(
+    before: Mapping[str, Mapping[str, Any]], after: Mapping[str, Mapping[str, Any]], changed: set | None = None
+) -> list[str]:
     """The uuids whose rows differ between two snapshots, other than those in `changed`."""
     changed = changed or set()
     assert set(before) == set(after)

@@ -7,28 +7,28 @@
 - `logging_client`: a wrapper script that logs each call of a Slurm client and execs it;
 - `run_playbook`: real `ansible-playbook` runs of the module, results as dicts.
 """
+
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shlex
 import shutil
 import subprocess
 import time
-import uuid as uuid_module
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, NamedTuple
 
-from tests.integration.module_playbook import ANSIBLE_PLAYBOOK, PYTHON, REPO_ROOT, module_playbook
 from lab import labctl
 from plugins.module_utils.uuids import CONTAINER_INFIX, new_uuid
+from tests.integration import module_playbook
+from tests.integration.module_playbook import PYTHON
 
 LABCTL = Path(labctl.__file__)
 MODULE = "arvados_ops.recovery.slurm_job_cancel"
 
-PRIVATE_LAB_PORTS = {"LAB_PG_PORT": "55434", "LAB_SLURMCTLD_PORT": "16837",
-                     "LAB_SLURMD_PORT": "16838"}
+PRIVATE_LAB_PORTS = {"LAB_PG_PORT": "55434", "LAB_SLURMCTLD_PORT": "16837", "LAB_SLURMD_PORT": "16838"}
 # The lab's slurm.conf says MessageTimeout=10.
 MESSAGE_TIMEOUT = 10.0
 
@@ -47,9 +47,12 @@ def wait_for(condition: Callable[[], Any], timeout: float, interval: float = 0.0
         time.sleep(interval)
 
 
-def clean_env(extra: Mapping[str, str]) -> Dict[str, str]:
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("PG", "SLURM_", "LAB_", "SQUEUE_", "SCANCEL_"))}
+def clean_env(extra: Mapping[str, str]) -> dict[str, str]:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("PG", "SLURM_", "LAB_", "SQUEUE_", "SCANCEL_"))
+    }
     env.update(extra)
     env["LC_ALL"] = "C"
     return env
@@ -67,26 +70,25 @@ class Slurm:
 
     def __init__(self, env: Mapping[str, str]):
         self.env = dict(env)
-        self.submitted: List[str] = []
+        self.submitted: list[str] = []
 
-    def run(self, *argv: str, check: bool = True, user: Optional[str] = None,
-            timeout: float = 60) -> subprocess.CompletedProcess:
+    def run(
+        self, *argv: str, check: bool = True, user: str | None = None, timeout: float = 60
+    ) -> subprocess.CompletedProcess:
         command = list(argv)
         if user is not None:
             # runuser keeps the environment (SLURM_CONF) unless told otherwise.
             command = ["runuser", "-u", user, "--", *command]
-        result = subprocess.run(command, env=self.env, capture_output=True, text=True,
-                                timeout=timeout, check=False)
+        result = subprocess.run(command, env=self.env, capture_output=True, text=True, timeout=timeout, check=False)
         if check and result.returncode != 0:
-            raise AssertionError("%s exited %d: %s%s" % (" ".join(command), result.returncode,
-                                                         result.stdout, result.stderr))
+            raise AssertionError(
+                "%s exited %d: %s%s" % (" ".join(command), result.returncode, result.stdout, result.stderr)
+            )
         return result
 
-    def submit(self, name: str, command: str = "exec sleep 300", user: Optional[str] = None,
-               hold: bool = False) -> str:
+    def submit(self, name: str, command: str = "exec sleep 300", user: str | None = None, hold: bool = False) -> str:
         """sbatch one job; held jobs stay PENDING and never take a CPU of the shared lab."""
-        argv = ["sbatch", "--parsable", "--job-name=" + name, "--output=/dev/null",
-                "--chdir=/tmp"]
+        argv = ["sbatch", "--parsable", "--job-name=" + name, "--output=/dev/null", "--chdir=/tmp"]
         if hold:
             argv.append("--hold")
         argv += ["--wrap", command]
@@ -95,7 +97,7 @@ class Slurm:
         self.submitted.append(job_id)
         return job_id
 
-    def queue(self, names: Iterable[str] = ()) -> Dict[str, Job]:
+    def queue(self, names: Iterable[str] = ()) -> dict[str, Job]:
         """Queued jobs (the finished ones squeue keeps for MinJobAge are not shown)."""
         argv = ["squeue", "--noheader", "--all", "--format=%i|%j|%T|%u"]
         names = list(names)
@@ -107,20 +109,20 @@ class Slurm:
 
     def final_state(self, job_id: str) -> str:
         """The state of a job, finished ones included (kept for MinJobAge = 300 s)."""
-        result = self.run("squeue", "--noheader", "--all", "--states=all", "--jobs=" + job_id,
-                          "--format=%T", check=False)
+        result = self.run(
+            "squeue", "--noheader", "--all", "--states=all", "--jobs=" + job_id, "--format=%T", check=False
+        )
         return result.stdout.strip() or "GONE"
 
     def wait_for_state(self, job_id: str, state: str, timeout: float = 30) -> None:
-        seen: List[str] = []
+        seen: list[str] = []
 
         def reached() -> bool:
             job = self.queue().get(job_id)
             seen.append(job.state if job else "ABSENT")
             return job is not None and job.state == state
 
-        assert wait_for(reached, timeout), "job %s never %s; states seen: %s" % (
-            job_id, state, sorted(set(seen)))
+        assert wait_for(reached, timeout), "job %s never %s; states seen: %s" % (job_id, state, sorted(set(seen)))
 
     def cancel_leftovers(self, timeout: float = 30) -> None:
         """scancel (by id) whatever this test submitted that is still queued."""
@@ -130,7 +132,7 @@ class Slurm:
             wait_for(lambda: not set(leftovers) & set(self.queue()), timeout, interval=0.1)
 
 
-def logging_client(directory: Path, program: str) -> Tuple[Path, Path]:
+def logging_client(directory: Path, program: str) -> tuple[Path, Path]:
     """A wrapper of `program` that appends 'start <argv>' and 'end <rc>' lines to a log.
 
     Returns (wrapper, log). The log does not exist until the wrapper first runs.
@@ -143,20 +145,20 @@ def logging_client(directory: Path, program: str) -> Tuple[Path, Path]:
     wrapper.write_text(
         "#!/bin/sh\n"
         "printf 'start %s\\n' \"$*\" >> {log}\n"
-        "{real} \"$@\"\n"
+        '{real} "$@"\n'
         "rc=$?\n"
         "printf 'end %s\\n' \"$rc\" >> {log}\n"
-        "exit $rc\n".format(log=shlex.quote(str(log)), real=shlex.quote(real)))
+        "exit $rc\n".format(log=shlex.quote(str(log)), real=shlex.quote(real))
+    )
     wrapper.chmod(0o755)
     return wrapper, log
 
 
-def logged_calls(log: Path) -> List[List[str]]:
+def logged_calls(log: Path) -> list[list[str]]:
     """The argument lists (without the program) of each logged call, in order."""
     if not log.exists():
         return []
-    return [line.split()[1:] for line in log.read_text().splitlines()
-            if line.startswith("start ")]
+    return [line.split()[1:] for line in log.read_text().splitlines() if line.startswith("start ")]
 
 
 def finished_calls(log: Path) -> int:
@@ -167,68 +169,56 @@ def finished_calls(log: Path) -> int:
 
 # -- ansible-playbook --------------------------------------------------------------------
 
-@dataclasses.dataclass
-class PlaybookRun:
-    process: subprocess.Popen
-    result_files: List[Path]
-    started: float
 
-    def finish(self, timeout: float = 300) -> Tuple[List[Dict[str, Any]], float]:
-        """Results of every task, and the wall time of the whole ansible-playbook run."""
-        stdout, stderr = self.process.communicate(timeout=timeout)
-        wall = time.monotonic() - self.started
-        assert self.process.returncode == 0, "ansible-playbook failed:\n%s\n%s" % (
-            stdout[-4000:], stderr[-4000:])
-        return [json.loads(path.read_text()) for path in self.result_files], wall
+def start_playbook(
+    env: Mapping[str, str], directory: Path, tasks: Sequence[Mapping[str, Any]]
+) -> module_playbook.RunningPlaybook:
+    return module_playbook.start_playbook(MODULE, env, directory, tasks)
 
 
-def start_playbook(env: Mapping[str, str], directory: Path,
-                   tasks: Sequence[Mapping[str, Any]]) -> PlaybookRun:
-    run_id = uuid_module.uuid4().hex[:8]
-    result_files = [directory / ("result-%s-%d.json" % (run_id, number))
-                    for number in range(len(tasks))]
-    playbook_path = directory / ("playbook-%s.yml" % run_id)
-    playbook_path.write_text(json.dumps(module_playbook(MODULE, tasks, result_files), indent=2))
-    started = time.monotonic()
-    process = subprocess.Popen(
-        [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", str(playbook_path)],
-        # ansible-core refuses a non-UTF-8 locale; the module sets LC_ALL=C for Slurm itself.
-        cwd=str(REPO_ROOT), env=dict(env, LC_ALL="C.UTF-8"), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
-    return PlaybookRun(process, result_files, started)
+def run_playbook(
+    env: Mapping[str, str], directory: Path, tasks: Sequence[Mapping[str, Any]], timeout: float = 300
+) -> tuple[list[dict[str, Any]], float]:
+    """Each task's result, and the wall time of the whole ansible-playbook run."""
+    run = module_playbook.run_playbook(MODULE, env, directory, tasks, timeout)
+    return run.results, run.wall
 
 
-def run_playbook(env: Mapping[str, str], directory: Path, tasks: Sequence[Mapping[str, Any]],
-                 timeout: float = 300) -> Tuple[List[Dict[str, Any]], float]:
-    return start_playbook(env, directory, tasks).finish(timeout)
-
-
-def run_module(env: Mapping[str, str], directory: Path, args: Mapping[str, Any],
-               check: bool = False, diff: bool = False) -> Dict[str, Any]:
+def run_module(
+    env: Mapping[str, str], directory: Path, args: Mapping[str, Any], check: bool = False, diff: bool = False
+) -> dict[str, Any]:
     results, _wall = run_playbook(env, directory, [{"args": args, "check": check, "diff": diff}])
     return results[0]
 
 
 # -- a lab of our own --------------------------------------------------------------------
 
+
 @dataclasses.dataclass
 class PrivateLab:
     settings: labctl.LabSettings
-    env: Dict[str, str]
+    env: dict[str, str]
 
     @classmethod
-    def create(cls, lab_dir: Path) -> "PrivateLab":
+    def create(cls, lab_dir: Path) -> PrivateLab:
         env = clean_env(dict(PRIVATE_LAB_PORTS, LAB_DIR=str(lab_dir)))
         settings = labctl.lab_settings(environ=env)
         env.update(settings.exports())
         return cls(settings, env)
 
     def labctl(self, *arguments: str, check: bool = True) -> subprocess.CompletedProcess:
-        result = subprocess.run([str(PYTHON), str(LABCTL), *arguments], env=self.env,
-                                capture_output=True, text=True, timeout=180, check=False)
+        result = subprocess.run(
+            [str(PYTHON), str(LABCTL), *arguments],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
         if check and result.returncode != 0:
-            raise AssertionError("labctl %s exited %d:\n%s\n%s" % (
-                " ".join(arguments), result.returncode, result.stdout, result.stderr))
+            raise AssertionError(
+                "labctl %s exited %d:\n%s\n%s" % (" ".join(arguments), result.returncode, result.stdout, result.stderr)
+            )
         return result
 
     def stop_service(self, service: str) -> None:

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from lab import datagen
+from lab import cluster_rows, datagen
 
 
 @pytest.fixture
@@ -23,17 +23,28 @@ def cluster_db(fresh_db):
 
 def small_spec(**overrides):
     now = datagen.utc_now()
-    values = dict(boot_time=now - timedelta(minutes=30), now=now, jobs=300, running=25,
-                  queued=10, running_after_boot=3, tasks_per_job=3, users=12, idle_users=3,
-                  seed=3)
+    values = dict(
+        boot_time=now - timedelta(minutes=30),
+        now=now,
+        jobs=300,
+        running=25,
+        queued=10,
+        running_after_boot=3,
+        tasks_per_job=3,
+        users=12,
+        idle_users=3,
+        seed=3,
+    )
     values.update(overrides)
     return datagen.ClusterSpec(**values)
 
 
 def table_counts(conninfo):
     with psycopg.connect(conninfo) as conn:
-        return {table: conn.execute(sql.SQL("SELECT count(*) FROM {}").format(
-            sql.Identifier(table))).fetchone()[0] for table in datagen.CLUSTER_TABLES}
+        return {
+            table: conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table))).fetchone()[0]
+            for table in datagen.CLUSTER_TABLES
+        }
 
 
 def index_names(conninfo):
@@ -51,18 +62,20 @@ def test_small_cluster_loads_and_counts_match_the_summary(cluster_db):
     with psycopg.connect(cluster_db) as conn:
         states = dict(conn.execute("SELECT state, count(*) FROM jobs GROUP BY state").fetchall())
         assert states == dict(summary.jobs_by_state)
-        running = {uuid for (uuid,) in conn.execute(
-            "SELECT uuid FROM jobs WHERE state = 'Running'")}
+        running = {uuid for (uuid,) in conn.execute("SELECT uuid FROM jobs WHERE state = 'Running'")}
         assert running == set(summary.running_uuids)
         # the cleanup's own token selection finds exactly the generator's job tokens
-        selected = {uuid for (uuid,) in conn.execute("""
+        selected = {
+            uuid
+            for (uuid,) in conn.execute("""
             SELECT t.uuid FROM jobs j
               JOIN users u ON u.uuid = j.is_locked_by_uuid
               JOIN api_client_authorizations t ON t.user_id = u.id
              WHERE j.state = 'Running' AND t.api_client_id = 0
                AND (t.expires_at IS NULL OR t.expires_at > now() AT TIME ZONE 'UTC')
                AND t.created_at BETWEEN j.created_at AND j.started_at
-               AND NOT EXISTS (SELECT 1 FROM containers c WHERE c.auth_uuid = t.uuid)""")}
+               AND NOT EXISTS (SELECT 1 FROM containers c WHERE c.auth_uuid = t.uuid)""")
+        }
         assert selected == set(summary.job_token_uuids.values())
         # sequences continue after the loaded ids
         next_id = conn.execute("SELECT nextval('jobs_id_seq')").fetchone()[0]
@@ -77,8 +90,7 @@ def test_deferred_index_path_rebuilds_every_index(cluster_db):
     assert timings.deferred_indexes and timings.index > 0
     assert index_names(cluster_db) == before
     with psycopg.connect(cluster_db) as conn:
-        invalid = conn.execute(
-            "SELECT count(*) FROM pg_index WHERE NOT indisvalid").fetchone()[0]
+        invalid = conn.execute("SELECT count(*) FROM pg_index WHERE NOT indisvalid").fetchone()[0]
         assert invalid == 0
         # the rebuilt trigram index serves Arvados' text search
         some_uuid = summary.running_before_boot[0]
@@ -93,26 +105,37 @@ def test_deferred_index_path_rebuilds_every_index(cluster_db):
 
 
 def trigram_expression():
-    statement = next(d.statement for d in datagen.index_definitions()
-                     if d.name == "jobs_trgm_text_search_idx")
+    statement = next(d.statement for d in datagen.index_definitions() if d.name == "jobs_trgm_text_search_idx")
     start = statement.index("USING gin (") + len("USING gin (")
-    return statement[start:statement.rindex(" public.gin_trgm_ops)")]
+    return statement[start : statement.rindex(" public.gin_trgm_ops)")]
 
 
 def test_loading_twice_needs_replace(cluster_db):
     datagen.load_cluster(cluster_db, small_spec(jobs=40, running=5, queued=2))
     with pytest.raises(RuntimeError, match="already hold rows"):
         datagen.load_cluster(cluster_db, small_spec(jobs=40, running=5, queued=2))
-    summary, _timings = datagen.load_cluster(cluster_db, small_spec(jobs=40, running=5, queued=2,
-                                                                    seed=4), replace=True)
+    summary, _timings = datagen.load_cluster(cluster_db, small_spec(jobs=40, running=5, queued=2, seed=4), replace=True)
     assert table_counts(cluster_db)["jobs"] == 40
     assert summary.rows["jobs"] == 40
 
 
 def test_cli_loads_and_prints_the_summary(cluster_db, capsys):
-    code = datagen.main(["--dsn", cluster_db, "--jobs", "50", "--running", "6", "--queued",
-                         "4", "--seed", "9", "--boot-time", "@%d" % int(
-                             (datagen.utc_now() - datagen.EPOCH).total_seconds() - 600)])
+    code = datagen.main(
+        [
+            "--dsn",
+            cluster_db,
+            "--jobs",
+            "50",
+            "--running",
+            "6",
+            "--queued",
+            "4",
+            "--seed",
+            "9",
+            "--boot-time",
+            "@%d" % int((datagen.utc_now() - datagen.EPOCH).total_seconds() - 600),
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "Running 6" in out and "Queued 4" in out and "seed 9" in out
@@ -123,8 +146,7 @@ def test_demo_seeds_a_rebooted_cluster_and_shows_it(cluster_db, capsys):
     from lab import demo
 
     boot = datagen.utc_now() - timedelta(minutes=20)
-    summary = demo.seed_rebooted(cluster_db, boot, seed=1, running=6, slurm_jobs=0,
-                                 prefix="zzzzz")
+    summary = demo.seed_rebooted(cluster_db, boot, seed=1, running=6, slurm_jobs=0, prefix="zzzzz")
     demo.show(cluster_db, boot, max_running=4)
     out = capsys.readouterr().out
     assert "Running jobs: 6 (5 started before boot, 1 after, 0 without started_at)" in out
@@ -136,14 +158,19 @@ def test_demo_seeds_a_rebooted_cluster_and_shows_it(cluster_db, capsys):
 
 def table_digests(conninfo):
     with psycopg.connect(conninfo) as conn:
-        return {table: conn.execute(sql.SQL(
-            "SELECT md5(coalesce(string_agg(t::text, ',' ORDER BY id), '')) FROM {} AS t"
-        ).format(sql.Identifier(table))).fetchone()[0] for table in datagen.CLUSTER_TABLES}
+        return {
+            table: conn.execute(
+                sql.SQL("SELECT md5(coalesce(string_agg(t::text, ',' ORDER BY id), '')) FROM {} AS t").format(
+                    sql.Identifier(table)
+                )
+            ).fetchone()[0]
+            for table in datagen.CLUSTER_TABLES
+        }
 
 
 def test_parallel_generation_loads_the_same_rows(cluster_db, monkeypatch):
     # Small blocks so that two processes share the finished jobs.
-    monkeypatch.setattr(datagen, "FINISHED_BLOCK_JOBS", 40)
+    monkeypatch.setattr(cluster_rows, "FINISHED_BLOCK_JOBS", 40)
     spec = small_spec()
     alone, _alone_timings = datagen.load_cluster(cluster_db, spec, generation_workers=1)
     single = table_digests(cluster_db)
@@ -159,15 +186,20 @@ def test_slurm_jobs_are_named_after_running_jobs(cluster_db, lab_env, monkeypatc
 
     for name in ("SLURM_CONF", "PATH"):
         monkeypatch.setenv(name, lab_env[name])
-    summary, _timings = datagen.load_cluster(cluster_db, small_spec(jobs=30, running=4, queued=2,
-                                                                    running_after_boot=1))
+    summary, _timings = datagen.load_cluster(cluster_db, small_spec(jobs=30, running=4, queued=2, running_after_boot=1))
     submitted = datagen.submit_slurm_jobs(summary.running_uuids, limit=3, sleep_seconds=60)
     try:
         assert list(submitted) == summary.running_uuids[:3]
         queue = subprocess.run(
             ["squeue", "--noheader", "--format=%i %j", "--name=" + ",".join(submitted)],
-            env=lab_env, capture_output=True, text=True, check=True, timeout=30).stdout
+            env=lab_env,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        ).stdout
         assert sorted(line.split() for line in queue.splitlines()) == sorted(
-            [job_id, uuid] for uuid, job_id in submitted.items())
+            [job_id, uuid] for uuid, job_id in submitted.items()
+        )
     finally:
         subprocess.run(["scancel", *submitted.values()], env=lab_env, check=False, timeout=30)

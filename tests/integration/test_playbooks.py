@@ -3,45 +3,38 @@
 PostgreSQL with a fresh database per test (named through the `recover_db` extra var) and
 the lab's Slurm, where each test cancels, by id, the Slurm jobs it submitted.
 """
+
 from __future__ import annotations
 
 import json
 import re
 import subprocess
-from datetime import timedelta
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Dict, Mapping, Sequence
+from typing import Any
 
 import pytest
 
 from lab import datagen
 from plugins.module_utils.uuids import JOB_INFIX, new_uuid
 from tests.integration import fail_jobs_helpers as helpers
+from tests.integration.module_playbook import ANSIBLE_PLAYBOOK, REPO_ROOT
 from tests.integration.slurm_helpers import Slurm
 
-REPO_ROOT = helpers.REPO_ROOT
 PLAYBOOKS = REPO_ROOT / "playbooks"
 LAB_INVENTORY = PLAYBOOKS / "inventory" / "lab.yml"
 RECOVER = PLAYBOOKS / "recover_after_reboot.yml"
 CANCEL = PLAYBOOKS / "cancel_slurm_jobs.yml"
 
-RECAP_RE = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)"
-                      r"\s+skipped=(\d+)\s+rescued=(\d+)\s+ignored=(\d+)", re.MULTILINE)
+RECAP_RE = re.compile(
+    r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)"
+    r"\s+skipped=(\d+)\s+rescued=(\d+)\s+ignored=(\d+)",
+    re.MULTILINE,
+)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def linked_collection():
-    """ansible.cfg finds arvados_ops.recovery through this link (made by make test too)."""
-    subprocess.run([str(REPO_ROOT / "scripts" / "link-collection.sh")], check=True,
-                   capture_output=True, timeout=30)
-
-
-@pytest.fixture
-def slurm(lab_env):
-    """Slurm's clients on the lab; teardown cancels, by id, only the jobs this test submitted."""
-    client = Slurm(lab_env)
-    yield client
-    helpers.scancel(lab_env, client.submitted)
+pytestmark = pytest.mark.usefixtures("linked_collection")
 
 
 class Run:
@@ -50,39 +43,59 @@ class Run:
         self.stdout = completed.stdout
         recaps = RECAP_RE.findall(completed.stdout)
         assert recaps, "no PLAY RECAP in:\n%s" % completed.stdout[-3000:]
-        self.recap = {host: dict(zip(("ok", "changed", "unreachable", "failed", "skipped",
-                                      "rescued", "ignored"), map(int, counts)))
-                      for host, *counts in recaps}
+        self.recap = {
+            host: dict(
+                zip(
+                    ("ok", "changed", "unreachable", "failed", "skipped", "rescued", "ignored"),
+                    map(int, counts),
+                    strict=True,
+                )
+            )
+            for host, *counts in recaps
+        }
 
     @property
     def changed(self) -> int:
         return sum(counts["changed"] for counts in self.recap.values())
 
-    def summary(self) -> Dict[str, Any]:
+    def summary(self) -> dict[str, Any]:
         """The msg list of the last debug task (the playbook's summary)."""
         blocks = re.findall(r'"msg": \[\n(.*?)\n\s*\]', self.stdout, re.DOTALL)
         assert blocks, self.stdout[-3000:]
         return json.loads("[%s]" % blocks[-1])
 
 
-def ansible_playbook(lab_env: Mapping[str, str], playbook: Path, extra_vars: Mapping[str, Any],
-                     flags: Sequence[str] = (), expect_rc: int = 0, timeout: float = 300,
-                     inventory: Path = LAB_INVENTORY) -> Run:
+def ansible_playbook(
+    lab_env: Mapping[str, str],
+    playbook: Path,
+    extra_vars: Mapping[str, Any],
+    flags: Sequence[str] = (),
+    expect_rc: int = 0,
+    timeout: float = 300,
+    inventory: Path = LAB_INVENTORY,
+) -> Run:
     completed = subprocess.run(
-        [str(helpers.ANSIBLE_PLAYBOOK), "-i", str(inventory), str(playbook),
-         "-e", json.dumps(dict(extra_vars)), *flags],
+        [str(ANSIBLE_PLAYBOOK), "-i", str(inventory), str(playbook), "-e", json.dumps(dict(extra_vars)), *flags],
         # ansible-core refuses a non-UTF-8 locale.
-        cwd=str(REPO_ROOT), env=dict(lab_env, LC_ALL="C.UTF-8"), capture_output=True,
-        text=True, timeout=timeout, check=False)
+        cwd=str(REPO_ROOT),
+        env=dict(lab_env, LC_ALL="C.UTF-8"),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     assert completed.returncode == expect_rc, "ansible-playbook exited %d:\n%s\n%s" % (
-        completed.returncode, completed.stdout[-5000:], completed.stderr[-3000:])
+        completed.returncode,
+        completed.stdout[-5000:],
+        completed.stderr[-3000:],
+    )
     if expect_rc:
         return completed  # type: ignore[return-value]
     return Run(completed)
 
 
-def recover_vars(fresh_db, tmp_path: Path, summary: datagen.Summary, **extra) -> Dict[str, Any]:
-    values: Dict[str, Any] = {
+def recover_vars(fresh_db, tmp_path: Path, summary: datagen.Summary, **extra) -> dict[str, Any]:
+    values: dict[str, Any] = {
         "recover_db": {"config_file": str(helpers.write_config(fresh_db, tmp_path))},
         "recover_before": "@%d" % helpers.boot_epoch(summary),
     }
@@ -90,17 +103,17 @@ def recover_vars(fresh_db, tmp_path: Path, summary: datagen.Summary, **extra) ->
     return values
 
 
-def submit_for(slurm: Slurm, job_uuids: Sequence[str]) -> Dict[str, str]:
+def submit_for(slurm: Slurm, job_uuids: Sequence[str]) -> dict[str, str]:
     """A held (PENDING, so using no CPU of the shared lab) Slurm job named after each uuid."""
     return {job_uuid: slurm.submit(job_uuid, hold=True) for job_uuid in job_uuids}
 
 
-def queued_ids(slurm: Slurm, names: Sequence[str]) -> Dict[str, str]:
+def queued_ids(slurm: Slurm, names: Sequence[str]) -> dict[str, str]:
     """Slurm job id -> name, for the queued jobs bearing these names."""
     return {job_id: job.name for job_id, job in slurm.queue(names).items()}
 
 
-def states(conn, job_uuids: Sequence[str]) -> Dict[str, str]:
+def states(conn, job_uuids: Sequence[str]) -> dict[str, str]:
     jobs = helpers.jobs(conn)
     return {job_uuid: jobs[job_uuid]["state"] for job_uuid in job_uuids}
 
@@ -113,8 +126,8 @@ def stale_cluster(fresh_db, **overrides) -> datagen.Summary:
 
 # -- recover_after_reboot.yml ------------------------------------------------------------
 
-def test_recover_fails_exactly_the_stale_jobs_and_cancels_their_slurm_jobs(
-        fresh_db, lab_env, slurm, tmp_path):
+
+def test_recover_fails_exactly_the_stale_jobs_and_cancels_their_slurm_jobs(fresh_db, lab_env, slurm, tmp_path):
     summary = stale_cluster(fresh_db)
     stale = summary.running_before_boot
     exempt = summary.running_after_boot[0]
@@ -123,8 +136,7 @@ def test_recover_fails_exactly_the_stale_jobs_and_cancels_their_slurm_jobs(
         jobs_before = helpers.jobs(conn)
         tokens_before = helpers.tokens(conn)
 
-    run = ansible_playbook(lab_env, RECOVER, recover_vars(fresh_db, tmp_path, summary),
-                           flags=["-v"])
+    run = ansible_playbook(lab_env, RECOVER, recover_vars(fresh_db, tmp_path, summary), flags=["-v"])
 
     # The database steps never ask Slurm (the API host may have no Slurm tools).
     assert run.stdout.count('"slurm": {"skipped": ') == 2
@@ -134,8 +146,7 @@ def test_recover_fails_exactly_the_stale_jobs_and_cancels_their_slurm_jobs(
         logs = helpers.logs(conn)
     assert {u: jobs_after[u]["state"] for u in stale} == {u: "Failed" for u in stale}
     assert helpers.unchanged_except(jobs_before, jobs_after, set(stale)) == []
-    assert all(jobs_after[u]["state"] == "Running"
-               for u in summary.running_after_boot + summary.running_unstarted)
+    assert all(jobs_after[u]["state"] == "Running" for u in summary.running_after_boot + summary.running_unstarted)
     revoked = {summary.job_token_uuids[u] for u in stale}
     assert {u for u in tokens_after if tokens_after[u] != tokens_before[u]} == revoked
     assert sorted(row["object_uuid"] for row in logs) == sorted(stale)
@@ -164,9 +175,12 @@ def test_recover_fails_exactly_the_stale_jobs_and_cancels_their_slurm_jobs(
 def test_check_mode_predicts_and_changes_nothing(fresh_db, lab_env, slurm, tmp_path):
     # The default threshold: the boot time of the arvados_api host, this one.
     boot = datagen.host_boot_time()
-    summary = stale_cluster(fresh_db, boot_time=boot, now=datagen.utc_now(),
-                            running_after_boot=1 if datagen.utc_now() - boot > timedelta(
-                                seconds=2) else 0)
+    summary = stale_cluster(
+        fresh_db,
+        boot_time=boot,
+        now=datagen.utc_now(),
+        running_after_boot=1 if datagen.utc_now() - boot > timedelta(seconds=2) else 0,
+    )
     stale = summary.running_before_boot
     slurm_ids = submit_for(slurm, stale[:2])
     dump_before = helpers.pg_dump(fresh_db, lab_env)
@@ -190,21 +204,18 @@ def test_retry_requeues_the_stale_jobs(fresh_db, lab_env, slurm, tmp_path):
     stale = summary.running_before_boot
     slurm_ids = submit_for(slurm, stale[:2])
 
-    run = ansible_playbook(lab_env, RECOVER,
-                           recover_vars(fresh_db, tmp_path, summary, recover_retry=True))
+    run = ansible_playbook(lab_env, RECOVER, recover_vars(fresh_db, tmp_path, summary, recover_retry=True))
 
     with fresh_db.connect() as conn:
         assert states(conn, stale) == {u: "Queued" for u in stale}
-        assert states(conn, summary.running_after_boot) == {
-            u: "Running" for u in summary.running_after_boot}
+        assert states(conn, summary.running_after_boot) == {u: "Running" for u in summary.running_after_boot}
         tasks = helpers.tasks_by_job(conn)
         assert not any(u in tasks for u in stale)
         assert all(helpers.jobs(conn)[u]["started_at"] is None for u in stale)
     assert queued_ids(slurm, list(slurm_ids)) == {}
     assert run.summary()[1].startswith("%d jobs requeued: " % len(stale))
 
-    rerun = ansible_playbook(lab_env, RECOVER,
-                             recover_vars(fresh_db, tmp_path, summary, recover_retry=True))
+    rerun = ansible_playbook(lab_env, RECOVER, recover_vars(fresh_db, tmp_path, summary, recover_retry=True))
     assert rerun.changed == 0, rerun.stdout
 
 
@@ -213,8 +224,7 @@ def test_slurm_failure_stops_before_the_database_changes(fresh_db, lab_env, slur
     slurm_ids = submit_for(slurm, summary.running_before_boot[:1])
     dump_before = helpers.pg_dump(fresh_db, lab_env)
     # An squeue that always fails: Slurm cannot be asked.
-    extra = recover_vars(fresh_db, tmp_path, summary, recover_squeue_path="/bin/false",
-                         recover_slurm_timeout=1)
+    extra = recover_vars(fresh_db, tmp_path, summary, recover_squeue_path="/bin/false", recover_slurm_timeout=1)
 
     completed = ansible_playbook(lab_env, RECOVER, extra, expect_rc=2)
 
@@ -226,11 +236,18 @@ def test_slurm_failure_stops_before_the_database_changes(fresh_db, lab_env, slur
 def two_host_inventory(lab_env: Mapping[str, str], directory: Path) -> Path:
     """The API host and the Slurm controller as two hosts (both this machine)."""
     local = {"ansible_connection": "local", "ansible_python_interpreter": str(helpers.PYTHON)}
-    inventory = {"all": {"children": {
-        "arvados_api": {"hosts": {"api-host": local}},
-        "slurm_controllers": {"hosts": {"slurm-host": dict(
-            local, recover_slurm_environment={"SLURM_CONF": lab_env["SLURM_CONF"]})}},
-    }}}
+    inventory = {
+        "all": {
+            "children": {
+                "arvados_api": {"hosts": {"api-host": local}},
+                "slurm_controllers": {
+                    "hosts": {
+                        "slurm-host": dict(local, recover_slurm_environment={"SLURM_CONF": lab_env["SLURM_CONF"]})
+                    }
+                },
+            }
+        }
+    }
     path = directory / "two-hosts.yml"
     path.write_text(json.dumps(inventory))
     return path
@@ -245,8 +262,9 @@ def test_api_host_and_slurm_host_apart(fresh_db, lab_env, slurm, tmp_path):
     dump_before = helpers.pg_dump(fresh_db, lab_env)
 
     # Left out by --limit, the Slurm host cannot cancel: no job is failed.
-    refused = ansible_playbook(lab_env, RECOVER, extra, inventory=inventory,
-                               flags=["--limit", "arvados_api"], expect_rc=2)
+    refused = ansible_playbook(
+        lab_env, RECOVER, extra, inventory=inventory, flags=["--limit", "arvados_api"], expect_rc=2
+    )
     assert "The Slurm step did not run on slurm-host" in refused.stdout
     assert helpers.pg_dump(fresh_db, lab_env) == dump_before
 
@@ -256,8 +274,7 @@ def test_api_host_and_slurm_host_apart(fresh_db, lab_env, slurm, tmp_path):
     assert queued_ids(slurm, list(slurm_ids)) == {}
     with fresh_db.connect() as conn:
         assert states(conn, stale) == {u: "Failed" for u in stale}
-    assert run.summary()[3].startswith("2 Slurm jobs cancelled, %d already absent (on slurm-host)"
-                                       % (len(stale) - 2))
+    assert run.summary()[3].startswith("2 Slurm jobs cancelled, %d already absent (on slurm-host)" % (len(stale) - 2))
 
 
 def test_explicit_password_never_shows(fresh_db, lab_env, tmp_path):
@@ -265,18 +282,21 @@ def test_explicit_password_never_shows(fresh_db, lab_env, tmp_path):
     connection = fresh_db.connection
     password = str(connection["password"])
     extra = recover_vars(fresh_db, tmp_path, summary)
-    extra["recover_db"] = {"config_file": "",
-                           "db_host": connection["host"], "db_port": connection["port"],
-                           "db_name": connection["dbname"], "db_user": connection["user"],
-                           "db_password": password}
+    extra["recover_db"] = {
+        "config_file": "",
+        "db_host": connection["host"],
+        "db_port": connection["port"],
+        "db_name": connection["dbname"],
+        "db_user": connection["user"],
+        "db_password": password,
+    }
     env = {k: v for k, v in lab_env.items() if k not in ("PGPASSFILE", "PGPASSWORD")}
 
     run = ansible_playbook(env, RECOVER, extra, flags=["-vvv"])
 
     assert password not in run.stdout + run.completed.stderr
     with fresh_db.connect() as conn:
-        assert states(conn, summary.running_before_boot) == {
-            u: "Failed" for u in summary.running_before_boot}
+        assert states(conn, summary.running_before_boot) == {u: "Failed" for u in summary.running_before_boot}
 
 
 def test_nothing_stale_changes_nothing(fresh_db, lab_env, tmp_path):
@@ -303,6 +323,7 @@ def test_unknown_database_setting_is_refused(fresh_db, lab_env, tmp_path):
 
 
 # -- cancel_slurm_jobs.yml ---------------------------------------------------------------
+
 
 def test_cancel_slurm_jobs_cancels_the_given_uuids_only(lab_env, slurm):
     names = [new_uuid("zzzzz", JOB_INFIX) for _index in range(3)]
@@ -332,15 +353,19 @@ def test_cancel_slurm_jobs_needs_uuids(lab_env):
 
 # -- the demo's before/after numbers (lab/demo.py counts) -------------------------------
 
+
 def test_demo_counts_follow_a_recovery(fresh_db, lab_env, tmp_path, monkeypatch):
     from lab import demo
 
     monkeypatch.setenv("SLURM_CONF", lab_env["SLURM_CONF"])
     summary = stale_cluster(fresh_db)
     before = demo.counts(helpers.conninfo(fresh_db), summary.boot_time)
-    assert (before["running_before_boot"], before["running_after_boot"],
-            before["running_unstarted"], before["dispatch_logs"]) == (
-        len(summary.running_before_boot), len(summary.running_after_boot), 1, 0)
+    assert (
+        before["running_before_boot"],
+        before["running_after_boot"],
+        before["running_unstarted"],
+        before["dispatch_logs"],
+    ) == (len(summary.running_before_boot), len(summary.running_after_boot), 1, 0)
 
     ansible_playbook(lab_env, RECOVER, recover_vars(fresh_db, tmp_path, summary))
 
@@ -352,3 +377,29 @@ def test_demo_counts_follow_a_recovery(fresh_db, lab_env, tmp_path, monkeypatch)
     table = demo.format_counts(after, before).splitlines()
     assert table[0].split() == ["before", "after"]
     assert table[2].split()[-2:] == [str(stale), "0"]
+
+
+def test_reboot_means_the_boot_time_of_the_crunch_v1_dispatcher_host(fresh_db, lab_env, tmp_path):
+    summary = stale_cluster(fresh_db)
+    extra = recover_vars(fresh_db, tmp_path, summary)
+    del extra["recover_before"]
+    two_hosts = json.loads(two_host_inventory(lab_env, tmp_path).read_text())
+    with_v1_host = json.loads(json.dumps(two_hosts))
+    with_v1_host["all"]["children"]["crunch_v1_dispatcher"] = {
+        "hosts": {"v1-host": {"ansible_connection": "local", "ansible_python_interpreter": str(helpers.PYTHON)}}
+    }
+    inventory = tmp_path / "three-hosts.yml"
+    inventory.write_text(json.dumps(with_v1_host))
+    btime = int(re.search(r"^btime (\d+)$", Path("/proc/stat").read_text(), re.M).group(1))
+
+    from_v1_host = ansible_playbook(lab_env, RECOVER, extra, inventory=inventory, flags=["--check"])
+    from_api_host = ansible_playbook(lab_env, RECOVER, extra, inventory=tmp_path / "two-hosts.yml", flags=["--check"])
+
+    # Every host here is this machine: the origin, not the instant, tells them apart.
+    boot = datetime.fromtimestamp(btime, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert from_v1_host.summary()[0] == (
+        "Threshold: jobs started before %s, the boot time of v1-host, which ran the crunch v1 "
+        "dispatcher (group crunch_v1_dispatcher) (argument)" % boot
+    )
+    assert "the boot time of api-host (arvados_api; no crunch_v1_dispatcher host named)" in from_api_host.summary()[0]
+    assert from_v1_host.changed == from_api_host.changed

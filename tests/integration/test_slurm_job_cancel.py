@@ -1,5 +1,8 @@
 """slurm_job_cancel against real Slurm, through real `ansible-playbook` runs (issue 3).
 
+The jobs are named after containers; the tests of a plain cancel say `stop: cancel`, those
+of the dispatcher's TERM-first stop (issue 10) come last.
+
 Where each test runs:
 - the shared lab, for what disturbs nobody: every job there is submitted `--hold`, so it
   stays PENDING and never takes a CPU another engineer's test is waiting for;
@@ -10,16 +13,18 @@ Where each test runs:
 Commands are counted twice: by the module (`squeue_calls`, `scancel_calls`) and by wrapper
 scripts given as `squeue_path` / `scancel_path` that log every call and exec the real client.
 """
+
 from __future__ import annotations
 
 import fcntl
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Dict, Iterator, List
 
 import pytest
 
+from plugins.module_utils.uuids import JOB_INFIX, new_uuid
 from tests.integration.slurm_helpers import (
     MESSAGE_TIMEOUT,
     PrivateLab,
@@ -33,6 +38,8 @@ from tests.integration.slurm_helpers import (
     start_playbook,
     wait_for,
 )
+from tests.integration.test_playbooks import CANCEL as CANCEL_PLAYBOOK
+from tests.integration.test_playbooks import ansible_playbook
 
 # How long ansible-playbook itself may add to a task (start-up, the result task) on this
 # loaded 2-core machine; only used as an upper bound.
@@ -40,6 +47,7 @@ ANSIBLE_OVERHEAD = 20.0
 
 
 # ---------------------------------------------------------------- fixtures
+
 
 @pytest.fixture
 def shared_slurm(lab_env) -> Iterator[Slurm]:
@@ -72,27 +80,27 @@ def own_slurm(private_lab: PrivateLab) -> Iterator[Slurm]:
     slurm.cancel_leftovers()
 
 
-def clients(tmp_path: Path) -> Dict[str, Path]:
+def clients(tmp_path: Path) -> dict[str, Path]:
     squeue, squeue_log = logging_client(tmp_path / "clients", "squeue")
     scancel, scancel_log = logging_client(tmp_path / "clients", "scancel")
-    return {"squeue_path": squeue, "scancel_path": scancel,
-            "squeue_log": squeue_log, "scancel_log": scancel_log}
+    return {"squeue_path": squeue, "scancel_path": scancel, "squeue_log": squeue_log, "scancel_log": scancel_log}
 
 
-def paths(wrappers: Dict[str, Path]) -> Dict[str, str]:
-    return {"squeue_path": str(wrappers["squeue_path"]),
-            "scancel_path": str(wrappers["scancel_path"])}
+def paths(wrappers: dict[str, Path]) -> dict[str, str]:
+    return {"squeue_path": str(wrappers["squeue_path"]), "scancel_path": str(wrappers["scancel_path"])}
 
 
-def by_name(entries: List[Dict[str, str]]) -> Dict[str, Dict[str, str]]:
+def by_name(entries: list[dict[str, str]]) -> dict[str, dict[str, str]]:
     return {entry["name"]: entry for entry in entries}
 
 
 # ---------------------------------------------------------------- private lab
 
+
 @pytest.mark.own_lab
 def test_running_and_pending_jobs_are_cancelled_and_a_rerun_changes_nothing(
-        own_slurm: Slurm, private_lab: PrivateLab, tmp_path: Path):
+    own_slurm: Slurm, private_lab: PrivateLab, tmp_path: Path
+):
     running = [job_name() for _index in range(2)]
     pending = [job_name() for _index in range(4)]
     never_queued = job_name()
@@ -105,23 +113,26 @@ def test_running_and_pending_jobs_are_cancelled_and_a_rerun_changes_nothing(
         ids[name] = own_slurm.submit(name)
     before = own_slurm.queue()
     assert {name: before[ids[name]].state for name in ids} == {
-        **{name: "RUNNING" for name in running}, **{name: "PENDING" for name in pending}}
+        **{name: "RUNNING" for name in running},
+        **{name: "PENDING" for name in pending},
+    }
 
     wrappers = clients(tmp_path)
-    args = dict(name=running + pending + [never_queued], **paths(wrappers))
-    (first, rerun), _wall = run_playbook(private_lab.env, tmp_path, [
-        {"args": args, "diff": True}, {"args": args}])
+    args = dict(name=running + pending + [never_queued], stop="cancel", **paths(wrappers))
+    (first, rerun), _wall = run_playbook(private_lab.env, tmp_path, [{"args": args, "diff": True}, {"args": args}])
 
     assert not first.get("failed"), first
     assert first["changed"] is True
     assert by_name(first["cancelled"]) == {
-        name: {"name": name, "job_id": ids[name], "state_before": before[ids[name]].state,
-               "user": "root"} for name in running + pending}
+        name: {"name": name, "job_id": ids[name], "state_before": before[ids[name]].state, "user": "root"}
+        for name in running + pending
+    }
     assert first["already_absent"] == [never_queued]
     assert first["remaining"] == []
     assert own_slurm.queue(ids) == {}
     assert sorted(first["diff"]["before"].splitlines()) == sorted(
-        "%s %s %s root" % (ids[name], name, before[ids[name]].state) for name in ids)
+        "%s %s %s root" % (ids[name], name, before[ids[name]].state) for name in ids
+    )
     assert first["diff"]["after"] == ""
     # All six in one scancel, the pending ones first (their CPUs-to-be are not freed).
     scancels = logged_calls(wrappers["scancel_log"])
@@ -141,7 +152,8 @@ def test_running_and_pending_jobs_are_cancelled_and_a_rerun_changes_nothing(
 
 @pytest.mark.own_lab
 def test_a_job_that_ends_during_the_grace_period_costs_no_scancel(
-        own_slurm: Slurm, private_lab: PrivateLab, tmp_path: Path):
+    own_slurm: Slurm, private_lab: PrivateLab, tmp_path: Path
+):
     finishing, lingering = job_name(), job_name()
     gate = tmp_path / "gate"
     gate.touch(mode=0o644)
@@ -152,15 +164,23 @@ def test_a_job_that_ends_during_the_grace_period_costs_no_scancel(
         lingering_id = own_slurm.submit(lingering)
         own_slurm.wait_for_state(finishing_id, "RUNNING")
         wrappers = clients(tmp_path)
-        run = start_playbook(private_lab.env, tmp_path, [{"args": dict(
-            name=[finishing, lingering], grace_period=6, retry_delay=0.5, **paths(wrappers)),
-            "diff": True}])
+        run = start_playbook(
+            private_lab.env,
+            tmp_path,
+            [
+                {
+                    "args": dict(
+                        name=[finishing, lingering], grace_period=6, retry_delay=0.5, stop="cancel", **paths(wrappers)
+                    ),
+                    "diff": True,
+                }
+            ],
+        )
         # Let the job end once the module has seen it queued.
-        assert wait_for(lambda: finished_calls(wrappers["squeue_log"]) >= 1, 60), \
-            "the module never listed the queue"
+        assert wait_for(lambda: finished_calls(wrappers["squeue_log"]) >= 1, 60), "the module never listed the queue"
         fcntl.flock(held, fcntl.LOCK_UN)
     assert wait_for(lambda: finishing_id not in own_slurm.queue(), 5)
-    (result,), _wall = run.finish()
+    (result,) = run.finish().results
 
     assert not result.get("failed"), result
     assert finishing_id in result["diff"]["before"]  # seen queued, then left on its own
@@ -175,7 +195,8 @@ def test_a_job_that_ends_during_the_grace_period_costs_no_scancel(
 
 @pytest.mark.own_lab
 def test_a_job_held_in_completing_by_the_epilog_is_waited_for_not_cancelled_again(
-        own_slurm: Slurm, private_lab: PrivateLab, tmp_path: Path):
+    own_slurm: Slurm, private_lab: PrivateLab, tmp_path: Path
+):
     private_lab.labctl("epilog-sleep", "8")
     try:
         running, finished = job_name(), job_name()
@@ -186,15 +207,21 @@ def test_a_job_held_in_completing_by_the_epilog_is_waited_for_not_cancelled_agai
         wrappers = clients(tmp_path)
         # retry_delay 0.5 s: a loop that re-sends scancel while the job is still queued
         # would send about 16 during the 8 s Epilog.
-        result = run_module(private_lab.env, tmp_path, dict(
-            name=[running, finished], retry_delay=0.5, log_interval=30, timeout=60,
-            **paths(wrappers)), diff=True)
+        result = run_module(
+            private_lab.env,
+            tmp_path,
+            dict(
+                name=[running, finished], retry_delay=0.5, log_interval=30, timeout=60, stop="cancel", **paths(wrappers)
+            ),
+            diff=True,
+        )
     finally:
         private_lab.labctl("epilog-sleep", "0")
 
     assert not result.get("failed"), result
-    assert "%s %s COMPLETING root" % (finished_id, finished) in result["diff"]["before"], \
+    assert "%s %s COMPLETING root" % (finished_id, finished) in result["diff"]["before"], (
         "the job left COMPLETING before the module looked (machine too slow?): %s" % result
+    )
     # The running job got one scancel, then sat in COMPLETING for the Epilog's 8 s.
     assert logged_calls(wrappers["scancel_log"]) == [[running_id]]
     assert result["scancel_calls"] == 1
@@ -211,21 +238,20 @@ def test_a_job_held_in_completing_by_the_epilog_is_waited_for_not_cancelled_agai
 
 @pytest.mark.own_lab
 def test_munged_down_fails_within_the_deadline_with_slurms_error(
-        own_slurm: Slurm, private_lab: PrivateLab, tmp_path: Path):
+    own_slurm: Slurm, private_lab: PrivateLab, tmp_path: Path
+):
     name = job_name()
     job_id = own_slurm.submit(name, hold=True)
     private_lab.stop_service("munged")
     try:
-        result, wall = run_playbook(private_lab.env, tmp_path, [{"args": dict(
-            name=[name], timeout=4)}])
+        result, wall = run_playbook(private_lab.env, tmp_path, [{"args": dict(name=[name], timeout=4, stop="cancel")}])
         result = result[0]
     finally:
         private_lab.labctl("start")
 
     assert result.get("failed") is True, result
     assert "Munge encode failed" in result["msg"], result["msg"]
-    assert result["remaining"] == [{"name": name, "job_id": None, "state": "UNKNOWN",
-                                    "user": None}]
+    assert result["remaining"] == [{"name": name, "job_id": None, "state": "UNKNOWN", "user": None}]
     assert result["scancel_calls"] == 0
     assert result["squeue_calls"] >= 2  # it kept trying ...
     assert len([m for m in result["messages"] if "squeue failed" in m]) == 1  # ... quietly
@@ -236,13 +262,13 @@ def test_munged_down_fails_within_the_deadline_with_slurms_error(
 
 @pytest.mark.own_lab
 def test_slurmctld_down_fails_within_the_deadline_with_slurms_error(
-        own_slurm: Slurm, private_lab: PrivateLab, tmp_path: Path):
+    own_slurm: Slurm, private_lab: PrivateLab, tmp_path: Path
+):
     name = job_name()
     own_slurm.submit(name, hold=True)
     private_lab.stop_service("slurmctld")
     try:
-        result, wall = run_playbook(private_lab.env, tmp_path, [{"args": dict(
-            name=[name], timeout=2)}])
+        result, wall = run_playbook(private_lab.env, tmp_path, [{"args": dict(name=[name], timeout=2, stop="cancel")}])
         result = result[0]
     finally:
         # slurmctld starts with -c: the held job is forgotten, the lab is clean again.
@@ -251,8 +277,7 @@ def test_slurmctld_down_fails_within_the_deadline_with_slurms_error(
     assert result.get("failed") is True, result
     assert "Unable to contact slurm controller" in result["msg"], result["msg"]
     assert "Unable to contact slurm controller" in result["slurm_error"]
-    assert result["remaining"] == [{"name": name, "job_id": None, "state": "UNKNOWN",
-                                    "user": None}]
+    assert result["remaining"] == [{"name": name, "job_id": None, "state": "UNKNOWN", "user": None}]
     assert result["scancel_calls"] == 0
     # squeue gives up after MessageTimeout - 1 s; the module must not add another round.
     assert result["elapsed"] <= 2 + MESSAGE_TIMEOUT + 2
@@ -261,20 +286,23 @@ def test_slurmctld_down_fails_within_the_deadline_with_slurms_error(
 
 # ---------------------------------------------------------------- shared lab
 
-def test_check_mode_cancels_nothing_and_predicts_the_change(
-        shared_slurm: Slurm, lab_env, tmp_path: Path):
+
+def test_check_mode_cancels_nothing_and_predicts_the_change(shared_slurm: Slurm, lab_env, tmp_path: Path):
     queued, absent = job_name(), [job_name(), job_name()]
     job_id = shared_slurm.submit(queued, hold=True)
     wrappers = clients(tmp_path)
-    (would, nothing), _wall = run_playbook(lab_env, tmp_path, [
-        {"args": dict(name=[queued] + absent[:1], **paths(wrappers)), "check": True,
-         "diff": True},
-        {"args": dict(name=absent, **paths(wrappers)), "check": True}])
+    (would, nothing), _wall = run_playbook(
+        lab_env,
+        tmp_path,
+        [
+            {"args": dict(name=[queued] + absent[:1], **paths(wrappers)), "check": True, "diff": True},
+            {"args": dict(name=absent, **paths(wrappers)), "check": True},
+        ],
+    )
 
     assert not would.get("failed"), would
     assert would["changed"] is True
-    assert would["cancelled"] == [{"name": queued, "job_id": job_id, "state_before": "PENDING",
-                                   "user": "root"}]
+    assert would["cancelled"] == [{"name": queued, "job_id": job_id, "state_before": "PENDING", "user": "root"}]
     assert would["already_absent"] == absent[:1]
     assert would["squeue_calls"] == 1 and would["scancel_calls"] == 0
     assert would["diff"]["before"] == "%s %s PENDING root\n" % (job_id, queued)
@@ -289,13 +317,12 @@ def test_check_mode_cancels_nothing_and_predicts_the_change(
     assert len(logged_calls(wrappers["squeue_log"])) == 2
 
 
-def test_another_users_job_of_the_same_name_survives_user(
-        shared_slurm: Slurm, lab_env, tmp_path: Path):
+def test_another_users_job_of_the_same_name_survives_user(shared_slurm: Slurm, lab_env, tmp_path: Path):
     name = job_name()
     theirs = shared_slurm.submit(name, hold=True, user="nobody")
     ours = shared_slurm.submit(name, hold=True)
     wrappers = clients(tmp_path)
-    args = dict(name=[name], user="root", **paths(wrappers))
+    args = dict(name=[name], user="root", stop="cancel", **paths(wrappers))
     (first, rerun), _wall = run_playbook(lab_env, tmp_path, [{"args": args}, {"args": args}])
 
     assert not first.get("failed"), first
@@ -325,8 +352,7 @@ DANGEROUS_NAMES = [
 ]
 
 
-def test_a_dangerous_name_is_refused_and_nothing_is_cancelled(
-        shared_slurm: Slurm, lab_env, tmp_path: Path):
+def test_a_dangerous_name_is_refused_and_nothing_is_cancelled(shared_slurm: Slurm, lab_env, tmp_path: Path):
     mine = job_name()
     job_id = shared_slurm.submit(mine, hold=True)
     wrappers = clients(tmp_path)
@@ -339,7 +365,7 @@ def test_a_dangerous_name_is_refused_and_nothing_is_cancelled(
     # One playbook, one task per name: ansible-playbook's start-up is the slow part.
     results, _wall = run_playbook(lab_env, tmp_path, tasks)
 
-    for (bad_name, name_pattern), result in zip(DANGEROUS_NAMES, results):
+    for (bad_name, name_pattern), result in zip(DANGEROUS_NAMES, results, strict=True):
         case = "name %r, name_pattern %r: %s" % (bad_name, name_pattern, result)
         assert result.get("failed") is True, case
         assert repr(bad_name) in result["msg"], case
@@ -349,24 +375,204 @@ def test_a_dangerous_name_is_refused_and_nothing_is_cancelled(
     assert shared_slurm.queue([mine])[job_id].state == "PENDING"
 
 
-def test_a_missing_or_unusable_client_fails_at_once_with_a_clear_message(
-        shared_slurm: Slurm, lab_env, tmp_path: Path):
+def test_a_missing_or_unusable_client_fails_at_once_with_a_clear_message(shared_slurm: Slurm, lab_env, tmp_path: Path):
     name = job_name()
     job_id = shared_slurm.submit(name, hold=True)
     missing = tmp_path / "no-such-dir" / "squeue"
     not_executable = tmp_path / "scancel"
     not_executable.write_text("#!/bin/sh\nexit 0\n")
     not_executable.chmod(0o644)
-    results, wall = run_playbook(lab_env, tmp_path, [
-        {"args": dict(name=[name], squeue_path=str(missing))},
-        {"args": dict(name=[name], scancel_path=str(not_executable))},
-        {"args": dict(name=[name], squeue_path=str(tmp_path))},  # a directory
-    ])
-    for result, path, reason in zip(results, (missing, not_executable, tmp_path),
-                                    ("No such file or directory", "Permission denied",
-                                     "Permission denied")):
+    results, wall = run_playbook(
+        lab_env,
+        tmp_path,
+        [
+            {"args": dict(name=[name], squeue_path=str(missing))},
+            {"args": dict(name=[name], scancel_path=str(not_executable))},
+            {"args": dict(name=[name], squeue_path=str(tmp_path))},  # a directory
+        ],
+    )
+    for result, path, reason in zip(
+        results,
+        (missing, not_executable, tmp_path),
+        ("No such file or directory", "Permission denied", "Permission denied"),
+        strict=True,
+    ):
         assert result.get("failed") is True, result
         assert str(path) in result["msg"] and reason in result["msg"], result["msg"]
     # Three tasks with the default 120 s timeout: none of them waited for it.
     assert wall < 120
     assert shared_slurm.queue([name])[job_id].state == "PENDING"
+
+
+# ---------------------------------------------------------------- the dispatcher's stop
+
+# Batch scripts that tell a TERM-first stop from a plain cancel (LAB.md): a child writes
+# one word to the file $1 when it gets TERM, another when it gets USR1. `$1.ready` appears
+# once every trap is set, so no signal can come too early.
+CHILD_WRITING_ITS_WORD = """#!/bin/bash
+( trap 'echo TERM >> "$1"; exit 0' TERM; trap 'echo USR1 >> "$1"; exit 0' USR1
+  while :; do sleep 0.1; done ) &
+child=$!
+"""
+TRAPS_TERM = (
+    CHILD_WRITING_ITS_WORD
+    + """# On TERM the batch shell hands its child USR1 and leaves, as crunch-run stops its container.
+# The pause lets a TERM that Slurm sends to every process reach the child first.
+trap 'sleep 0.5; kill -USR1 $child; wait $child; exit 0' TERM
+touch "$1.ready"
+wait $child
+"""
+)
+IGNORES_TERM = (
+    CHILD_WRITING_ITS_WORD
+    + """trap '' TERM
+touch "$1.ready"
+while :; do wait $child && exit 0; done
+"""
+)
+
+
+def script(directory: Path, name: str, text: str) -> Path:
+    path = directory / name
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+def words(path: Path) -> list[str]:
+    return path.read_text().split() if path.exists() else []
+
+
+def crunch_v1_name() -> str:
+    return new_uuid("zzzzz", JOB_INFIX)
+
+
+@pytest.mark.own_lab
+def test_containers_get_term_on_the_batch_shell_then_a_cancel_after_the_grace_pending_are_removed(
+    own_slurm: Slurm, private_lab: PrivateLab, tmp_path: Path
+):
+    traps, ignores, pending = job_name(), job_name(), job_name()
+    traps_script = script(tmp_path, "traps.sh", TRAPS_TERM)
+    ignores_script = script(tmp_path, "ignores.sh", IGNORES_TERM)
+    out = {name: tmp_path / ("%s.words" % name) for name in (traps, ignores, pending)}
+    ids = {
+        traps: own_slurm.submit(traps, "exec %s %s" % (traps_script, out[traps])),
+        ignores: own_slurm.submit(ignores, "exec %s %s" % (ignores_script, out[ignores])),
+    }
+    for name in (traps, ignores):
+        own_slurm.wait_for_state(ids[name], "RUNNING")
+    ids[pending] = own_slurm.submit(pending, "exec %s %s" % (traps_script, out[pending]))
+    own_slurm.wait_for_state(ids[pending], "PENDING")  # the node's 2 CPUs are taken
+    assert wait_for(lambda: all(Path("%s.ready" % out[name]).exists() for name in (traps, ignores)), 30)
+
+    wrappers = clients(tmp_path)
+    args = dict(name=[traps, ignores, pending], terminate_grace=4, retry_delay=0.5, log_interval=300, **paths(wrappers))
+    (first, rerun), _wall = run_playbook(private_lab.env, tmp_path, [{"args": args}, {"args": args}])
+
+    assert not first.get("failed"), first
+    # The pending job is removed first, then both running ones get TERM in one call, and
+    # only the one still queued after the grace is cancelled outright.
+    removal, term, cancel = logged_calls(wrappers["scancel_log"])
+    assert removal == ["--state=PENDING", ids[pending]]
+    assert term[:2] == ["--signal=TERM", "--batch"] and sorted(term[2:]) == sorted([ids[traps], ids[ignores]])
+    assert cancel == [ids[ignores]]
+    assert sorted(entry["job_id"] for entry in first["terminated"]) == sorted([ids[traps], ids[ignores]])
+    assert sorted(entry["job_id"] for entry in first["cancelled"]) == sorted([ids[pending], ids[ignores]])
+    assert any(
+        "still queued 4 s after their TERM, cancelled outright: %s" % ids[ignores] in message
+        for message in first["messages"]
+    )
+    assert first["remaining"] == [] and own_slurm.queue(ids) == {}
+    # The TERM reached the batch shell only: the child heard USR1 from it, not Slurm's TERM.
+    assert words(out[traps]) == ["USR1"]
+    assert own_slurm.final_state(ids[traps]) == "COMPLETED"
+    # The job that ignored its TERM was cancelled: now Slurm signalled every process.
+    assert words(out[ignores]) == ["TERM"]
+    assert own_slurm.final_state(ids[ignores]) == "CANCELLED"
+    # The pending job never ran and got no signal.
+    assert words(out[pending]) == [] and not Path("%s.ready" % out[pending]).exists()
+    assert own_slurm.final_state(ids[pending]) == "CANCELLED"
+
+    assert not rerun.get("failed"), rerun
+    assert rerun["changed"] is False and rerun["scancel_calls"] == 0
+    assert len(logged_calls(wrappers["scancel_log"])) == 3
+
+
+@pytest.mark.own_lab
+def test_crunch_v1_jobs_are_cancelled_plainly_under_auto_and_check_mode_predicts_both_kinds(
+    own_slurm: Slurm, private_lab: PrivateLab, tmp_path: Path
+):
+    crunch_job, container = crunch_v1_name(), job_name()
+    traps_script = script(tmp_path, "traps.sh", TRAPS_TERM)
+    out = {name: tmp_path / ("%s.words" % name) for name in (crunch_job, container)}
+    ids = {name: own_slurm.submit(name, "exec %s %s" % (traps_script, out[name])) for name in (crunch_job, container)}
+    for name in ids:
+        own_slurm.wait_for_state(ids[name], "RUNNING")
+    assert wait_for(lambda: all(Path("%s.ready" % path).exists() for path in out.values()), 30)
+
+    wrappers = clients(tmp_path)
+    args = dict(name=[crunch_job, container], **paths(wrappers))
+    (would, done), _wall = run_playbook(
+        private_lab.env, tmp_path, [{"args": args, "check": True, "diff": True}, {"args": args}]
+    )
+
+    assert not would.get("failed"), would
+    assert would["changed"] is True and would["scancel_calls"] == 0
+    assert [entry["job_id"] for entry in would["terminated"]] == [ids[container]]
+    assert [entry["job_id"] for entry in would["cancelled"]] == [ids[crunch_job]]
+    assert would["diff"]["after"] == ""
+
+    assert not done.get("failed"), done
+    assert sorted(logged_calls(wrappers["scancel_log"])) == sorted(
+        [[ids[crunch_job]], ["--signal=TERM", "--batch", ids[container]]]
+    )
+    assert [entry["job_id"] for entry in done["cancelled"]] == [ids[crunch_job]]
+    assert [entry["job_id"] for entry in done["terminated"]] == [ids[container]]
+    assert words(out[crunch_job]) == ["TERM"]  # Slurm signalled every process of the job
+    assert words(out[container]) == ["USR1"]  # only the batch shell heard the TERM
+    assert own_slurm.final_state(ids[crunch_job]) == "CANCELLED"
+    assert own_slurm.final_state(ids[container]) == "COMPLETED"
+
+
+def test_the_cancel_playbook_passes_stop_and_terminate_grace_on(shared_slurm: Slurm, lab_env, tmp_path: Path):
+    container, crunch_job = job_name(), crunch_v1_name()
+    ids = {name: shared_slurm.submit(name, hold=True) for name in (container, crunch_job)}
+    wrappers = clients(tmp_path)
+    common = {"cancel_uuids": [container, crunch_job], "recover_scancel_path": str(wrappers["scancel_path"])}
+
+    refused = ansible_playbook(
+        lab_env,
+        CANCEL_PLAYBOOK,
+        dict(common, cancel_stop="terminate", cancel_terminate_grace=5, cancel_timeout=3),
+        expect_rc=2,
+    )
+    assert "timeout 3 ends the call before terminate_grace 5 is over" in refused.stdout
+    assert logged_calls(wrappers["scancel_log"]) == []
+
+    run = ansible_playbook(lab_env, CANCEL_PLAYBOOK, dict(common, cancel_stop="terminate"))
+    # stop=terminate: the crunch v1 job too is removed as a pending container's job would be.
+    (removal,) = logged_calls(wrappers["scancel_log"])
+    assert removal[0] == "--state=PENDING" and sorted(removal[1:]) == sorted(ids.values())
+    assert run.changed == 1
+    assert run.summary()[0].startswith("2 Slurm jobs cancelled: ")
+    assert run.summary()[-1] == "0 Slurm jobs sent TERM"
+    assert shared_slurm.queue(ids) == {}
+
+
+@pytest.mark.own_lab
+def test_a_suspended_container_job_is_cancelled_at_once_not_sent_a_term_slurm_refuses(
+    own_slurm: Slurm, private_lab: PrivateLab, tmp_path: Path
+):
+    name = job_name()
+    job_id = own_slurm.submit(name)
+    own_slurm.wait_for_state(job_id, "RUNNING")
+    own_slurm.run("scontrol", "suspend", job_id)
+    own_slurm.wait_for_state(job_id, "SUSPENDED")
+    wrappers = clients(tmp_path)
+    result = run_module(private_lab.env, tmp_path, dict(name=[name], **paths(wrappers)))
+
+    assert not result.get("failed"), result
+    assert logged_calls(wrappers["scancel_log"]) == [[job_id]]
+    assert [entry["job_id"] for entry in result["cancelled"]] == [job_id]
+    assert result["terminated"] == [] and result["remaining"] == []
+    assert own_slurm.final_state(job_id) == "CANCELLED"

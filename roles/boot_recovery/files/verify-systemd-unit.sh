@@ -1,4 +1,7 @@
 #!/bin/sh
+# Copyright: Contributors to the arvados_ops.recovery collection
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Usage: verify-systemd-unit UNIT-NAME FILE
 # Checks FILE as the systemd unit UNIT-NAME with `systemd-analyze verify`, for
 # Ansible's `validate:` (whose temporary file has no unit suffix, which systemd

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from lab import datagen
+from lab import cluster_rows, datagen
 from plugins.module_utils import uuids
 
 NOW = datetime(2026, 11, 30, 12, 0, 0)
@@ -19,8 +19,19 @@ PDH_RE = re.compile(r"^([0-9a-f]{32})\+(\d+)$")
 
 
 def make_spec(**overrides):
-    values = dict(boot_time=BOOT, now=NOW, prefix="abcde", jobs=120, running=15, queued=7,
-                  running_after_boot=2, tasks_per_job=3, users=8, idle_users=2, seed=11)
+    values = dict(
+        boot_time=BOOT,
+        now=NOW,
+        prefix="abcde",
+        jobs=120,
+        running=15,
+        queued=7,
+        running_after_boot=2,
+        tasks_per_job=3,
+        users=8,
+        idle_users=2,
+        seed=11,
+    )
     values.update(overrides)
     return datagen.ClusterSpec(**values)
 
@@ -50,8 +61,11 @@ def in_window(token, job):
 def test_every_uuid_has_its_kind_and_prefix(cluster):
     _summary, tables = cluster
     expected = {
-        "jobs": "job", "job_tasks": "job_task", "api_client_authorizations": "token",
-        "containers": "container", "users": "user",
+        "jobs": "job",
+        "job_tasks": "job_task",
+        "api_client_authorizations": "token",
+        "containers": "container",
+        "users": "user",
     }
     for table, kind in expected.items():
         for row in dicts(tables[table]):
@@ -134,7 +148,7 @@ def test_portable_data_hashes_are_real_md5s(monkeypatch):
         hashed[locator] = manifest_text
         return locator
 
-    monkeypatch.setattr(datagen, "portable_data_hash", recording)
+    monkeypatch.setattr(cluster_rows, "portable_data_hash", recording)
     _summary, tables = generate()
     jobs = dicts(tables["jobs"])
     locators = [job[column] for job in jobs for column in ("log", "output") if job[column]]
@@ -148,8 +162,7 @@ def test_portable_data_hashes_are_real_md5s(monkeypatch):
     for job in jobs:
         assert (job["log"] is not None) is (job["state"] in datagen.FINISHED_STATES)
         assert (job["output"] is not None) is (job["state"] == "Complete")
-        assert job["script_parameters_digest"] == hashlib.md5(
-            job["script_parameters"].encode()).hexdigest()
+        assert job["script_parameters_digest"] == hashlib.md5(job["script_parameters"].encode()).hexdigest()
 
 
 def test_portable_data_hash_formula():
@@ -197,16 +210,14 @@ def test_each_decoy_differs_from_a_job_token_in_its_own_field(cluster):
     rows = tables["api_client_authorizations"]
     users = {user["id"]: user["uuid"] for user in dicts(tables["users"])}
     running = [job for job in dicts(tables["jobs"]) if job["state"] == "Running"]
-    runner_uuids = {job["is_locked_by_uuid"] for job in dicts(tables["jobs"])
-                    if job["is_locked_by_uuid"]}
+    runner_uuids = {job["is_locked_by_uuid"] for job in dicts(tables["jobs"]) if job["is_locked_by_uuid"]}
     container_tokens = {row["auth_uuid"] for row in dicts(tables["containers"])}
     by_kind = defaultdict(list)
     for row in rows:
         by_kind[row.kind].append(row.as_dict())
 
     def window_of_same_user(token):
-        return [job for job in running
-                if job["is_locked_by_uuid"] == users[token["user_id"]] and in_window(token, job)]
+        return [job for job in running if job["is_locked_by_uuid"] == users[token["user_id"]] and in_window(token, job)]
 
     for token in by_kind[datagen.OTHER_USER_TOKEN]:
         assert users[token["user_id"]] not in runner_uuids
@@ -243,9 +254,10 @@ def test_running_jobs_straddle_the_boot_time(cluster):
 
 def test_running_windows_never_overlap(cluster):
     _summary, tables = cluster
-    windows = sorted((job["created_at"], job["started_at"]) for job in dicts(tables["jobs"])
-                     if job["state"] == "Running")
-    for (_previous_start, previous_end), (next_start, _next_end) in zip(windows, windows[1:]):
+    windows = sorted(
+        (job["created_at"], job["started_at"]) for job in dicts(tables["jobs"]) if job["state"] == "Running"
+    )
+    for (_previous_start, previous_end), (next_start, _next_end) in zip(windows, windows[1:], strict=False):
         assert previous_end < next_start
 
 
@@ -290,21 +302,24 @@ def test_options_switch_off_decoys_and_finished_tokens():
 
 
 def test_rows_are_a_stream():
-    generator = datagen.ClusterGenerator(make_spec(jobs=10 ** 9, running=5, queued=5))
+    generator = datagen.ClusterGenerator(make_spec(jobs=10**9, running=5, queued=5))
     stream = generator.rows()
     first = [next(stream) for _index in range(50)]  # does not build a billion rows first
     assert first[0].table == "users"
 
 
-@pytest.mark.parametrize("overrides,message", [
-    (dict(prefix="ABCDE"), "prefix"),
-    (dict(running=100, queued=30), "exceeds jobs"),
-    (dict(running_after_boot=16), "running_after_boot"),
-    (dict(idle_users=8), "at least one user"),
-    (dict(idle_users=0), "idle user"),
-    (dict(boot_time=NOW + timedelta(seconds=1)), "before now"),
-    (dict(jobs=-1), "negative"),
-])
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        (dict(prefix="ABCDE"), "prefix"),
+        (dict(running=100, queued=30), "exceeds jobs"),
+        (dict(running_after_boot=16), "running_after_boot"),
+        (dict(idle_users=8), "at least one user"),
+        (dict(idle_users=0), "idle user"),
+        (dict(boot_time=NOW + timedelta(seconds=1)), "before now"),
+        (dict(jobs=-1), "negative"),
+    ],
+)
 def test_bad_specs_are_refused(overrides, message):
     with pytest.raises(ValueError, match=message):
         datagen.ClusterGenerator(make_spec(**overrides))
@@ -312,23 +327,35 @@ def test_bad_specs_are_refused(overrides, message):
 
 def test_index_definitions_cover_the_required_indexes():
     definitions = {d.name: d for d in datagen.index_definitions()}
-    for name in ("jobs_search_index", "jobs_trgm_text_search_idx", "index_jobs_on_uuid",
-                 "index_jobs_on_submit_id", "logs_search_index", "index_logs_on_uuid",
-                 "index_job_tasks_on_job_uuid", "index_api_client_authorizations_on_api_token",
-                 "index_containers_on_auth_uuid"):
+    for name in (
+        "jobs_search_index",
+        "jobs_trgm_text_search_idx",
+        "index_jobs_on_uuid",
+        "index_jobs_on_submit_id",
+        "logs_search_index",
+        "index_logs_on_uuid",
+        "index_job_tasks_on_job_uuid",
+        "index_api_client_authorizations_on_api_token",
+        "index_containers_on_auth_uuid",
+    ):
         assert name in definitions
     assert "gin_trgm_ops" in definitions["jobs_trgm_text_search_idx"].statement
     assert not any(d.table == "jobs" and "(state)" in d.statement for d in definitions.values())
     # the rebuild starts with the slow GIN index on jobs
-    assert datagen._rebuild_order(list(definitions.values()))[0].name == \
-        "jobs_trgm_text_search_idx"
+    assert datagen._rebuild_order(list(definitions.values()))[0].name == "jobs_trgm_text_search_idx"
 
 
 def test_sbatch_command_is_an_argument_list():
     uuid = "zzzzz-8i9sb-0123456789abcde"
     assert datagen.sbatch_command(uuid, 60) == [
-        "sbatch", "--parsable", "--job-name=" + uuid, "--output=/dev/null", "--chdir=/tmp",
-        "--wrap", "exec sleep 60"]
+        "sbatch",
+        "--parsable",
+        "--job-name=" + uuid,
+        "--output=/dev/null",
+        "--chdir=/tmp",
+        "--wrap",
+        "exec sleep 60",
+    ]
     with pytest.raises(ValueError):
         datagen.sbatch_command("zzzzz-dz642-0123456789abcde", 60)
 
@@ -373,14 +400,18 @@ def test_cli_help_runs():
 
 
 def test_finished_blocks_are_independent_of_how_they_are_split(monkeypatch):
-    monkeypatch.setattr(datagen, "FINISHED_BLOCK_JOBS", 7)
+    monkeypatch.setattr(cluster_rows, "FINISHED_BLOCK_JOBS", 7)
     whole = datagen.ClusterGenerator(make_spec())
     rows = list(whole.rows())
     assert whole.finished_blocks == 14  # 98 finished jobs
     # as two worker processes would make them, odd and even blocks apart
     apart = datagen.ClusterGenerator(make_spec())
-    split = (list(apart.user_rows()) + list(apart.finished_rows(range(1, 14, 2)))
-             + list(apart.finished_rows(range(0, 14, 2))) + list(apart.active_rows()))
+    split = (
+        list(apart.user_rows())
+        + list(apart.finished_rows(range(1, 14, 2)))
+        + list(apart.finished_rows(range(0, 14, 2)))
+        + list(apart.active_rows())
+    )
     assert sorted(split) == sorted(rows)
     assert apart.summary.rows == whole.summary.rows
     for table in ("jobs", "job_tasks", "api_client_authorizations"):
@@ -392,26 +423,27 @@ def test_finished_blocks_are_independent_of_how_they_are_split(monkeypatch):
 
 # The demo's view (lab/demo.py) is built on the generator; its pure parts:
 
+
 def test_demo_parse_squeue_keeps_only_arvados_named_jobs():
     from lab import demo
 
-    output = ("12|zzzzz-8i9sb-0123456789abcde|RUNNING|1:02|root\n"
-              "13|my interactive job|PENDING|0:00|alice\n"
-              "14|zzzzz-dz642-0123456789abcde|PENDING|0:00|crunch\n"
-              "15|zzzzz-8i9sb-0123456789abcde.sh|PENDING|0:00|root\n")
+    output = (
+        "12|zzzzz-8i9sb-0123456789abcde|RUNNING|1:02|root\n"
+        "13|my interactive job|PENDING|0:00|alice\n"
+        "14|zzzzz-dz642-0123456789abcde|PENDING|0:00|crunch\n"
+        "15|zzzzz-8i9sb-0123456789abcde.sh|PENDING|0:00|root\n"
+    )
     assert demo.parse_squeue(output) == [
         ("12", "zzzzz-8i9sb-0123456789abcde", "RUNNING", "1:02", "root"),
         ("14", "zzzzz-dz642-0123456789abcde", "PENDING", "0:00", "crunch"),
     ]
-    assert demo.squeue_command() == ["squeue", "--all", "--noheader",
-                                     "--format=%i|%j|%T|%M|%u"]
+    assert demo.squeue_command() == ["squeue", "--all", "--noheader", "--format=%i|%j|%T|%M|%u"]
 
 
 def test_demo_table_and_boot_side():
     from lab import demo
 
-    assert demo.format_table(("a", "bb"), [(1, None), ("ccc", 2)]).splitlines() == [
-        "a    bb", "---  --", "1", "ccc  2"]
+    assert demo.format_table(("a", "bb"), [(1, None), ("ccc", 2)]).splitlines() == ["a    bb", "---  --", "1", "ccc  2"]
     assert demo.boot_side(BOOT - timedelta(seconds=1), BOOT) == "before boot"
     assert demo.boot_side(BOOT, BOOT) == "after boot"
     assert demo.boot_side(None, BOOT) == "no started_at"

@@ -1,8 +1,11 @@
-"""The boot_recovery role lists the options of arvados-fail-jobs it accepts twice (its vars
-and its argument specs); both must stay the command's options, less `before` (the unit
-always passes `--before reboot`) and `uuids` (a boot cleanup never picks jobs by name)."""
+"""The boot_recovery role lists the options of arvados-fail-jobs it accepts three times (its
+vars, its argument specs, its README); each must stay the command's options, less `before`
+(the unit always passes `--before reboot`) and `uuids` (a boot cleanup never picks jobs by
+name)."""
+
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import yaml
@@ -24,5 +27,11 @@ def test_the_argument_specs_describe_each_option_with_the_commands_type():
     assert sorted(options) == sorted(set(ALL_OPTIONS) - NOT_AT_BOOT)
     for name, spec in options.items():
         expected = ALL_OPTIONS[name]["type"]
-        assert spec["type"] == expected, "%s: %s in the role, %s in the command" % (
-            name, spec["type"], expected)
+        assert spec["type"] == expected, "%s: %s in the role, %s in the command" % (name, spec["type"], expected)
+
+
+def test_the_readme_lists_each_option():
+    readme = (ROLE / "README.md").read_text()
+    row = next(line for line in readme.splitlines() if line.startswith("| `boot_recovery_options` |"))
+    listed = re.search(r"names them: (.*?)\. Unknown names", row).group(1)
+    assert sorted(re.findall(r"`(\w+)`", listed)) == sorted(set(ALL_OPTIONS) - NOT_AT_BOOT)

@@ -12,8 +12,10 @@ it with the timings LAB.md measured, unless a test scripts other outcomes.
 
 from __future__ import annotations
 
+import stat
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Deque, Dict, List, Optional
 
 from plugins.module_utils.slurm_runner import CommandNotFoundError
@@ -38,6 +40,9 @@ class FakeClock:
     def now(self) -> float:
         return self.time
 
+    # The engines that take a clock as a callable (fail_jobs, pg_connect) call it.
+    __call__ = now
+
     def sleep(self, seconds: float) -> None:
         assert seconds >= 0, seconds
         self.sleeps.append(seconds)
@@ -59,12 +64,18 @@ class FakeJob:
     completing_at: Optional[float] = None
     # Seconds after a signal reaches it that the job exits (None: it ignores signals).
     exits_after_signal: Optional[float] = None
+    # Instant a PENDING job starts RUNNING (None: it stays as it is).
+    starts_at: Optional[float] = None
+    # What reached it, in order: "cancel", or the signal ("--signal=" value, "+batch" with --batch).
+    received: List[str] = field(default_factory=list)
 
     def state_at(self, now: float) -> Optional[str]:
         if self.gone_at is not None and now >= self.gone_at:
             return None
         if self.completing_at is not None and now >= self.completing_at:
             return "COMPLETING"
+        if self.starts_at is not None and now >= self.starts_at:
+            return "RUNNING"
         return self.state
 
 
@@ -136,9 +147,18 @@ class FakeSlurm:
 
     # -- setting the scene ---------------------------------------------------
 
-    def add(self, job_id, name, state="RUNNING", user="crunch", gone_at=None, completing_at=None,
-            exits_after_signal=None) -> FakeJob:
-        job = FakeJob(str(job_id), name, user, state, gone_at, completing_at, exits_after_signal)
+    def add(
+        self,
+        job_id,
+        name,
+        state="RUNNING",
+        user="crunch",
+        gone_at=None,
+        completing_at=None,
+        exits_after_signal=None,
+        starts_at=None,
+    ) -> FakeJob:
+        job = FakeJob(str(job_id), name, user, state, gone_at, completing_at, exits_after_signal, starts_at)
         self.jobs[job.job_id] = job
         return job
 
@@ -167,7 +187,9 @@ class FakeSlurm:
         outcome = self._outcome(program, now)
         default = self.squeue_duration if program == "squeue" else self.scancel_duration
         duration = default if outcome.duration is None else outcome.duration
-        process = FakeProcess(self.clock, argv, dict(env), now, now + duration, outcome.returncode, stderr=outcome.stderr)
+        process = FakeProcess(
+            self.clock, argv, dict(env), now, now + duration, outcome.returncode, stderr=outcome.stderr
+        )
         if program == "squeue" and outcome.returncode == 0:
             process.stdout = self._listing(argv, now)
         if program == "scancel" and outcome.takes_effect:
@@ -187,7 +209,7 @@ class FakeSlurm:
         names = None
         for arg in argv:
             if arg.startswith("--name="):
-                names = set(arg[len("--name="):].split(","))
+                names = set(arg[len("--name=") :].split(","))
         lines = []
         for job in self.jobs.values():
             state = job.state_at(now)
@@ -197,13 +219,19 @@ class FakeSlurm:
         return "".join(lines)
 
     def _cancel(self, argv: List[str], effective_at: float) -> None:
-        signalled = any(arg.startswith("--signal=") for arg in argv)
+        signal = next((arg[len("--signal=") :] for arg in argv if arg.startswith("--signal=")), None)
+        signalled = signal is not None
+        # scancel --state=PENDING leaves a job that is not pending alone, and exits 0.
+        only_state = next((arg[len("--state=") :] for arg in argv if arg.startswith("--state=")), None)
         for job_id in (arg for arg in argv[1:] if not arg.startswith("-")):
             job = self.jobs.get(job_id)
-            if job is None or job_id in self.unkillable:
+            if job is None:
                 continue
             state = job.state_at(effective_at)
-            if state is None or state == "COMPLETING":
+            if state is None or state == "COMPLETING" or only_state not in (None, state):
+                continue
+            job.received.append(signal + ("+batch" if "--batch" in argv else "") if signalled else "cancel")
+            if job_id in self.unkillable:
                 continue
             if signalled:
                 if state == "RUNNING" and job.exits_after_signal is not None:
@@ -220,3 +248,13 @@ class FakeSlurm:
         job.gone_at = gone_at
         if linger:
             job.completing_at = instant
+
+
+def fake_client_directory(directory: Path) -> Path:
+    """``directory`` holding executables named squeue and scancel, for a module to find on PATH
+    (the fake answers for them)."""
+    for program in ("squeue", "scancel"):
+        path = directory / program
+        path.write_text("")
+        path.chmod(stat.S_IRWXU)
+    return directory

@@ -13,14 +13,15 @@ from plugins.module_utils.arvados_db_config import (
     CONNECTION_OPTIONS,
     DEFAULT_CONNECT_TIMEOUT,
     REDACTED,
-    connection_argument_spec,
     resolve_database_settings,
 )
 from plugins.module_utils.errors import ConfigError, RecoveryError
+from plugins.module_utils.module_support import argument_spec
 
 SECRET = "Pw-4f7Q-distinctive-9zX"
 
-ONE_CLUSTER = """\
+ONE_CLUSTER = (
+    """\
 Clusters:
   zzzzz:
     ManagementToken: abc
@@ -33,7 +34,9 @@ Clusters:
         password: %s
         dbname: arvados_production
         sslmode: verify-full
-""" % SECRET
+"""
+    % SECRET
+)
 
 TWO_CLUSTERS = """\
 Clusters:
@@ -53,7 +56,8 @@ Clusters:
         ExternalURL: https://zzzzz.example.org
 """
 
-DATABASE_YML = """\
+DATABASE_YML = (
+    """\
 default: &default
   adapter: postgresql
   template: template0
@@ -70,7 +74,9 @@ production:
   <<: *default
   database: arvados_production
   port: 5434
-""" % SECRET
+"""
+    % SECRET
+)
 
 
 @pytest.fixture
@@ -247,7 +253,10 @@ def test_explicit_options_win_per_key(files):
     path = files.write(files.config_yml, ONE_CLUSTER)
     settings = files.resolve(config_file=path, db_host="10.0.0.5", db_port=6432, db_password="", db_user=None)
     assert (settings.host, settings.port, settings.user, settings.password) == (
-        "10.0.0.5", 6432, "arvados", SECRET,
+        "10.0.0.5",
+        6432,
+        "arvados",
+        SECRET,
     )
     assert settings.source == "config_file %s, cluster zzzzz; db_host, db_port from options" % path
 
@@ -255,9 +264,23 @@ def test_explicit_options_win_per_key(files):
 def test_explicit_options_alone(files):
     settings = files.resolve(db_name="arvados", db_connect_timeout=3)
     assert settings.as_psycopg_kwargs() == {
-        "dbname": "arvados", "connect_timeout": 3, "application_name": APPLICATION_NAME,
+        "dbname": "arvados",
+        "connect_timeout": 3,
+        "application_name": APPLICATION_NAME,
     }
     assert settings.source == "options"
+
+
+def test_the_ca_certificate_is_libpqs_sslrootcert_from_the_option_or_either_file(files):
+    settings = files.resolve(db_name="arvados", db_sslmode="verify-full", db_ca_cert="/etc/ssl/db-ca.pem")
+    assert settings.as_psycopg_kwargs()["sslrootcert"] == "/etc/ssl/db-ca.pem"
+    config = files.write(
+        files.config_yml,
+        "Clusters:\n  zzzzz:\n    PostgreSQL:\n      Connection:\n        dbname: a\n        sslrootcert: /etc/ca.pem\n",
+    )
+    assert files.resolve(config_file=config).sslrootcert == "/etc/ca.pem"
+    database_yml = files.write(files.database_yml, "production:\n  database: a\n  sslrootcert: /etc/rails-ca.pem\n")
+    assert files.resolve(config_file="", database_yml=database_yml).sslrootcert == "/etc/rails-ca.pem"
 
 
 def test_no_database_name_anywhere(files):
@@ -267,7 +290,10 @@ def test_no_database_name_anywhere(files):
 def test_no_database_name_in_the_file(files):
     path = files.write(files.config_yml, ONE_CLUSTER.replace("        dbname: arvados_production\n", ""))
     message = files.error_of(config_file=path, db_host="db")
-    assert message == "no database name: set db_name (settings from config_file %s, cluster zzzzz; db_host from options)" % path
+    assert (
+        message
+        == "no database name: set db_name (settings from config_file %s, cluster zzzzz; db_host from options)" % path
+    )
 
 
 def test_empty_path_skips_a_default_file(files):
@@ -411,7 +437,7 @@ def test_config_errors_are_one_line_recovery_errors():
 
 
 def test_argument_spec_is_ansible_ready():
-    spec = connection_argument_spec()
+    spec = argument_spec(CONNECTION_OPTIONS)
     assert set(spec) == set(CONNECTION_OPTIONS)
     assert all("help" not in option for option in spec.values())
     assert spec["db_password"]["no_log"] is True
@@ -420,12 +446,13 @@ def test_argument_spec_is_ansible_ready():
 
 def test_doc_fragment_matches_the_argument_spec():
     documented = yaml.safe_load(ModuleDocFragment.DOCUMENTATION)["options"]
-    spec = connection_argument_spec()
+    spec = argument_spec(CONNECTION_OPTIONS)
     assert list(documented) == list(spec)
     for name, option in spec.items():
         doc = documented[name]
         assert doc["type"] == option["type"], name
-        assert doc.get("default") == option["default"], name
+        assert doc.get("default") == option.get("default"), name
         assert doc.get("choices") == option.get("choices"), name
+        assert doc.get("aliases") == option.get("aliases"), name
         assert doc["description"], name
     assert "no_log" in " ".join(documented["db_password"]["description"])

@@ -10,10 +10,10 @@ import pytest
 from slurm_fakes import UNREACHABLE, FakeClock, FakeSlurm, Scripted
 
 from plugins.module_utils.slurm_cancel import (
+    SCANCEL_CHECK_INTERVAL,
     CancelRequest,
     CancelRequestError,
     CommandNotFoundError,
-    SCANCEL_CHECK_INTERVAL,
     PollSchedule,
     TokenBucket,
     cancel_jobs,
@@ -165,7 +165,9 @@ def test_a_job_still_queued_is_rescancelled_only_after_retry_delay_and_a_fresh_l
         looked = [start for start in squeue_starts if previous.ends + 2 - 1e-9 <= start <= following.started]
         assert looked, "no squeue between the retry delay and the next scancel"
         # The look is held the moment the delay ends, not up to a poll interval later.
-        assert 2 + slurm.squeue_duration <= following.started - previous.ends <= 2 + slurm.squeue_duration + REAP_LATENCY
+        assert (
+            2 + slurm.squeue_duration <= following.started - previous.ends <= 2 + slurm.squeue_duration + REAP_LATENCY
+        )
     assert result.failed
     assert result.remaining == [{"name": uuid(1), "job_id": "11", "state": "RUNNING", "user": "crunch"}]
     assert "1 still queued after 10 s: 11 (%s, RUNNING)" % uuid(1) in result.msg
@@ -383,9 +385,23 @@ def test_the_result_as_a_dict_has_every_documented_key(slurm):
     slurm.add(11, uuid(1))
     result = run(slurm, names=[uuid(1)]).to_dict()
     assert set(result) == {
-        "changed", "failed", "msg", "cancelled", "signalled", "already_absent", "already_absent_job_ids",
-        "skipped_other_user", "skipped_pending", "remaining", "scancel_calls", "squeue_calls", "elapsed",
-        "messages", "slurm_error", "diff",
+        "changed",
+        "failed",
+        "msg",
+        "cancelled",
+        "terminated",
+        "signalled",
+        "already_absent",
+        "already_absent_job_ids",
+        "skipped_other_user",
+        "skipped_pending",
+        "remaining",
+        "scancel_calls",
+        "squeue_calls",
+        "elapsed",
+        "messages",
+        "slurm_error",
+        "diff",
     }
     assert result["diff"] == {"before": "11 %s RUNNING crunch\n" % uuid(1), "after": ""}
 

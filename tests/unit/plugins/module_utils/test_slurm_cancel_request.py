@@ -17,7 +17,12 @@ def test_defaults_are_the_documented_ones():
     request = CancelRequest(names=[JOB])
     assert request.names == (JOB,)
     assert request.name_pattern == DEFAULT_NAME_PATTERN == r"^[0-9a-z]{5}-[0-9a-z]{5}-[0-9a-z]{15}$"
-    assert (request.wait, request.grace_period, request.retry_delay, request.error_retry_delay) == (True, 0.0, 2.0, 10.0)
+    assert (request.wait, request.grace_period, request.retry_delay, request.error_retry_delay) == (
+        True,
+        0.0,
+        2.0,
+        10.0,
+    )
     assert (request.timeout, request.max_scancel_per_second, request.max_concurrent_scancel) == (120.0, 10.0, 3)
     assert (request.log_interval, request.signal, request.user, request.clusters) == (30.0, None, None, None)
 

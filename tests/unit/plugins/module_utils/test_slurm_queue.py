@@ -97,7 +97,13 @@ def test_state_groups():
 
 def test_client_environment_forces_c_locale_and_drops_variables_that_change_the_clients():
     env = client_environment(
-        {"SLURM_CONF": "/etc/slurm/lab.conf", "SQUEUE_NAMES": "x", "SCANCEL_STATE": "running", "LC_ALL": "de_DE", "PATH": "/bin"}
+        {
+            "SLURM_CONF": "/etc/slurm/lab.conf",
+            "SQUEUE_NAMES": "x",
+            "SCANCEL_STATE": "running",
+            "LC_ALL": "de_DE",
+            "PATH": "/bin",
+        }
     )
     assert env == {"SLURM_CONF": "/etc/slurm/lab.conf", "LC_ALL": "C", "PATH": "/bin"}
 

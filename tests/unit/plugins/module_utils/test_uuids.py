@@ -40,17 +40,20 @@ def test_job_pattern_text_is_the_documented_one():
     assert not uuids.JOB_UUID_RE.match("abcde-dz642-0123456789abcde")
 
 
-@pytest.mark.parametrize("value", [
-    "zzzzz-8i9sb-0123456789abcde\n",  # "$" alone would accept the newline
-    "zzzzz-8i9sb-0123456789abcdef",
-    "zzzzz-8i9sb-0123456789abcd",
-    "ZZZZZ-8i9sb-0123456789abcde",
-    "zzzzz-8i9sb-0123456789ABCDE",
-    "x; rm -rf /",
-    "zzzzz-8i9sb-0123456789abcde,zzzzz-8i9sb-0123456789abcdf",
-    None,
-    42,
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "zzzzz-8i9sb-0123456789abcde\n",  # "$" alone would accept the newline
+        "zzzzz-8i9sb-0123456789abcdef",
+        "zzzzz-8i9sb-0123456789abcd",
+        "ZZZZZ-8i9sb-0123456789abcde",
+        "zzzzz-8i9sb-0123456789ABCDE",
+        "x; rm -rf /",
+        "zzzzz-8i9sb-0123456789abcde,zzzzz-8i9sb-0123456789abcdf",
+        None,
+        42,
+    ],
+)
 def test_job_pattern_rejects_near_misses(value):
     assert not uuids.is_uuid_of("job", value)
     if isinstance(value, str):
@@ -70,8 +73,7 @@ def test_seeded_rng_reproduces_uuids():
     second = [uuids.new_uuid("abcde", uuids.JOB_INFIX, random.Random(7)) for _index in range(3)]
     assert first == second
     rng = random.Random(7)
-    assert uuids.new_uuid("abcde", uuids.JOB_INFIX, rng) != uuids.new_uuid(
-        "abcde", uuids.JOB_INFIX, rng)
+    assert uuids.new_uuid("abcde", uuids.JOB_INFIX, rng) != uuids.new_uuid("abcde", uuids.JOB_INFIX, rng)
 
 
 @pytest.mark.parametrize("prefix", ["zzzzz", "a1b2c", "00000", "9z9z9"])
@@ -80,8 +82,7 @@ def test_valid_prefixes(prefix):
     assert uuids.check_prefix(prefix) == prefix
 
 
-@pytest.mark.parametrize("prefix", ["", "zzzz", "zzzzzz", "ZZZZZ", "zz-zz", "zzzz\n",
-                                    "zzzzz\n", " zzzz", None, 12345])
+@pytest.mark.parametrize("prefix", ["", "zzzz", "zzzzzz", "ZZZZZ", "zz-zz", "zzzz\n", "zzzzz\n", " zzzz", None, 12345])
 def test_invalid_prefixes(prefix):
     assert not uuids.is_valid_prefix(prefix)
     with pytest.raises(ValueError, match="cluster prefix"):

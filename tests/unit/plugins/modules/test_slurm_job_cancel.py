@@ -6,18 +6,32 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import stat
+from unittest import mock
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
-from slurm_fakes import FakeClock, FakeSlurm
+from ansible.module_utils import basic
+from slurm_fakes import FakeClock, FakeSlurm, fake_client_directory
 
 from ansible_collections.arvados_ops.recovery.plugins.modules import slurm_job_cancel
 
-A = "zzzzz-dz642-aaaaaaaaaaaaaaa"
-B = "zzzzz-dz642-bbbbbbbbbbbbbbb"
+try:
+    from ansible.module_utils.testing import patch_module_args
+except ImportError:  # ansible-core before 2.19 has no testing helper
+
+    @contextlib.contextmanager
+    def patch_module_args(args):
+        """Hands `args` to AnsibleModule as 2.16 to 2.18 read them: JSON bytes in basic._ANSIBLE_ARGS."""
+        with mock.patch.object(basic, "_ANSIBLE_ARGS", json.dumps({"ANSIBLE_MODULE_ARGS": args}).encode()):
+            yield
+
+
+# Crunch v1 jobs: cancelled outright under the default stop=auto (containers' jobs get a TERM
+# first, see test_slurm_job_cancel_stop.py).
+A = "zzzzz-8i9sb-aaaaaaaaaaaaaaa"
+B = "zzzzz-8i9sb-bbbbbbbbbbbbbbb"
 
 
 @pytest.fixture
@@ -35,11 +49,7 @@ def slurm(monkeypatch):
 @pytest.fixture
 def slurm_bin(tmp_path, monkeypatch):
     """A PATH holding executables named squeue and scancel (the fake answers for them)."""
-    for program in ("squeue", "scancel"):
-        path = tmp_path / program
-        path.write_text("")
-        path.chmod(stat.S_IRWXU)
-    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("PATH", str(fake_client_directory(tmp_path)))
     return tmp_path
 
 
@@ -88,8 +98,7 @@ def test_uuid_is_an_alias_of_name_and_explicit_paths_skip_the_path_search(slurm,
 
 def test_an_explicit_path_that_cannot_run_fails_before_any_command(slurm, capsys, tmp_path):
     squeue = _executable(tmp_path / "squeue")
-    result = run_module({"name": [A], "squeue_path": squeue,
-                         "scancel_path": str(tmp_path / "missing-scancel")}, capsys)
+    result = run_module({"name": [A], "squeue_path": squeue, "scancel_path": str(tmp_path / "missing-scancel")}, capsys)
     assert result["failed"] and "missing-scancel: cannot be run: No such file or directory" in result["msg"]
     assert slurm.processes == []
 
@@ -137,7 +146,7 @@ def test_a_bad_name_fails_before_any_command(slurm, slurm_bin, capsys, bad):
 def test_missing_clients_fail_at_once(slurm, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     result = run_module({"name": [A]}, capsys)
-    assert result["failed"] and "Failed to find required executable \"squeue\"" in result["msg"]
+    assert result["failed"] and 'Failed to find required executable "squeue"' in result["msg"]
     assert slurm.processes == []
 
 

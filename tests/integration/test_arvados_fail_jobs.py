@@ -5,6 +5,7 @@ lock and the errors that must leave the database as it was.
 Each test gets a clone of arvados_template (`fresh_db`) filled by lab.datagen with a
 boot time 30 minutes ago (whole seconds, so `before: @<epoch>` is exactly that boot).
 """
+
 from __future__ import annotations
 
 import json
@@ -20,15 +21,21 @@ from tests.integration import fail_jobs_helpers as h
 LOG_UUID_RE = re.compile(r"^zzzzz-57u5n-[0-9a-z]{15}$")
 SYSTEM_USER = "zzzzz-tpzed-000000000000000"
 # Columns a fail or requeue is allowed to change; every other column must stay as it was.
-FAIL_COLUMNS = {"state", "running", "success", "finished_at", "modified_at", "updated_at",
-                "modified_by_user_uuid", "modified_by_client_uuid"}
-REQUEUE_COLUMNS = FAIL_COLUMNS | {"started_at", "cancelled_at", "is_locked_by_uuid", "log",
-                                  "output", "tasks_summary"}
+FAIL_COLUMNS = {
+    "state",
+    "running",
+    "success",
+    "finished_at",
+    "modified_at",
+    "updated_at",
+    "modified_by_user_uuid",
+    "modified_by_client_uuid",
+}
+REQUEUE_COLUMNS = FAIL_COLUMNS | {"started_at", "cancelled_at", "is_locked_by_uuid", "log", "output", "tasks_summary"}
 
 
 def base_args(fresh_db, tmp_path, summary=None, **extra):
-    args = {"config_file": str(h.write_config(fresh_db, tmp_path)),
-            "cancel_slurm_jobs": False, "db_wait": 5}
+    args = {"config_file": str(h.write_config(fresh_db, tmp_path)), "cancel_slurm_jobs": False, "db_wait": 5}
     if summary is not None:
         args["before"] = "@%d" % h.boot_epoch(summary)
     args.update(extra)
@@ -49,8 +56,9 @@ def assert_failed_row(before, after, started, finished):
         assert after[column] > before[column]
     assert after["modified_by_user_uuid"] == SYSTEM_USER
     assert after["modified_by_client_uuid"] is None
-    assert {k: v for k, v in after.items() if k not in FAIL_COLUMNS} == \
-        {k: v for k, v in before.items() if k not in FAIL_COLUMNS}
+    assert {k: v for k, v in after.items() if k not in FAIL_COLUMNS} == {
+        k: v for k, v in before.items() if k not in FAIL_COLUMNS
+    }
 
 
 def assert_log_rows(rows, job_rows, message, started, finished):
@@ -70,8 +78,8 @@ def assert_log_rows(rows, job_rows, message, started, finished):
 
 # -- 1. fail mode -------------------------------------------------------------------------
 
-def test_fail_mode_fails_exactly_the_jobs_started_before_the_threshold(fresh_db, lab_env,
-                                                                       tmp_path):
+
+def test_fail_mode_fails_exactly_the_jobs_started_before_the_threshold(fresh_db, lab_env, tmp_path):
     summary = h.load(fresh_db, running=14, running_after_boot=3, running_unstarted=2)
     assert len(summary.running_before_boot) == 9
     conn = fresh_db.connect()
@@ -103,8 +111,7 @@ def test_fail_mode_fails_exactly_the_jobs_started_before_the_threshold(fresh_db,
     assert h.tasks_by_job(conn) == tasks_before
 
     log_rows = h.logs(conn)
-    assert_log_rows(log_rows, {u: jobs_before[u] for u in failed},
-                    fail_jobs.DEFAULT_FAIL_MESSAGE, started, finished)
+    assert_log_rows(log_rows, {u: jobs_before[u] for u in failed}, fail_jobs.DEFAULT_FAIL_MESSAGE, started, finished)
     assert sorted(result["log_uuids"]) == sorted(r["uuid"] for r in log_rows)
 
     notifications = list(listener.notifies(timeout=5, stop_after=len(log_rows)))
@@ -114,8 +121,7 @@ def test_fail_mode_fails_exactly_the_jobs_started_before_the_threshold(fresh_db,
 
 def test_before_reboot_uses_this_hosts_boot_time(fresh_db, lab_env, tmp_path):
     # The generator's default boot time is this host's btime, as `before: reboot` reads it.
-    summary = h.load(fresh_db, boot_time=datagen.host_boot_time(), running=6,
-                     running_after_boot=2, running_unstarted=1)
+    summary = h.load(fresh_db, boot_time=datagen.host_boot_time(), running=6, running_after_boot=2, running_unstarted=1)
     conn = fresh_db.connect()
     jobs_before = h.jobs(conn)
 
@@ -128,16 +134,14 @@ def test_before_reboot_uses_this_hosts_boot_time(fresh_db, lab_env, tmp_path):
     assert result["exempt"]["uuids"] == sorted(summary.running_after_boot)
     assert result["no_started_at"] == sorted(summary.running_unstarted)
     jobs_after = h.jobs(conn)
-    assert {u for u, row in jobs_after.items() if row["state"] == "Failed"} - \
-        {u for u, row in jobs_before.items() if row["state"] == "Failed"} == \
-        set(summary.running_before_boot)
+    assert {u for u, row in jobs_after.items() if row["state"] == "Failed"} - {
+        u for u, row in jobs_before.items() if row["state"] == "Failed"
+    } == set(summary.running_before_boot)
     assert h.unchanged_except(jobs_before, jobs_after, set(summary.running_before_boot)) == []
 
 
-def test_without_before_every_running_job_is_failed_including_unstarted_ones(
-        fresh_db, lab_env, tmp_path):
-    summary = h.load(fresh_db, running=8, running_after_boot=2, running_unstarted=2,
-                     decoys=False)
+def test_without_before_every_running_job_is_failed_including_unstarted_ones(fresh_db, lab_env, tmp_path):
+    summary = h.load(fresh_db, running=8, running_after_boot=2, running_unstarted=2, decoys=False)
     conn = fresh_db.connect()
     jobs_before = h.jobs(conn)
 
@@ -150,22 +154,22 @@ def test_without_before_every_running_job_is_failed_including_unstarted_ones(
     assert result["no_started_at"] == sorted(summary.running_unstarted)
     # A job without started_at has no token window: its token cannot be told apart.
     assert result["revoked_tokens"] == sorted(
-        token for job, token in summary.job_token_uuids.items()
-        if job not in summary.running_unstarted)
+        token for job, token in summary.job_token_uuids.items() if job not in summary.running_unstarted
+    )
     assert h.unchanged_except(jobs_before, h.jobs(conn), set(summary.running_uuids)) == []
 
 
 def test_cleaning_an_unstarted_job_by_uuid_revokes_no_token(fresh_db, lab_env, tmp_path):
     # One user runs every job: any window left open at the end would take later jobs'
     # tokens, live ones included. A job without started_at has no window at all.
-    summary = h.load(fresh_db, running=5, running_after_boot=2, running_unstarted=1,
-                     users=2, idle_users=1, decoys=False)
+    summary = h.load(
+        fresh_db, running=5, running_after_boot=2, running_unstarted=1, users=2, idle_users=1, decoys=False
+    )
     unstarted = summary.running_unstarted[0]
     conn = fresh_db.connect()
     tokens_before = h.tokens(conn)
 
-    result = h.run_module(lab_env, tmp_path,
-                          base_args(fresh_db, tmp_path, uuids=[unstarted]))
+    result = h.run_module(lab_env, tmp_path, base_args(fresh_db, tmp_path, uuids=[unstarted]))
 
     assert not result.get("failed"), result.get("msg")
     assert result["failed_jobs"] == [unstarted]
@@ -177,25 +181,22 @@ def test_cleaning_an_unstarted_job_by_uuid_revokes_no_token(fresh_db, lab_env, t
 def test_uuids_limits_the_run_to_those_jobs(fresh_db, lab_env, tmp_path):
     summary = h.load(fresh_db, running=8, running_after_boot=2, decoys=False)
     chosen = sorted(summary.running_before_boot[:2]) + [summary.running_after_boot[0]]
-    finished_job = next(iter(
-        u for u, row in h.jobs(fresh_db.connect()).items() if row["state"] == "Complete"))
+    finished_job = next(iter(u for u, row in h.jobs(fresh_db.connect()).items() if row["state"] == "Complete"))
 
-    result = h.run_module(lab_env, tmp_path, base_args(
-        fresh_db, tmp_path, summary, uuids=chosen + [finished_job]))
+    result = h.run_module(lab_env, tmp_path, base_args(fresh_db, tmp_path, summary, uuids=chosen + [finished_job]))
 
     assert not result.get("failed"), result.get("msg")
     assert result["failed_jobs"] == sorted(summary.running_before_boot[:2])
     assert result["exempt"]["uuids"] == [summary.running_after_boot[0]]
     states = {u: row["state"] for u, row in h.jobs(fresh_db.connect()).items()}
-    assert {u for u in summary.running_uuids if states[u] == "Failed"} == \
-        set(summary.running_before_boot[:2])
+    assert {u for u in summary.running_uuids if states[u] == "Failed"} == set(summary.running_before_boot[:2])
     assert states[finished_job] == "Complete"
 
 
 # -- 2. retry mode ------------------------------------------------------------------------
 
-def test_retry_requeues_and_scrubs_the_jobs_and_deletes_their_tasks(fresh_db, lab_env,
-                                                                    tmp_path):
+
+def test_retry_requeues_and_scrubs_the_jobs_and_deletes_their_tasks(fresh_db, lab_env, tmp_path):
     summary = h.load(fresh_db, running=10, running_after_boot=3, tasks_per_job=3)
     requeued = set(summary.running_before_boot)
     conn = fresh_db.connect()
@@ -216,27 +217,28 @@ def test_retry_requeues_and_scrubs_the_jobs_and_deletes_their_tasks(fresh_db, la
         before, after = jobs_before[job_uuid], jobs_after[job_uuid]
         assert after["state"] == "Queued"
         assert after["running"] is False
-        for column in ("success", "started_at", "finished_at", "cancelled_at",
-                       "is_locked_by_uuid", "log", "output"):
+        for column in ("success", "started_at", "finished_at", "cancelled_at", "is_locked_by_uuid", "log", "output"):
             assert after[column] is None, column
         assert json.loads(after["tasks_summary"]) == {}
         for column in ("modified_at", "updated_at"):
             assert started <= after[column] <= finished
-        assert {k: v for k, v in after.items() if k not in REQUEUE_COLUMNS} == \
-            {k: v for k, v in before.items() if k not in REQUEUE_COLUMNS}
+        assert {k: v for k, v in after.items() if k not in REQUEUE_COLUMNS} == {
+            k: v for k, v in before.items() if k not in REQUEUE_COLUMNS
+        }
     assert h.unchanged_except(jobs_before, jobs_after, requeued) == []
     tasks_after = h.tasks_by_job(conn)
     assert not requeued & set(tasks_after)
     assert tasks_after == {u: t for u, t in tasks_before.items() if u not in requeued}
-    assert_log_rows(h.logs(conn), {u: jobs_before[u] for u in requeued},
-                    fail_jobs.DEFAULT_RETRY_MESSAGE, started, finished)
+    assert_log_rows(
+        h.logs(conn), {u: jobs_before[u] for u in requeued}, fail_jobs.DEFAULT_RETRY_MESSAGE, started, finished
+    )
     assert result["revoked_tokens"] == sorted(summary.job_token_uuids[u] for u in requeued)
 
 
 # -- 3. tokens ----------------------------------------------------------------------------
 
-def test_exactly_the_failed_jobs_tokens_are_revoked_and_every_decoy_is_untouched(
-        fresh_db, lab_env, tmp_path):
+
+def test_exactly_the_failed_jobs_tokens_are_revoked_and_every_decoy_is_untouched(fresh_db, lab_env, tmp_path):
     summary = h.load(fresh_db, running=12, running_after_boot=3, running_unstarted=1)
     failed = set(summary.running_before_boot)
     job_tokens = {summary.job_token_uuids[u] for u in failed}
@@ -248,8 +250,9 @@ def test_exactly_the_failed_jobs_tokens_are_revoked_and_every_decoy_is_untouched
     message = "lab test: failed after a reboot"
     started = h.db_now(conn)
 
-    results, completed = h.run_playbook(lab_env, tmp_path, [{"args": base_args(
-        fresh_db, tmp_path, summary, log_message=message)}])
+    results, completed = h.run_playbook(
+        lab_env, tmp_path, [{"args": base_args(fresh_db, tmp_path, summary, log_message=message)}]
+    )
 
     finished = h.db_now(conn)
     result = results[0]
@@ -261,13 +264,13 @@ def test_exactly_the_failed_jobs_tokens_are_revoked_and_every_decoy_is_untouched
         assert before["expires_at"] is None
         assert started <= after["expires_at"] <= finished
         assert started <= after["updated_at"] <= finished
-        assert {k: v for k, v in after.items() if k not in ("expires_at", "updated_at")} == \
-            {k: v for k, v in before.items() if k not in ("expires_at", "updated_at")}
+        assert {k: v for k, v in after.items() if k not in ("expires_at", "updated_at")} == {
+            k: v for k, v in before.items() if k not in ("expires_at", "updated_at")
+        }
     # decoys, the exempt and unstarted jobs' tokens, finished jobs' tokens: whole rows equal
     assert decoys <= set(tokens_after)
     assert h.unchanged_except(tokens_before, tokens_after, job_tokens) == []
-    assert_log_rows(h.logs(conn), {u: h.jobs(conn)[u] for u in failed}, message,
-                    started, finished)
+    assert_log_rows(h.logs(conn), {u: h.jobs(conn)[u] for u in failed}, message, started, finished)
     output = json.dumps(result) + completed.stdout + completed.stderr
     assert [s for s in secrets if s in output] == []
 
@@ -277,8 +280,7 @@ def test_revoke_tokens_false_touches_no_token(fresh_db, lab_env, tmp_path):
     conn = fresh_db.connect()
     tokens_before = h.tokens(conn)
 
-    result = h.run_module(lab_env, tmp_path,
-                          base_args(fresh_db, tmp_path, summary, revoke_tokens=False))
+    result = h.run_module(lab_env, tmp_path, base_args(fresh_db, tmp_path, summary, revoke_tokens=False))
 
     assert not result.get("failed"), result.get("msg")
     assert result["failed_jobs"] == sorted(summary.running_before_boot)
@@ -288,8 +290,8 @@ def test_revoke_tokens_false_touches_no_token(fresh_db, lab_env, tmp_path):
 
 # -- 4. Slurm first -----------------------------------------------------------------------
 
-def test_slurm_jobs_of_the_failed_jobs_are_cancelled_and_others_stay(fresh_db, lab_env,
-                                                                     tmp_path):
+
+def test_slurm_jobs_of_the_failed_jobs_are_cancelled_and_others_stay(fresh_db, lab_env, tmp_path):
     summary = h.load(fresh_db, running=8, running_after_boot=2, decoys=False)
     qualifying = sorted(summary.running_before_boot)
     with_slurm = qualifying[:3]
@@ -299,18 +301,19 @@ def test_slurm_jobs_of_the_failed_jobs_are_cancelled_and_others_stay(fresh_db, l
             submitted[h.sbatch(lab_env, job_uuid)] = job_uuid
         kept_ids = [i for i, u in submitted.items() if u in summary.running_after_boot]
 
-        result = h.run_module(lab_env, tmp_path, base_args(
-            fresh_db, tmp_path, summary, cancel_slurm_jobs=True, slurm_timeout=60))
+        result = h.run_module(
+            lab_env, tmp_path, base_args(fresh_db, tmp_path, summary, cancel_slurm_jobs=True, slurm_timeout=60)
+        )
 
         assert not result.get("failed"), result.get("msg")
         assert result["failed_jobs"] == qualifying
         slurm = result["slurm"]
-        assert sorted((c["name"], c["job_id"]) for c in slurm["cancelled"]) == \
-            sorted((u, i) for i, u in submitted.items() if u in with_slurm)
+        assert sorted((c["name"], c["job_id"]) for c in slurm["cancelled"]) == sorted(
+            (u, i) for i, u in submitted.items() if u in with_slurm
+        )
         assert sorted(slurm["already_absent"]) == sorted(set(qualifying) - set(with_slurm))
         assert slurm["remaining"] == []
-        assert h.squeue_names(lab_env, list(submitted)) == \
-            {i: submitted[i] for i in kept_ids}
+        assert h.squeue_names(lab_env, list(submitted)) == {i: submitted[i] for i in kept_ids}
     finally:
         h.scancel(lab_env, list(submitted))
 
@@ -335,14 +338,18 @@ def test_cancel_slurm_jobs_false_leaves_slurm_alone(fresh_db, lab_env, tmp_path)
 def test_unreachable_slurm_fails_before_any_database_change(fresh_db, lab_env, tmp_path):
     h.load(fresh_db, running=5, running_after_boot=1)
     squeue = tmp_path / "squeue"
-    squeue.write_text("#!/bin/sh\necho 'squeue: error: Unable to contact slurm controller "
-                      "(connect failure)' >&2\nexit 1\n")
+    squeue.write_text(
+        "#!/bin/sh\necho 'squeue: error: Unable to contact slurm controller (connect failure)' >&2\nexit 1\n"
+    )
     squeue.chmod(0o755)
     dump_before = h.pg_dump(fresh_db, lab_env)
     began = time.monotonic()
 
-    result = h.run_module(lab_env, tmp_path, base_args(
-        fresh_db, tmp_path, cancel_slurm_jobs=True, squeue_path=str(squeue), slurm_timeout=2))
+    result = h.run_module(
+        lab_env,
+        tmp_path,
+        base_args(fresh_db, tmp_path, cancel_slurm_jobs=True, squeue_path=str(squeue), slurm_timeout=2),
+    )
 
     assert result.get("failed") is True
     assert "Unable to contact slurm controller" in result["msg"]
@@ -353,8 +360,8 @@ def test_unreachable_slurm_fails_before_any_database_change(fresh_db, lab_env, t
 
 # -- 5 and 6. check mode, rerun -----------------------------------------------------------
 
-def test_check_mode_writes_nothing_and_predicts_the_real_run_which_a_rerun_does_not_repeat(
-        fresh_db, lab_env, tmp_path):
+
+def test_check_mode_writes_nothing_and_predicts_the_real_run_which_a_rerun_does_not_repeat(fresh_db, lab_env, tmp_path):
     summary = h.load(fresh_db, running=10, running_after_boot=2, running_unstarted=1)
     args = base_args(fresh_db, tmp_path, summary, cancel_slurm_jobs=True, slurm_timeout=60)
     submitted = {}
@@ -371,19 +378,19 @@ def test_check_mode_writes_nothing_and_predicts_the_real_run_which_a_rerun_does_
         assert predicted["changed"] is True
         assert predicted["failed_jobs"] == sorted(summary.running_before_boot)
         assert predicted["log_uuids"] == []
-        assert predicted["diff"]["after"] == "".join(
-            "%s: Failed\n" % u for u in sorted(summary.running_before_boot))
+        assert predicted["diff"]["after"] == "".join("%s: Failed\n" % u for u in sorted(summary.running_before_boot))
 
         (real, rerun), _completed = h.run_playbook(lab_env, tmp_path, [{"args": args}, {"args": args}])
 
         assert not real.get("failed"), real.get("msg")
         for key in ("failed_jobs", "revoked_tokens", "exempt", "no_started_at", "skipped_jobs"):
             assert real[key] == predicted[key], key
-        assert real["revoked_tokens"] == sorted(
-            summary.job_token_uuids[u] for u in summary.running_before_boot)
-        assert sorted(c["name"] for c in real["slurm"]["cancelled"]) == \
-            sorted(c["name"] for c in predicted["slurm"]["cancelled"]) == \
-            sorted(summary.running_before_boot[:2])
+        assert real["revoked_tokens"] == sorted(summary.job_token_uuids[u] for u in summary.running_before_boot)
+        assert (
+            sorted(c["name"] for c in real["slurm"]["cancelled"])
+            == sorted(c["name"] for c in predicted["slurm"]["cancelled"])
+            == sorted(summary.running_before_boot[:2])
+        )
         assert len(real["log_uuids"]) == len(real["failed_jobs"])
 
         assert not rerun.get("failed"), rerun.get("msg")
@@ -399,8 +406,8 @@ def test_check_mode_writes_nothing_and_predicts_the_real_run_which_a_rerun_does_
 
 # -- 7. two runs at once ------------------------------------------------------------------
 
-def test_a_run_that_cannot_get_the_advisory_lock_fails_and_writes_nothing(fresh_db, lab_env,
-                                                                          tmp_path):
+
+def test_a_run_that_cannot_get_the_advisory_lock_fails_and_writes_nothing(fresh_db, lab_env, tmp_path):
     summary = h.load(fresh_db, running=5, running_after_boot=1)
     holder = fresh_db.connect(autocommit=True)
     holder.execute("SELECT pg_advisory_lock(%s)", (fail_jobs.ADVISORY_LOCK_KEY,))
@@ -422,10 +429,35 @@ def test_a_run_that_cannot_get_the_advisory_lock_fails_and_writes_nothing(fresh_
 
 # -- 9. errors, nothing written -----------------------------------------------------------
 
+
 def free_port():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def test_the_database_options_by_community_postgresql_names(fresh_db, lab_env, tmp_path):
+    summary = h.load(fresh_db, running=3, running_after_boot=1)
+    connection = fresh_db.connection
+    args = {
+        "config_file": "",
+        "database_yml": "",
+        "login_host": connection["host"],
+        "login_port": connection["port"],
+        "login_user": connection["user"],
+        "login_password": connection["password"],
+        "login_db": connection["dbname"],
+        "ssl_mode": "prefer",
+        "before": "@%d" % h.boot_epoch(summary),
+        "cancel_slurm_jobs": False,
+    }
+
+    (result,), completed = h.run_playbook(lab_env, tmp_path, [{"args": args}])
+
+    assert not result.get("failed"), result.get("msg")
+    assert result["failed_jobs"] == sorted(summary.running_before_boot)
+    assert result["database"].startswith("options")
+    assert connection["password"] not in completed.stdout + completed.stderr
 
 
 def test_errors_name_the_problem_and_write_nothing(fresh_db, lab_env, tmp_path, lab):
@@ -434,21 +466,27 @@ def test_errors_name_the_problem_and_write_nothing(fresh_db, lab_env, tmp_path, 
     config = h.write_config(fresh_db, tmp_path)
     two_clusters = tmp_path / "two-clusters.yml"
     text = config.read_text()
-    two_clusters.write_text(text + text.split("Clusters:\n", 1)[1].replace(
-        "  %s:" % lab.cluster_id, "  yyyyy:"))
+    two_clusters.write_text(text + text.split("Clusters:\n", 1)[1].replace("  %s:" % lab.cluster_id, "  yyyyy:"))
     dump_before = h.pg_dump(fresh_db, lab_env)
     cases = [
         {"config_file": str(config), "db_password": wrong_password},
-        {"db_host": "127.0.0.1", "db_port": free_port(), "db_name": fresh_db.name,
-         "db_user": "arvados", "db_password": lab.db_password(), "db_wait": 1,
-         "db_connect_timeout": 1},
+        {
+            "db_host": "127.0.0.1",
+            "db_port": free_port(),
+            "db_name": fresh_db.name,
+            "db_user": "arvados",
+            "db_password": lab.db_password(),
+            "db_wait": 1,
+            "db_connect_timeout": 1,
+        },
         {"config_file": str(config), "before": "last tuesday-ish"},
         {"config_file": str(two_clusters)},
     ]
 
     began = time.monotonic()
-    results, completed = h.run_playbook(lab_env, tmp_path, [
-        {"args": dict(case, cancel_slurm_jobs=False)} for case in cases])
+    results, completed = h.run_playbook(
+        lab_env, tmp_path, [{"args": dict(case, cancel_slurm_jobs=False)} for case in cases]
+    )
     elapsed = time.monotonic() - began
 
     bad_password, unreachable, bad_before, several = results
@@ -482,13 +520,20 @@ def test_a_missing_column_is_named_and_nothing_is_written(fresh_db, lab_env, tmp
 
 def test_unreachable_database_fails_within_a_few_seconds(fresh_db, lab_env, tmp_path, lab):
     # Measured on its own: the playbook start-up is included, so the bound is generous.
-    args = {"db_host": "127.0.0.1", "db_port": free_port(), "db_name": fresh_db.name,
-            "db_user": "arvados", "db_password": lab.db_password(), "db_wait": 1,
-            "cancel_slurm_jobs": False}
+    args = {
+        "db_host": "127.0.0.1",
+        "db_port": free_port(),
+        "db_name": fresh_db.name,
+        "db_user": "arvados",
+        "db_password": lab.db_password(),
+        "db_wait": 1,
+        "cancel_slurm_jobs": False,
+    }
     began = time.monotonic()
     result = h.run_module(lab_env, tmp_path, args)
     assert time.monotonic() - began < 20
     assert result.get("failed") is True
-    assert result["msg"].startswith("cannot connect to the database %r as 'arvados' on "
-                                    "127.0.0.1:%d" % (fresh_db.name, args["db_port"]))
+    assert result["msg"].startswith(
+        "cannot connect to the database %r as 'arvados' on 127.0.0.1:%d" % (fresh_db.name, args["db_port"])
+    )
     assert lab.db_password() not in result["msg"]

@@ -2,6 +2,7 @@
 exit status, check mode, the advisory lock, errors, and SIGKILL at random moments of a
 large run followed by a rerun (every job either untouched or completely done).
 """
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,7 @@ SCHEMA_2017 = h.REPO_ROOT / "lab" / "schema" / "2017"
 
 
 def options(fresh_db, tmp_path, **extra):
-    values = {"config_file": str(h.write_config(fresh_db, tmp_path)),
-              "cancel_slurm_jobs": False, "db_wait": 5}
+    values = {"config_file": str(h.write_config(fresh_db, tmp_path)), "cancel_slurm_jobs": False, "db_wait": 5}
     values.update(extra)
     return values
 
@@ -42,7 +42,7 @@ def one_line_reason(completed):
     lines = completed.stderr.splitlines()
     assert len(lines) == 1, completed.stderr
     assert lines[0].startswith("arvados-fail-jobs: ")
-    return lines[0][len("arvados-fail-jobs: "):]
+    return lines[0][len("arvados-fail-jobs: ") :]
 
 
 def test_summary_exit_status_and_rerun(fresh_db, lab_env, tmp_path):
@@ -50,8 +50,7 @@ def test_summary_exit_status_and_rerun(fresh_db, lab_env, tmp_path):
     conn = fresh_db.connect()
     jobs_before = h.jobs(conn)
 
-    completed = h.run_cli(lab_env, tmp_path, options(fresh_db, tmp_path),
-                          before_flag(summary) + ["--quiet"])
+    completed = h.run_cli(lab_env, tmp_path, options(fresh_db, tmp_path), before_flag(summary) + ["--quiet"])
 
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.splitlines() == [
@@ -64,8 +63,9 @@ def test_summary_exit_status_and_rerun(fresh_db, lab_env, tmp_path):
         "changed: yes",
     ]
     jobs_after = h.jobs(conn)
-    assert {u for u in jobs_after if jobs_after[u]["state"] != jobs_before[u]["state"]} == \
-        set(summary.running_before_boot)
+    assert {u for u in jobs_after if jobs_after[u]["state"] != jobs_before[u]["state"]} == set(
+        summary.running_before_boot
+    )
     assert {row["object_uuid"] for row in h.logs(conn)} == set(summary.running_before_boot)
 
     rerun = h.run_cli(lab_env, tmp_path, options(fresh_db, tmp_path), before_flag(summary))
@@ -81,17 +81,14 @@ def test_json_output_matches_the_database_and_holds_no_secret(fresh_db, lab_env,
     conn = fresh_db.connect()
     secrets = h.api_token_secrets(conn)
 
-    completed = h.run_cli(lab_env, tmp_path, options(fresh_db, tmp_path),
-                          before_flag(summary) + ["--json", "--diff"])
+    completed = h.run_cli(lab_env, tmp_path, options(fresh_db, tmp_path), before_flag(summary) + ["--json", "--diff"])
 
     result = h.cli_json(completed)
     assert result["changed"] is True
     assert result["failed_jobs"] == sorted(summary.running_before_boot)
-    assert result["revoked_tokens"] == sorted(
-        summary.job_token_uuids[u] for u in summary.running_before_boot)
+    assert result["revoked_tokens"] == sorted(summary.job_token_uuids[u] for u in summary.running_before_boot)
     assert sorted(result["log_uuids"]) == sorted(r["uuid"] for r in h.logs(conn))
-    assert result["diff"]["before"] == "".join(
-        "%s: Running\n" % u for u in sorted(summary.running_before_boot))
+    assert result["diff"]["before"] == "".join("%s: Running\n" % u for u in sorted(summary.running_before_boot))
     assert result["database"].startswith("config_file ")
     assert [s for s in secrets if s in completed.stdout + completed.stderr] == []
     password = fresh_db.connection["password"]
@@ -104,9 +101,14 @@ def test_retry_and_no_revoke_tokens_flags(fresh_db, lab_env, tmp_path):
     tokens_before, tasks_before = h.tokens(conn), h.tasks_by_job(conn)
     requeued = set(summary.running_before_boot)
 
-    result = h.cli_json(h.run_cli(lab_env, tmp_path, options(fresh_db, tmp_path),
-                                  before_flag(summary) + ["--retry", "--no-revoke-tokens",
-                                                          "--json"]))
+    result = h.cli_json(
+        h.run_cli(
+            lab_env,
+            tmp_path,
+            options(fresh_db, tmp_path),
+            before_flag(summary) + ["--retry", "--no-revoke-tokens", "--json"],
+        )
+    )
 
     assert result["requeued_jobs"] == sorted(requeued)
     assert result["revoked_tokens"] == []
@@ -125,8 +127,7 @@ def test_check_writes_nothing_and_predicts_the_real_run(fresh_db, lab_env, tmp_p
     assert check.returncode == 0, check.stderr
     assert "jobs would be failed: 7" in check.stdout.splitlines()
     assert "tokens would be revoked: 7" in check.stdout.splitlines()
-    predicted = h.cli_json(h.run_cli(lab_env, tmp_path, opts,
-                                     before_flag(summary) + ["--check", "--json"]))
+    predicted = h.cli_json(h.run_cli(lab_env, tmp_path, opts, before_flag(summary) + ["--check", "--json"]))
 
     assert h.pg_dump(fresh_db, lab_env) == dump_before
     real = h.cli_json(h.run_cli(lab_env, tmp_path, opts, before_flag(summary) + ["--json"]))
@@ -157,39 +158,36 @@ def test_lock_held_by_another_run(fresh_db, lab_env, tmp_path):
     assert result["failed_jobs"] == sorted(summary.running_before_boot)
 
 
-def test_errors_exit_1_with_a_one_line_reason_and_write_nothing(fresh_db, lab_env, tmp_path,
-                                                                lab):
+def test_errors_exit_1_with_a_one_line_reason_and_write_nothing(fresh_db, lab_env, tmp_path, lab):
     h.load(fresh_db, running=5, running_after_boot=1)
     config = h.write_config(fresh_db, tmp_path)
     dump_before = h.pg_dump(fresh_db, lab_env)
     base = {"config_file": str(config), "cancel_slurm_jobs": False}
 
     wrong_password = "WrongSecret-91c2e77b40"
-    reason = one_line_reason(h.run_cli(lab_env, tmp_path,
-                                       dict(base, db_password=wrong_password)))
+    reason = one_line_reason(h.run_cli(lab_env, tmp_path, dict(base, db_password=wrong_password)))
     assert "password authentication failed" in reason
     assert wrong_password not in reason
 
     port = free_port()
     began = time.monotonic()
-    reason = one_line_reason(h.run_cli(lab_env, tmp_path, dict(base, db_port=port),
-                                       ["--db-wait", "1", "--db-connect-timeout", "1"]))
+    reason = one_line_reason(
+        h.run_cli(lab_env, tmp_path, dict(base, db_port=port), ["--db-wait", "1", "--db-connect-timeout", "1"])
+    )
     assert time.monotonic() - began < 10
-    assert reason.startswith("cannot connect to the database %r as 'arvados' on 127.0.0.1:%d"
-                             % (fresh_db.name, port))
+    assert reason.startswith("cannot connect to the database %r as 'arvados' on 127.0.0.1:%d" % (fresh_db.name, port))
 
-    reason = one_line_reason(h.run_cli(lab_env, tmp_path, base,
-                                       ["--before", "the day before yesterday"]))
+    reason = one_line_reason(h.run_cli(lab_env, tmp_path, base, ["--before", "the day before yesterday"]))
     assert reason == "cannot read before='the day before yesterday': " + ACCEPTED_FORMS
 
     two_clusters = tmp_path / "two.yml"
     text = config.read_text()
-    two_clusters.write_text(text + text.split("Clusters:\n", 1)[1].replace(
-        "  %s:" % lab.cluster_id, "  yyyyy:"))
-    reason = one_line_reason(h.run_cli(lab_env, tmp_path,
-                                       dict(base, config_file=str(two_clusters))))
+    two_clusters.write_text(text + text.split("Clusters:\n", 1)[1].replace("  %s:" % lab.cluster_id, "  yyyyy:"))
+    reason = one_line_reason(h.run_cli(lab_env, tmp_path, dict(base, config_file=str(two_clusters))))
     assert reason == "config_file %s defines several clusters (%s); set cluster_id" % (
-        two_clusters, ", ".join(sorted([lab.cluster_id, "yyyyy"])))
+        two_clusters,
+        ", ".join(sorted([lab.cluster_id, "yyyyy"])),
+    )
 
     reason = one_line_reason(h.run_cli(lab_env, tmp_path, dict(base, no_such_option=1)))
     assert "unknown option(s): no_such_option" in reason
@@ -209,11 +207,31 @@ def test_missing_column_is_named(fresh_db, lab_env, tmp_path):
     assert h.pg_dump(fresh_db, lab_env) == dump_before
 
 
+def test_under_json_a_failure_is_json_on_stdout_too(fresh_db, lab_env, tmp_path):
+    h.load(fresh_db, running=2, running_after_boot=1)
+    with fresh_db.connect(autocommit=True) as conn:
+        conn.execute("ALTER TABLE jobs DROP COLUMN is_locked_by_uuid CASCADE")
+
+    completed = h.run_cli(lab_env, tmp_path, options(fresh_db, tmp_path), ["--json"])
+
+    assert completed.returncode == 1
+    failure = json.loads(completed.stdout)
+    assert failure["failed"] is True and failure["changed"] is False
+    assert failure["msg"].endswith("table jobs lacks column(s) is_locked_by_uuid")
+    assert completed.stderr == "arvados-fail-jobs: %s\n" % failure["msg"]
+
+
 def test_a_command_line_it_cannot_understand_exits_2(fresh_db, lab_env, tmp_path):
     # The password is never a flag: it would show in `ps` to every user of the host.
-    completed = subprocess.run(h.CLI + ["--db-password", "x"], cwd=str(h.REPO_ROOT),
-                               env=dict(lab_env), capture_output=True, text=True, timeout=60,
-                               check=False)
+    completed = subprocess.run(
+        h.CLI + ["--db-password", "x"],
+        cwd=str(h.REPO_ROOT),
+        env=dict(lab_env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert completed.returncode == 2
     assert "unrecognized arguments: --db-password" in completed.stderr
 
@@ -255,11 +273,17 @@ def wait_for_logs(conn, target, process, deadline):
     return None
 
 
-def test_sigkill_at_random_moments_then_rerun_leaves_every_job_whole(fresh_db, lab_env,
-                                                                     tmp_path):
-    summary = h.load(fresh_db, jobs=KILL_JOBS, running=KILL_JOBS, queued=0,
-                     running_after_boot=0, tasks_per_job=1, decoys=False,
-                     finished_job_tokens=False)
+def test_sigkill_at_random_moments_then_rerun_leaves_every_job_whole(fresh_db, lab_env, tmp_path):
+    summary = h.load(
+        fresh_db,
+        jobs=KILL_JOBS,
+        running=KILL_JOBS,
+        queued=0,
+        running_after_boot=0,
+        tasks_per_job=1,
+        decoys=False,
+        finished_job_tokens=False,
+    )
     opts = options(fresh_db, tmp_path, batch_size=KILL_BATCH, lock_wait=30)
     options_file = tmp_path / "kill-options.json"
     options_file.write_text(json.dumps(opts))
@@ -271,8 +295,9 @@ def test_sigkill_at_random_moments_then_rerun_leaves_every_job_whole(fresh_db, l
     for _kill in range(3):
         remaining = KILL_JOBS - len(done)
         target = len(done) + rng.randint(1, remaining // 3)
-        process = subprocess.Popen(command, cwd=str(h.REPO_ROOT), env=dict(lab_env),
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        process = subprocess.Popen(
+            command, cwd=str(h.REPO_ROOT), env=dict(lab_env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
         try:
             reached = wait_for_logs(watcher, target, process, time.monotonic() + 30)
             # A few ms more lands the kill anywhere in a batch's transaction.
@@ -281,7 +306,9 @@ def test_sigkill_at_random_moments_then_rerun_leaves_every_job_whole(fresh_db, l
         finally:
             process.wait(timeout=30)
         assert reached is not None, "the run ended before the kill (target %d): %s" % (
-            target, process.stderr.read().decode())
+            target,
+            process.stderr.read().decode(),
+        )
         assert process.returncode == -signal.SIGKILL
         process.stderr.close()
         done_now, running_now = consistency(fresh_db.connect(), summary)
@@ -291,68 +318,109 @@ def test_sigkill_at_random_moments_then_rerun_leaves_every_job_whole(fresh_db, l
         done = done_now
     print("jobs done at each kill: %s" % kills)
 
-    final = h.cli_json(subprocess.run(command + ["--json"], cwd=str(h.REPO_ROOT),
-                                      env=dict(lab_env), capture_output=True, text=True,
-                                      timeout=120, check=False))
+    final = h.cli_json(
+        subprocess.run(
+            command + ["--json"],
+            cwd=str(h.REPO_ROOT),
+            env=dict(lab_env),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    )
 
     assert final["failed_jobs"] == sorted(set(summary.running_uuids) - done)
     assert final["skipped_jobs"] == []
     done_final, running_final = consistency(fresh_db.connect(), summary)
     assert done_final == set(summary.running_uuids) and running_final == set()
-    again = h.cli_json(subprocess.run(command + ["--json"], cwd=str(h.REPO_ROOT),
-                                      env=dict(lab_env), capture_output=True, text=True,
-                                      timeout=120, check=False))
+    again = h.cli_json(
+        subprocess.run(
+            command + ["--json"],
+            cwd=str(h.REPO_ROOT),
+            env=dict(lab_env),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    )
     assert again["changed"] is False
 
 
 # -- 10. the 2017 schema ----------------------------------------------------------------
 
-@pytest.mark.skipif(not SCHEMA_2017.is_dir(),
-                    reason="lab/schema/2017/ does not exist: no 2017 schema to test against")
+
+@pytest.mark.skipif(not SCHEMA_2017.is_dir(), reason="lab/schema/2017/ does not exist: no 2017 schema to test against")
 def test_the_2017_schema(lab, lab_env, tmp_path, fresh_db):
     """The same cluster in a 2017 database and in today's (fresh_db): the command fails the
     same jobs, revokes the same tokens and writes the same log rows in both."""
     name = "lab_test_2017_%d" % os.getpid()
     with psycopg.connect(**lab.superuser_connection("postgres"), autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {} OWNER {} TEMPLATE template0").format(
-            sql.Identifier(name), sql.Identifier("arvados")))
+        admin.execute(
+            sql.SQL("CREATE DATABASE {} OWNER {} TEMPLATE template0").format(
+                sql.Identifier(name), sql.Identifier("arvados")
+            )
+        )
     try:
         # The 2017 schema needs no extension: its text search is to_tsvector, not pg_trgm.
         with psycopg.connect(**lab.connection(name), autocommit=True) as conn:
             for file_name in ("tables.sql", "indexes.sql"):
                 conn.execute(Path(SCHEMA_2017, file_name).read_text())
-            id_types = dict(conn.execute(
-                "SELECT table_name, data_type FROM information_schema.columns "
-                "WHERE table_schema = 'public' AND column_name = 'id'").fetchall())
+            id_types = dict(
+                conn.execute(
+                    "SELECT table_name, data_type FROM information_schema.columns "
+                    "WHERE table_schema = 'public' AND column_name = 'id'"
+                ).fetchall()
+            )
             assert set(id_types.values()) == {"integer"} and len(id_types) == 6
-            assert conn.execute("SELECT count(*) FROM pg_indexes WHERE indexname = "
-                                "'jobs_full_text_search_idx'").fetchone()[0] == 1
-        conninfo = psycopg.conninfo.make_conninfo(
-            **{k: str(v) for k, v in lab.connection(name).items()})
+            assert (
+                conn.execute(
+                    "SELECT count(*) FROM pg_indexes WHERE indexname = 'jobs_full_text_search_idx'"
+                ).fetchone()[0]
+                == 1
+            )
+        conninfo = psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in lab.connection(name).items()})
         now = datagen.utc_now()
-        spec = datagen.ClusterSpec(boot_time=now.replace(microsecond=0) - timedelta(
-            minutes=30), now=now, jobs=40, running=6, queued=3, running_after_boot=1,
-            users=4, idle_users=1, seed=h.random_seed())
+        spec = datagen.ClusterSpec(
+            boot_time=now.replace(microsecond=0) - timedelta(minutes=30),
+            now=now,
+            jobs=40,
+            running=6,
+            queued=3,
+            running_after_boot=1,
+            users=4,
+            idle_users=1,
+            seed=h.random_seed(),
+        )
         summary, _timings = datagen.load_cluster(conninfo, spec)
         today, _today_timings = datagen.load_cluster(h.conninfo(fresh_db), spec)
         assert today.to_dict() == summary.to_dict()
 
         def run(db_name):
-            opts = {"db_host": "127.0.0.1", "db_port": lab.pg_port, "db_name": db_name,
-                    "db_user": "arvados", "db_password": lab.db_password(),
-                    "cancel_slurm_jobs": False}
-            return h.cli_json(h.run_cli(lab_env, tmp_path, opts,
-                                        before_flag(summary) + ["--json"]))
+            opts = {
+                "db_host": "127.0.0.1",
+                "db_port": lab.pg_port,
+                "db_name": db_name,
+                "db_user": "arvados",
+                "db_password": lab.db_password(),
+                "cancel_slurm_jobs": False,
+            }
+            return h.cli_json(h.run_cli(lab_env, tmp_path, opts, before_flag(summary) + ["--json"]))
 
         def outcome(conn, since):
             """Jobs, tasks, tokens and log rows, with the run's clock readings as 'now'."""
+
             def norm(row, drop=()):
-                return {k: "now" if isinstance(v, type(since)) and v >= since else v
-                        for k, v in row.items() if k not in drop}
+                return {
+                    k: "now" if isinstance(v, type(since)) and v >= since else v
+                    for k, v in row.items()
+                    if k not in drop
+                }
+
             jobs = {u: norm(row) for u, row in h.jobs(conn).items()}
             tokens = {u: norm(row, ("refreshes_at",)) for u, row in h.tokens(conn).items()}
-            logs = sorted((norm(row, ("uuid",)) for row in h.logs(conn)),
-                          key=lambda row: row["object_uuid"])
+            logs = sorted((norm(row, ("uuid",)) for row in h.logs(conn)), key=lambda row: row["object_uuid"])
             return jobs, h.tasks_by_job(conn), tokens, logs
 
         outcomes, results = [], []
@@ -367,33 +435,32 @@ def test_the_2017_schema(lab, lab_env, tmp_path, fresh_db):
         result, today_result = results
 
         assert result["failed_jobs"] == sorted(summary.running_before_boot)
-        assert result["revoked_tokens"] == sorted(
-            summary.job_token_uuids[u] for u in summary.running_before_boot)
+        assert result["revoked_tokens"] == sorted(summary.job_token_uuids[u] for u in summary.running_before_boot)
         assert result["exempt"]["count"] == len(summary.running_after_boot) == 1
         # Everything the command reports but the log rows' random uuids and which database.
-        assert {k: v for k, v in result.items() if k not in ("log_uuids", "database")} == \
-            {k: v for k, v in today_result.items() if k not in ("log_uuids", "database")}
+        assert {k: v for k, v in result.items() if k not in ("log_uuids", "database")} == {
+            k: v for k, v in today_result.items() if k not in ("log_uuids", "database")
+        }
         assert outcomes[0] == outcomes[1]
         jobs, _tasks, tokens, logs = outcomes[0]
-        assert {u for u, row in jobs.items() if row["state"] == "Failed"
-                and row["finished_at"] == "now"} == set(summary.running_before_boot)
-        assert {u for u, row in tokens.items() if row["expires_at"] == "now"} == \
-            set(result["revoked_tokens"])
+        assert {u for u, row in jobs.items() if row["state"] == "Failed" and row["finished_at"] == "now"} == set(
+            summary.running_before_boot
+        )
+        assert {u for u, row in tokens.items() if row["expires_at"] == "now"} == set(result["revoked_tokens"])
         assert [(row["object_uuid"], row["event_type"]) for row in logs] == [
-            (u, "dispatch") for u in sorted(summary.running_before_boot)]
+            (u, "dispatch") for u in sorted(summary.running_before_boot)
+        ]
 
         assert run(name)["changed"] is False
     finally:
         with psycopg.connect(**lab.superuser_connection("postgres"), autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                sql.Identifier(name)))
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 def gin_pending_pages(fresh_db):
     with fresh_db.connect(superuser=True) as admin:
         admin.execute("CREATE EXTENSION IF NOT EXISTS pgstattuple")
-        return admin.execute(
-            "SELECT pending_pages FROM pgstatginindex('jobs_trgm_text_search_idx')").fetchone()[0]
+        return admin.execute("SELECT pending_pages FROM pgstatginindex('jobs_trgm_text_search_idx')").fetchone()[0]
 
 
 def test_batches_leave_no_trigram_index_merge_for_the_next_writer(fresh_db, lab_env, tmp_path):
@@ -403,9 +470,14 @@ def test_batches_leave_no_trigram_index_merge_for_the_next_writer(fresh_db, lab_
     summary = h.load(fresh_db, jobs=900, running=400, running_after_boot=0, tasks_per_job=1)
     env = dict(lab_env, PGOPTIONS="-c gin_pending_list_limit=64")
 
-    result = h.cli_json(h.run_cli(lab_env=env, directory=tmp_path,
-                                  options=options(fresh_db, tmp_path, batch_size=50),
-                                  flags=before_flag(summary) + ["--json"]))
+    result = h.cli_json(
+        h.run_cli(
+            lab_env=env,
+            directory=tmp_path,
+            options=options(fresh_db, tmp_path, batch_size=50),
+            flags=before_flag(summary) + ["--json"],
+        )
+    )
 
     assert sorted(result["failed_jobs"]) == sorted(summary.running_before_boot)
     assert gin_pending_pages(fresh_db) * 8 <= 64 + 8  # the limit, and the row that passed it

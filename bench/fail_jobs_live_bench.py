@@ -1,0 +1,391 @@
+"""arvados_fail_jobs beside a live API server, and its no-op run from a cold cache (issue 11).
+
+Latency (default): on a fresh copy of the 1M-job template of `bench.fail_jobs_bench`
+(100,000 jobs `Running`), a steady API-like load runs before and during each contender's
+cleanup of the 100,000 jobs, side by side in one run:
+
+- job update: `UPDATE jobs SET modified_at = now() WHERE uuid = ...` of a finished job
+  the cleanup never touches (modified_at is indexed: the update is not HOT and inserts into
+  every index of jobs, the trigram one included, as an API update does);
+- job read: `SELECT * FROM jobs WHERE uuid = ...` of such a job;
+- log update and log read: the same on `logs` rows (20,000 are added to the copy first);
+
+each `--rate` times a second on a connection of its own. For each kind and phase (before,
+during) the report gives p50, p99 and max, with the cleanup's own time beside it, and the
+oldest snapshot of the cleanup's sessions (`backend_xmin` in `pg_stat_activity`, sampled
+every 0.1 s): its age in transactions and how long one `backend_xmin` stayed.
+
+Contenders: `today` (the command at --today-commit, the code before this change),
+`boot` (`--live false`), `live` (`--live true`), and `live`+pause for each of `--pauses`.
+
+No-op (`--noop`): the command's engine on a copy after a full cleanup, with the operating
+system's cache dropped and PostgreSQL restarted before each run (needs root), by the index
+on finished_at (the default) and by the whole table (`full_scan`), and warm.
+
+    .venv/bin/python -m bench.fail_jobs_bench --prepare-only    # the template, once
+    .venv/bin/python -m bench.fail_jobs_live_bench --rounds 2
+    .venv/bin/python -m bench.fail_jobs_live_bench --noop --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psycopg
+
+from bench.fail_jobs_bench import MESSAGE, TEMPLATE, checkpoint, clone, drop, running_count, template_threshold, warm
+from lab import labctl
+
+REPO = Path(__file__).resolve().parent.parent
+KINDS = ("job update", "job read", "log update", "log read")
+LOG_ROWS = 20000
+SQL = {
+    "job update": "UPDATE jobs SET modified_at = now() AT TIME ZONE 'UTC' WHERE uuid = %s",
+    "job read": "SELECT * FROM jobs WHERE uuid = %s",
+    "log update": "UPDATE logs SET modified_at = now() AT TIME ZONE 'UTC' WHERE uuid = %s",
+    "log read": "SELECT * FROM logs WHERE uuid = %s",
+}
+
+
+def add_log_rows(conn):
+    conn.execute(
+        "INSERT INTO logs (id, uuid, owner_uuid, object_uuid, event_type, summary, properties, "
+        "created_at, updated_at, modified_at, event_at) "
+        "SELECT nextval('logs_id_seq'), 'zzzzz-57u5n-bench' || lpad(g::text, 10, '0'), "
+        "'zzzzz-tpzed-000000000000000', 'zzzzz-8i9sb-bench' || lpad(g::text, 10, '0'), "
+        "'bench', 'bench', '{}', now(), now(), now(), now() FROM generate_series(1, %s) g",
+        (LOG_ROWS,),
+    )
+
+
+def targets(conn):
+    jobs = [r[0] for r in conn.execute("SELECT uuid FROM jobs WHERE state <> 'Running' ORDER BY md5(uuid) LIMIT 5000")]
+    logs = [r[0] for r in conn.execute("SELECT uuid FROM logs ORDER BY md5(uuid) LIMIT 5000")]
+    return {"job update": jobs, "job read": jobs[::-1], "log update": logs, "log read": logs[::-1]}
+
+
+class Load(threading.Thread):
+    """One kind of API request at a steady rate; latencies by phase."""
+
+    def __init__(self, lab, name, kind, uuids, rate, phase):
+        super().__init__(daemon=True)
+        self.conn = psycopg.connect(**lab.connection(name), autocommit=True, application_name="bench-api")
+        self.kind, self.uuids, self.interval, self.phase = kind, uuids, 1.0 / rate, phase
+        self.samples = {}
+        self.stop = threading.Event()
+
+    def run(self):
+        due = time.monotonic()
+        i = 0
+        while not self.stop.is_set():
+            began = time.monotonic()
+            cursor = self.conn.execute(SQL[self.kind], (self.uuids[i % len(self.uuids)],))
+            if cursor.description:
+                cursor.fetchall()
+            self.samples.setdefault(self.phase[0], []).append(time.monotonic() - began)
+            i += 1
+            due += self.interval
+            self.stop.wait(max(0.0, due - time.monotonic()))
+        self.conn.close()
+
+
+class SnapshotWatch(threading.Thread):
+    """The cleanup's sessions' backend_xmin: the largest age, and the longest one lived."""
+
+    def __init__(self, lab, name):
+        super().__init__(daemon=True)
+        self.conn = psycopg.connect(**lab.superuser_connection(name), autocommit=True)
+        self.name = name
+        self.max_age = 0
+        self.seen = {}
+        self.stop = threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            now = time.monotonic()
+            for pid, xmin, age in self.conn.execute(
+                "SELECT pid, backend_xmin::text, age(backend_xmin) FROM pg_stat_activity "
+                "WHERE datname = %s AND application_name = 'arvados-fail-jobs' "
+                "AND backend_xmin IS NOT NULL",
+                (self.name,),
+            ):
+                self.max_age = max(self.max_age, age)
+                first, _last = self.seen.get((pid, xmin), (now, now))
+                self.seen[(pid, xmin)] = (first, now)
+            self.stop.wait(0.1)
+        self.conn.close()
+
+    @property
+    def longest(self):
+        return max([last - first for first, last in self.seen.values()] or [0.0])
+
+
+def today_tree(commit):
+    """The command as it was at `commit`, in a directory of its own."""
+    directory = Path(tempfile.mkdtemp(prefix="fail-jobs-today-"))
+    archive = subprocess.run(["git", "archive", commit, "plugins"], cwd=REPO, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(directory)], input=archive, check=True)
+    return directory
+
+
+def command(lab, name, before, code_dir, extra):
+    options = {
+        "config_file": str(lab.config_yml),
+        "db_name": name,
+        "batch_size": 1000,
+        "cancel_slurm_jobs": False,
+        "log_message": MESSAGE,
+    }
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+        json.dump(options, handle)
+    argv = [
+        sys.executable,
+        "-m",
+        "plugins.module_utils.fail_jobs_cli",
+        "--options-file",
+        handle.name,
+        "--before",
+        before,
+        "--quiet",
+    ] + list(extra)
+    return argv, dict(os.environ, PYTHONPATH=str(code_dir)), handle.name, code_dir
+
+
+def contender_args(contender):
+    if contender == "today":
+        return []
+    if contender == "boot":
+        return ["--live", "false"]
+    if contender == "live":
+        return ["--live", "true"]
+    return ["--live", "true", "--batch-pause", contender.split("=")[1]]
+
+
+def run_latency(lab, args, contender, before, threshold, today_dir):
+    name = "bench_fj_live"
+    clone(lab, name, TEMPLATE)
+    with psycopg.connect(**lab.connection(name), autocommit=True) as conn:
+        add_log_rows(conn)
+        chosen = targets(conn)
+    warm(lab, name)
+    jobs = running_count(lab, name, threshold)
+    checkpoint(lab)
+    phase = ["before"]
+    loads = [Load(lab, name, kind, chosen[kind], args.rate, phase) for kind in KINDS]
+    for load in loads:
+        load.start()
+    time.sleep(args.before_seconds)
+    watch = SnapshotWatch(lab, name)
+    watch.start()
+    argv, env, options_file, code_dir = command(
+        lab, name, before, today_dir if contender == "today" else REPO, contender_args(contender)
+    )
+    phase[0] = "during"
+    began = time.monotonic()
+    # `python -m` puts the working directory first on sys.path: the code's own tree.
+    child = subprocess.run(argv, cwd=code_dir, env=env, capture_output=True, text=True, check=False)
+    seconds = time.monotonic() - began
+    phase[0] = "after"
+    watch.stop.set()
+    for load in loads:
+        load.stop.set()
+    for thread in loads + [watch]:
+        thread.join()
+    os.unlink(options_file)
+    if child.returncode != 0:
+        raise SystemExit("%s failed: %s" % (contender, child.stderr.strip()))
+    drop(lab, name)
+    row = {
+        "contender": contender,
+        "seconds": seconds,
+        "jobs": jobs,
+        "xmin_age": watch.max_age,
+        "xmin_longest": watch.longest,
+    }
+    for load in loads:
+        for phase_name in ("before", "during"):
+            row[(load.kind, phase_name)] = sorted(load.samples.get(phase_name, []))
+    print(
+        "%s: %d jobs in %.1f s; oldest snapshot %d xids, %.1f s; job update p99 %.0f -> %.0f ms"
+        % (
+            contender,
+            jobs,
+            seconds,
+            watch.max_age,
+            watch.longest,
+            1000 * pct(row[("job update", "before")], 99),
+            1000 * pct(row[("job update", "during")], 99),
+        ),
+        flush=True,
+    )
+    return row
+
+
+def pct(samples, p):
+    if not samples:
+        return float("nan")
+    return samples[min(len(samples) - 1, int(round(p / 100.0 * (len(samples) - 1))))]
+
+
+def report_latency(rows):
+    print()
+    print(
+        "| contender | cleanup s | oldest snapshot (xids / s) | kind | before p50 / p99 / max ms "
+        "| during p50 / p99 / max ms | p99 during / before |"
+    )
+    print("| --- | ---: | ---: | --- | ---: | ---: | ---: |")
+    for row in rows:
+        for kind in KINDS:
+            before, during = row[(kind, "before")], row[(kind, "during")]
+            print(
+                "| %s | %.1f | %d / %.1f | %s | %s | %s | %.2f |"
+                % (
+                    row["contender"],
+                    row["seconds"],
+                    row["xmin_age"],
+                    row["xmin_longest"],
+                    kind,
+                    triple(before),
+                    triple(during),
+                    pct(during, 99) / pct(before, 99),
+                )
+            )
+    print()
+    print("| contender | cleanup s, median | job update p99 during / before, median |")
+    print("| --- | ---: | ---: |")
+    for contender in dict.fromkeys(r["contender"] for r in rows):
+        mine = [r for r in rows if r["contender"] == contender]
+        print(
+            "| %s | %.1f (%s) | %.2f (%s) |"
+            % (
+                contender,
+                statistics.median(r["seconds"] for r in mine),
+                ", ".join("%.1f" % r["seconds"] for r in mine),
+                statistics.median(ratio(r) for r in mine),
+                ", ".join("%.2f" % ratio(r) for r in mine),
+            )
+        )
+
+
+def ratio(row):
+    return pct(row[("job update", "during")], 99) / pct(row[("job update", "before")], 99)
+
+
+def triple(samples):
+    return "%.1f / %.1f / %.1f" % (
+        1000 * pct(samples, 50),
+        1000 * pct(samples, 99),
+        1000 * (samples[-1] if samples else float("nan")),
+    )
+
+
+# -- the no-op run from a cold cache ------------------------------------------------------
+
+
+def cold(lab):
+    """The operating system's page cache dropped and PostgreSQL restarted (its cache too)."""
+    record = labctl.live_record(lab, "postgresql")
+    labctl.stop_postgres(lab, record)
+    subprocess.run(["sync"], check=True)
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    labctl.write_record(lab, "postgresql", labctl.start_postgres(lab))
+
+
+def engine_noop(lab, name, before, full_scan):
+    sys.path.insert(0, str(REPO))
+    from plugins.module_utils.fail_jobs_run import run_fail_jobs  # pylint: disable=import-outside-toplevel
+
+    params = {
+        "config_file": str(lab.config_yml),
+        "db_name": name,
+        "cancel_slurm_jobs": False,
+        "before": before,
+        "full_scan": full_scan,
+        "live": False,
+    }
+    began = time.monotonic()
+    result = run_fail_jobs(params, keep_uuids=False)
+    return time.monotonic() - began, result["changed"]
+
+
+def run_noop(lab, args, before, threshold):
+    name = "bench_fj_noop"
+    if args.keep and cleaned_copy_exists(lab, name, threshold):
+        print("reusing %s" % name, flush=True)
+    else:
+        clone(lab, name, TEMPLATE)
+        argv, env, options_file, _code_dir = command(lab, name, before, REPO, ["--live", "false"])
+        subprocess.run(argv, cwd=REPO, env=env, check=True, capture_output=True)
+        os.unlink(options_file)
+    # Once untimed: the process's first run imports modules (PyYAML, ...) that later
+    # runs, and a boot's command, have loaded before the engine starts.
+    engine_noop(lab, name, before, False)
+    times = {}
+    for _round in range(args.rounds):
+        for label, full_scan, cold_cache in (
+            ("index on finished_at, cold", False, True),
+            ("whole table (full_scan), cold", True, True),
+            ("index on finished_at, warm", False, False),
+            ("whole table (full_scan), warm", True, False),
+        ):
+            if cold_cache:
+                cold(lab)
+            seconds, changed = engine_noop(lab, name, before, full_scan)
+            assert not changed
+            times.setdefault(label, []).append(seconds)
+            print("%s: %.3f s" % (label, seconds), flush=True)
+    if not args.keep:
+        drop(lab, name)
+    print()
+    print("| no-op run, engine time | median s | runs |")
+    print("| --- | ---: | --- |")
+    for label, values in times.items():
+        print("| %s | %.3f | %s |" % (label, statistics.median(values), ", ".join("%.3f" % v for v in values)))
+
+
+def cleaned_copy_exists(lab, name, threshold):
+    try:
+        return running_count(lab, name, threshold) == 0
+    except psycopg.OperationalError:
+        return False
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rate", type=float, default=10.0, help="requests per second of each kind")
+    parser.add_argument("--before-seconds", type=float, default=20.0)
+    parser.add_argument(
+        "--contenders", default="today,boot,live", help="comma-separated: today, boot, live, pause=<seconds>"
+    )
+    parser.add_argument("--today-commit", default="79df00b")
+    parser.add_argument("--noop", action="store_true", help="the cold no-op runs instead")
+    parser.add_argument("--keep", action="store_true", help="--noop: keep the cleaned copy, and reuse one kept before")
+    args = parser.parse_args(argv)
+    lab = labctl.lab_settings()
+    before, threshold = template_threshold(lab)
+    if args.noop:
+        run_noop(lab, args, before, threshold)
+        return 0
+    today_dir = today_tree(args.today_commit)
+    contenders = args.contenders.split(",")
+    rows = []
+    for round_no in range(args.rounds):
+        order = contenders[round_no % len(contenders) :] + contenders[: round_no % len(contenders)]
+        for contender in order:
+            rows.append(run_latency(lab, args, contender, before, threshold, today_dir))
+    report_latency(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,303 @@
+"""Benchmark of arvados_reconcile_info's read (issue 10), side by side in one run.
+
+On a lab database of `--jobs` crunch v1 jobs (`--running` of them Running) and
+`--containers` more containers (`--live-containers` Locked or Running), against
+`--slurm-jobs` real, held (PENDING) Slurm jobs of the lab's Slurm, named after Running jobs,
+live containers, finished containers and unknown UUIDs:
+
+(a) the reconciliation's read, exactly as the module runs it (reconcile_run.Reconciler with
+    the real squeue and database), `settle` 0 so no time is spent waiting: two squeue
+    listings, a streamed scan per kind, the set-based read of names and candidates, the
+    Dispatch lock;
+(b) the floor the issue names: one `squeue --all` (the same command line) and one
+    set-based query of the same rows (the live jobs and the live containers, fetched
+    whole), measured together.
+
+Rounds alternate (a) and (b) (`--rounds`, default 5); the report gives medians and spreads,
+the squeue calls and SQL statements of (a), and the peak Python heap (tracemalloc) of each:
+(a) streams, (b) holds every row at once.
+
+    .venv/bin/python -m bench.reconcile_bench                     # 1M jobs, 100k containers, 5000 Slurm jobs
+    .venv/bin/python -m bench.reconcile_bench --jobs 100000 --running 10000 --containers 10000 \\
+        --live-containers 1000 --slurm-jobs 500                    # a quick look
+
+The generated database is kept as `bench_reconcile_<sizes>` and reused (`--rebuild`
+makes it anew). The Slurm jobs this run submitted are cancelled, by id, at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+import tracemalloc
+from datetime import timedelta
+
+import psycopg
+from psycopg import sql
+
+from lab import datagen, labctl
+from plugins.module_utils import uuids
+from plugins.module_utils.reconcile import CONTAINERS, JOBS, squeue_command
+from plugins.module_utils.reconcile_db import SQL_LIVE, DatabaseReader, make_read_only
+from plugins.module_utils.reconcile_run import ReconcileOptions, Reconciler, SlurmLister
+from plugins.module_utils.slurm_queue import client_environment
+from plugins.module_utils.slurm_runner import SubprocessRunner, SystemClock
+
+PREFIX = "zzzzz"
+SCANCEL_CHUNK = 500
+
+
+def superuser(lab):
+    return psycopg.connect(**lab.superuser_connection("postgres"), autocommit=True)
+
+
+def database_name(args) -> str:
+    return "bench_reconcile_%d_%d_%d_%d" % (args.jobs, args.running, args.containers, args.live_containers)
+
+
+def exists(lab, name: str) -> bool:
+    with superuser(lab) as conn:
+        return conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is not None
+
+
+def build(lab, args, name: str) -> dict[str, float]:
+    with superuser(lab) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+        conn.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {} OWNER arvados STRATEGY FILE_COPY").format(
+                sql.Identifier(name), sql.Identifier(labctl.TEMPLATE_DATABASE)
+            )
+        )
+    now = datagen.utc_now()
+    spec = datagen.ClusterSpec(
+        boot_time=now - timedelta(minutes=30),
+        now=now,
+        jobs=args.jobs,
+        running=args.running,
+        queued=1000,
+        running_after_boot=10,
+        tasks_per_job=0,
+        users=200,
+        idle_users=20,
+        seed=args.seed,
+        finished_job_tokens=False,
+        decoys=False,
+    )
+    conninfo = psycopg.conninfo.make_conninfo(**lab.connection(name))
+    began = time.monotonic()
+    datagen.load_cluster(conninfo, spec, defer_indexes=True)
+    jobs_loaded = time.monotonic()
+    datagen.load_containers(conninfo, PREFIX, args.containers, args.live_containers, now, seed=args.seed)
+    return {"jobs_load_s": jobs_loaded - began, "containers_load_s": time.monotonic() - jobs_loaded}
+
+
+def slurm_names(lab, name: str, count: int, seed: int) -> list[str]:
+    """Names for the Slurm jobs: half Running jobs, 40% live containers, 5% finished
+    containers, 5% UUIDs the database does not have."""
+    rng = random.Random(seed)
+    with psycopg.connect(**lab.connection(name)) as conn:
+        running = [
+            row[0]
+            for row in conn.execute(
+                "SELECT uuid FROM jobs WHERE state = 'Running' ORDER BY uuid LIMIT %s", (count // 2,)
+            )
+        ]
+        live = [
+            row[0]
+            for row in conn.execute(
+                "SELECT uuid FROM containers WHERE state IN ('Locked', 'Running') ORDER BY uuid LIMIT %s",
+                (count * 2 // 5,),
+            )
+        ]
+        finished = [
+            row[0]
+            for row in conn.execute(
+                "SELECT uuid FROM containers WHERE state = 'Complete' ORDER BY uuid LIMIT %s", (count // 20,)
+            )
+        ]
+    unknown = [
+        uuids.new_uuid(PREFIX, uuids.CONTAINER_INFIX, rng)
+        for _ in range(count - len(running) - len(live) - len(finished))
+    ]
+    return running + live + finished + unknown
+
+
+def submit_held(env, names: list[str], job_ids: list[str]) -> None:
+    """sbatch each name, held; ids go into `job_ids` as they come, so that a failure
+    midway still cancels what was submitted."""
+    for job_name in names:
+        completed = subprocess.run(
+            [
+                "sbatch",
+                "--parsable",
+                "--hold",
+                "--job-name=" + job_name,
+                "--output=/dev/null",
+                "--chdir=/tmp",
+                "--wrap",
+                "exec sleep 3600",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+        )
+        job_ids.append(completed.stdout.strip().split(";")[0])
+
+
+def cancel(env, job_ids: list[str]) -> None:
+    for start in range(0, len(job_ids), SCANCEL_CHUNK):
+        subprocess.run(
+            ["scancel"] + job_ids[start : start + SCANCEL_CHUNK], env=env, capture_output=True, timeout=120, check=False
+        )
+
+
+def options() -> ReconcileOptions:
+    return ReconcileOptions.from_params({"cluster_prefix": PREFIX, "settle": 0})
+
+
+def contender_reconcile(lab, name: str, env) -> dict[str, object]:
+    opts = options()
+    tracemalloc.start()
+    began = time.monotonic()
+    with psycopg.connect(**lab.connection(name)) as conn:
+        make_read_only(conn)
+        result = Reconciler(
+            opts, DatabaseReader(conn, opts.batch_size), SlurmLister(opts, SubprocessRunner(), env), SystemClock()
+        ).run()
+    wall = time.monotonic() - began
+    _current, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return {
+        "wall": wall,
+        "peak_mib": peak / 2**20,
+        "squeue_calls": result["slurm"]["squeue_calls"],
+        "statements": result["database_statements"],
+        "counts": result["counts"],
+        "listed": result["slurm"]["second_listing"],
+        "evidence": result["evidence"],
+        "squeue_s": result["seconds"]["squeue"],
+        "database_s": result["seconds"]["database"],
+    }
+
+
+def contender_floor(lab, name: str, env) -> dict[str, object]:
+    argv = squeue_command(options().squeue_path, None)
+    squeue_env = client_environment(env)
+    tracemalloc.start()
+    began = time.monotonic()
+    listing = subprocess.run(argv, env=squeue_env, capture_output=True, text=True, timeout=60, check=True).stdout
+    squeue_done = time.monotonic()
+    with psycopg.connect(**lab.connection(name)) as conn:
+        rows = [conn.execute(SQL_LIVE[kind]).fetchall() for kind in (JOBS, CONTAINERS)]
+    wall = time.monotonic() - began
+    _current, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return {
+        "wall": wall,
+        "peak_mib": peak / 2**20,
+        "squeue_s": squeue_done - began,
+        "database_s": wall - (squeue_done - began),
+        "rows": sum(len(part) for part in rows),
+        "lines": listing.count("\n"),
+    }
+
+
+def spread(values: list[float]) -> str:
+    return "%.3f (%.3f-%.3f)" % (statistics.median(values), min(values), max(values))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=1_000_000)
+    parser.add_argument("--running", type=int, default=100_000)
+    parser.add_argument("--containers", type=int, default=100_000)
+    parser.add_argument("--live-containers", type=int, default=10_000)
+    parser.add_argument("--slurm-jobs", type=int, default=5000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=10)
+    parser.add_argument("--rebuild", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print the raw numbers as JSON too")
+    args = parser.parse_args(argv)
+
+    lab = labctl.lab_settings()
+    env = dict(os.environ, **lab.exports())
+    name = database_name(args)
+    load = {}
+    if args.rebuild or not exists(lab, name):
+        print("generating %s" % name, flush=True)
+        load = build(lab, args, name)
+        print("loaded: %s" % json.dumps({k: round(v, 1) for k, v in load.items()}), flush=True)
+    names = slurm_names(lab, name, args.slurm_jobs, args.seed)
+    began = time.monotonic()
+    job_ids: list[str] = []
+    rounds: dict[str, list[dict[str, object]]] = {"reconcile": [], "floor": []}
+    try:
+        submit_held(env, names, job_ids)
+        print("submitted %d held Slurm jobs in %.1f s" % (len(job_ids), time.monotonic() - began), flush=True)
+        for number in range(args.rounds):
+            order = ["reconcile", "floor"] if number % 2 == 0 else ["floor", "reconcile"]
+            for contender in order:
+                run = contender_reconcile if contender == "reconcile" else contender_floor
+                rounds[contender].append(run(lab, name, env))
+    finally:
+        cancel(env, job_ids)
+    report(args, rounds, load)
+    if args.json:
+        print(json.dumps({"load": load, "rounds": rounds}, indent=1, default=str))
+    return 0
+
+
+def report(args, rounds, load) -> None:
+    ours, floor = rounds["reconcile"], rounds["floor"]
+    ratios = [a["wall"] / b["wall"] for a, b in zip(ours, floor, strict=True)]
+    print(
+        "\n%d jobs (%d Running), %d more containers (%d live), %d held Slurm jobs, %d rounds"
+        % (args.jobs, args.running, args.containers, args.live_containers, args.slurm_jobs, args.rounds)
+    )
+    print(
+        "| contender | wall s, median (min-max) | squeue s | database s | squeue calls |"
+        " SQL statements | peak heap MiB |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    print(
+        "| (a) reconciliation read | %s | %s | %s | %s | %s | %.1f |"
+        % (
+            spread([r["wall"] for r in ours]),
+            spread([r["squeue_s"] for r in ours]),
+            spread([r["database_s"] for r in ours]),
+            ours[0]["squeue_calls"],
+            ours[0]["statements"],
+            max(r["peak_mib"] for r in ours),
+        )
+    )
+    print(
+        "| (b) one squeue + one query | %s | %s | %s | 1 | 2 | %.1f |"
+        % (
+            spread([r["wall"] for r in floor]),
+            spread([r["squeue_s"] for r in floor]),
+            spread([r["database_s"] for r in floor]),
+            max(r["peak_mib"] for r in floor),
+        )
+    )
+    print(
+        "(a)/(b) per round: %s; median %.2fx (limit 1.5x)"
+        % (", ".join("%.2f" % ratio for ratio in ratios), statistics.median(ratios))
+    )
+    print(
+        "(b) read %d rows and %d squeue lines; (a) found %s, evidence %s"
+        % (floor[0]["rows"], floor[0]["lines"], ours[0]["counts"], ours[0]["evidence"])
+    )
+    if load:
+        print("load: %s" % load)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

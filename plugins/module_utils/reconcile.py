@@ -1,0 +1,254 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to arvados_ops.recovery
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Reconciling Slurm's queue with Arvados' database: the decisions, without I/O.
+
+Pure Python (3.8+), standard library only. ``reconcile_run`` feeds these classes
+with two squeue listings and the database rows; the tests feed them fakes.
+
+The rules, and the Arvados source they follow:
+
+* A Slurm job is the cluster's when its name is a crunch v1 job UUID
+  (``<prefix>-8i9sb-...``) or a container UUID (``<prefix>-dz642-...``) of the
+  cluster's prefix: crunch-dispatch.rb ran each job under ``salloc --job-name=<uuid>``,
+  crunch-dispatch-slurm submits ``--job-name=<uuid>`` and, in
+  ``checkSqueueForOrphans``, only looks at names matching
+  ``^[a-z0-9]{5}-dz642-[a-z0-9]{15}$`` that start with its ClusterID
+  (services/crunch-dispatch-slurm/crunch-dispatch-slurm.go, 2.0.0 to 3.2.1).
+* *Stray*: a Slurm job of the cluster whose job is neither ``Running`` nor
+  ``Queued``, whose container is ``Complete`` or ``Cancelled`` or has priority 0,
+  or whose UUID is not in the database. crunch-dispatch-slurm cancels exactly such
+  container jobs while it runs (``runContainer``: tracker closed, or priority 0), and
+  reaps them only when it starts if they became final while no dispatcher ran.
+  Jobs already ``COMPLETING`` are ending and are not listed.
+* *Orphaned*: a live record (job ``Running``; container ``Locked`` or ``Running``,
+  services/api/app/models/container.rb ``State_transitions``) with no Slurm job of its
+  name in two listings at least ``settle`` seconds apart, and still live, unchanged,
+  when read again as the second listing is taken. A job submitted between the listings
+  is in the second one and never reported.
+* Absence from Slurm means orphaned only with evidence that the kind runs under this
+  Slurm (see :data:`ORPHAN_RULES`): a cluster whose crunch v1 jobs never ran under
+  Slurm, or a squeue that sees another Slurm cluster, would otherwise call every live
+  record orphaned.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+
+from .slurm_queue import FIELD_SEPARATOR, FINISHED_STATES, LEAVING_STATES
+from .uuids import CONTAINER_INFIX, JOB_INFIX, check_prefix
+
+JOBS = "jobs"
+CONTAINERS = "containers"
+KINDS = (JOBS, CONTAINERS)
+INFIX_OF = {JOBS: JOB_INFIX, CONTAINERS: CONTAINER_INFIX}
+KIND_OF_INFIX = {infix: kind for kind, infix in INFIX_OF.items()}
+
+# States in which a record needs its Slurm job (container.rb State_transitions; the
+# crunch v1 job model's Running).
+LIVE_STATES = {JOBS: ("Running",), CONTAINERS: ("Locked", "Running")}
+# Job states that keep a Slurm job wanted; containers: states that make it unwanted.
+JOB_STATES_WANTING_SLURM = ("Running", "Queued")
+FINAL_CONTAINER_STATES = ("Complete", "Cancelled")
+
+EVIDENCE = "evidence"
+ALWAYS = "always"
+NEVER = "never"
+ORPHAN_RULES = {
+    EVIDENCE: "orphans of a kind are reported only when the second listing shows at least "
+    "one live record of that kind with its Slurm job",
+    ALWAYS: "orphans are reported even when Slurm shows none of the cluster's work",
+    NEVER: "orphans are never reported",
+}
+
+# %N (nodes) may hold commas and brackets, never "|"; the name comes last so that a
+# name holding "|" (someone else's job) still parses.
+SQUEUE_FORMAT = FIELD_SEPARATOR.join(("%i", "%T", "%u", "%N", "%j"))
+
+
+class SlurmJob(NamedTuple):
+    job_id: str
+    state: str
+    user: str
+    nodes: str
+    name: str
+
+    def describe(self) -> Dict[str, str]:
+        return {"job_id": self.job_id, "state": self.state, "user": self.user, "nodes": self.nodes, "name": self.name}
+
+
+class Record(NamedTuple):
+    """One job or container row, as far as reconciling needs it."""
+
+    uuid: str
+    state: Optional[str]
+    started_at: object
+    locked_by_uuid: Optional[str]
+    priority: Optional[int]
+
+    def identity(self) -> Tuple[object, ...]:
+        """What must not change between the first read and the re-read: a job that was
+        requeued and restarted, or a container locked by someone else, is another run."""
+        return (self.state, self.started_at, self.locked_by_uuid)
+
+
+def squeue_command(squeue: str, clusters: Optional[str]) -> List[str]:
+    """The one listing per poll: every queued job of every user, array tasks one a line."""
+    argv = [squeue, "--noheader", "--all", "--array", "--format=" + SQUEUE_FORMAT]
+    if clusters:
+        argv.append("--clusters=" + clusters)
+    return argv
+
+
+class Listing:
+    """The cluster's Slurm jobs in one squeue output, by name; nothing else is kept, so
+    memory follows the queue, not the database."""
+
+    def __init__(self, by_name: Dict[str, List[SlurmJob]], other_clusters: int) -> None:
+        self.by_name = by_name
+        self.other_clusters = other_clusters
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.by_name
+
+    def names(self, kind: str) -> List[str]:
+        return [name for name in self.by_name if kind_of(name) == kind]
+
+    def count(self) -> int:
+        return sum(len(jobs) for jobs in self.by_name.values())
+
+
+def kind_of(name: str) -> Optional[str]:
+    return KIND_OF_INFIX.get(name[6:11]) if len(name) == 27 else None
+
+
+def name_matcher(prefix: Optional[str], kinds: Iterable[str]):
+    """A test for 'this Slurm job name is a UUID of one of `kinds`', of the cluster
+    `prefix` (None: of any cluster). Exact patterns: `^...-8i9sb-[0-9a-z]{15}$`."""
+    infixes = "|".join(INFIX_OF[kind] for kind in kinds)
+    cluster = check_prefix(prefix) if prefix is not None else "[0-9a-z]{5}"
+    return re.compile(r"%s-(?:%s)-[0-9a-z]{15}\Z" % (cluster, infixes)).match
+
+
+def parse_listing(stdout: str, prefix: str, kinds: Sequence[str]) -> Listing:
+    ours = name_matcher(prefix, kinds)
+    any_arvados = name_matcher(None, kinds)
+    by_name: Dict[str, List[SlurmJob]] = {}
+    other_clusters = 0
+    # "\n" only: str.splitlines() also splits on characters other users' names may hold.
+    for line in stdout.split("\n"):
+        fields = line.rstrip("\r").split(FIELD_SEPARATOR, 4)
+        # With --clusters squeue adds "CLUSTER: name" lines, which have no separator.
+        if len(fields) != 5 or not fields[0].strip():
+            continue
+        job = SlurmJob(*(field.strip() for field in fields[:4]), name=fields[4])
+        if job.state in FINISHED_STATES:
+            continue
+        if ours(job.name):
+            by_name.setdefault(job.name, []).append(job)
+        elif any_arvados(job.name):
+            other_clusters += 1
+    return Listing(by_name, other_clusters)
+
+
+def stray_reason(kind: str, record: Optional[Record]) -> Optional[str]:
+    """Why a Slurm job named after this record should not be in the queue, or None."""
+    if record is None:
+        return "no %s of this UUID in the database" % kind[:-1]
+    if kind == JOBS:
+        if record.state not in JOB_STATES_WANTING_SLURM:
+            return "job is %s: only Running and Queued jobs have a Slurm job" % record.state
+        return None
+    if record.state in FINAL_CONTAINER_STATES:
+        return "container is %s: crunch-dispatch-slurm cancels the Slurm job of a final container" % record.state
+    if record.priority == 0:
+        return "container has priority 0 (no request wants it): crunch-dispatch-slurm cancels its Slurm job"
+    return None
+
+
+class OrphanSearch:
+    """The live records of one kind without a Slurm job, narrowed poll by poll.
+
+    Records are offered one at a time (streamed from the database); only those absent
+    from the first listing are kept, with their identity for the re-read.
+    """
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.live = 0
+        self.candidates: Dict[str, Record] = {}
+        self.with_slurm_job = 0
+
+    def offer(self, record: Record, first: Listing) -> None:
+        self.live += 1
+        if record.uuid in first:
+            self.with_slurm_job += 1
+        else:
+            self.candidates[record.uuid] = record
+
+    def drop_present(self, second: Listing) -> None:
+        present = [uuid for uuid in self.candidates if uuid in second]
+        for uuid in present:
+            del self.candidates[uuid]
+        self.with_slurm_job += len(present)
+
+    def confirmed(self, reread: Mapping[str, Record]) -> List[Record]:
+        """Candidates whose row, read again after the second listing, is unchanged."""
+        kept = []
+        for uuid in sorted(self.candidates):
+            first = self.candidates[uuid]
+            again = reread.get(uuid)
+            if again is not None and again.identity() == first.identity():
+                kept.append(again)
+        return kept
+
+    def withheld_reason(self, rule: str) -> Optional[str]:
+        """Why orphans of this kind are not reported under `rule`, or None."""
+        if rule == NEVER:
+            return "orphans: never"
+        if rule == EVIDENCE and self.with_slurm_job == 0 and self.candidates:
+            return (
+                "Slurm shows no Slurm job for any of the %d live %s: absence from this "
+                "Slurm proves nothing (they may never have run under it, or squeue sees "
+                "another cluster); orphans: always reports them anyway" % (self.live, self.kind)
+            )
+        return None
+
+
+def orphan_reason(kind: str, state: str, settle: float) -> str:
+    what = "job is Running" if kind == JOBS else "container is %s" % state
+    return (
+        "%s, but no Slurm job of its name was queued in two listings %g s apart, and it "
+        "was unchanged when read again after the second" % (what, settle)
+    )
+
+
+def strays_of(
+    kind: str, listing: Listing, records: Mapping[str, Record], slurm_user: Optional[str]
+) -> Tuple[List[Dict[str, object]], int]:
+    """(the stray Slurm jobs of `kind` in `listing`, how many were already ending)."""
+    strays: List[Dict[str, object]] = []
+    leaving = 0
+    for name in sorted(listing.names(kind)):
+        record = records.get(name)
+        reason = stray_reason(kind, record)
+        if reason is None:
+            continue
+        for job in listing.by_name[name]:
+            if slurm_user is not None and job.user != slurm_user:
+                continue
+            if job.state in LEAVING_STATES:
+                leaving += 1
+                continue
+            entry: Dict[str, object] = dict(job.describe())
+            entry.update(
+                kind=kind[:-1],
+                record_state=record.state if record else None,
+                priority=record.priority if record else None,
+                reason=reason,
+            )
+            strays.append(entry)
+    return strays, leaving

@@ -1,0 +1,377 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to arvados_ops.recovery
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""One reconciliation of Slurm's queue with the database, from the module's options.
+
+How a run goes (nothing is ever written, so check mode is the same run):
+
+1. Every option is checked and squeue is found before anything is asked.
+2. The database is opened read-only; the cluster prefix comes from ``cluster_prefix`` or
+   the database's one system user.
+3. Listing 1: one ``squeue --all`` (only the cluster's UUID-named jobs are kept), and while
+   it runs one scan per kind of the live records (``Running`` jobs; ``Locked`` and
+   ``Running`` containers). Those named in listing 1 are counted, the others kept as
+   candidates.
+4. Once ``settle`` seconds have passed since listing 1 began, listing 2, and while it runs
+   the candidates are read again, set-based: by UUID (``uuid = ANY``, ``batch_size`` a
+   statement) while they are at most half the live records, else by one more scan.
+5. Candidates in listing 2 drop out; the others must be still live, with the same state,
+   start and lock. The names in listing 2 are read, set-based, to judge the strays.
+6. Whether a dispatcher holds the ``Dispatch`` advisory lock (pg_locks).
+
+So Slurm is asked exactly twice and the database a few times per kind, whatever the
+numbers of jobs: memory follows the live records and the Slurm queue, not the tables.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from .arvados_db_config import CONNECTION_OPTIONS, resolve_database_settings
+from .errors import ConfigError, RecoveryError
+from .pg_connect import connect, import_psycopg, redact
+from .reconcile import (
+    CONTAINERS,
+    EVIDENCE,
+    JOBS,
+    KINDS,
+    ORPHAN_RULES,
+    Listing,
+    OrphanSearch,
+    Record,
+    orphan_reason,
+    parse_listing,
+    squeue_command,
+    strays_of,
+)
+from .reconcile_db import DISPATCH_LOCK_KEY, DatabaseReader, make_read_only
+from .slurm_queue import client_environment
+from .slurm_runner import Clock, Runner, SubprocessRunner, SystemClock, require_program
+from .uuids import check_prefix
+
+RECONCILE_OPTIONS: Dict[str, Dict[str, Any]] = {
+    "cluster_prefix": {"type": "str", "default": None},
+    "kinds": {"type": "list", "elements": "str", "choices": list(KINDS), "default": list(KINDS)},
+    "settle": {"type": "float", "default": 10.0},
+    "orphans": {"type": "str", "choices": list(ORPHAN_RULES), "default": EVIDENCE},
+    "slurm_user": {"type": "str", "default": None},
+    "slurm_clusters": {"type": "str", "default": None},
+    "squeue_path": {"type": "path", "default": None},
+    "command_timeout": {"type": "float", "default": 10.0},
+    "db_wait": {"type": "float", "default": 30.0},
+    "query_timeout": {"type": "float", "default": 300.0},
+    "batch_size": {"type": "int", "default": 10000},
+}
+ALL_OPTIONS: Dict[str, Dict[str, Any]] = dict(CONNECTION_OPTIONS, **RECONCILE_OPTIONS)
+
+
+_CLUSTERS = re.compile(r"[A-Za-z0-9_.-]+(?:,[A-Za-z0-9_.-]+)*\Z", re.ASCII)
+_USER = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.@-]*\Z", re.ASCII)
+
+
+@dataclass(frozen=True)
+class ReconcileOptions:
+    """The reconciliation's own options, checked; a bad value names itself."""
+
+    kinds: Tuple[str, ...]
+    settle: float
+    orphans: str
+    cluster_prefix: Optional[str]
+    slurm_user: Optional[str]
+    slurm_clusters: Optional[str]
+    squeue_path: str
+    command_timeout: float
+    db_wait: float
+    query_timeout: float
+    batch_size: int
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> ReconcileOptions:
+        full = {name: spec.get("default") for name, spec in RECONCILE_OPTIONS.items()}
+        full.update({name: value for name, value in params.items() if name in RECONCILE_OPTIONS and value is not None})
+        return cls(
+            kinds=_kinds(full["kinds"]),
+            settle=_seconds("settle", full["settle"], strictly_positive=False),
+            orphans=_choice("orphans", full["orphans"]),
+            cluster_prefix=_prefix(full["cluster_prefix"]),
+            slurm_user=_optional_match("slurm_user", full["slurm_user"], _USER),
+            slurm_clusters=_optional_match("slurm_clusters", full["slurm_clusters"], _CLUSTERS),
+            squeue_path=require_program(full["squeue_path"] or "squeue"),
+            command_timeout=_seconds("command_timeout", full["command_timeout"]),
+            db_wait=_seconds("db_wait", full["db_wait"], strictly_positive=False),
+            query_timeout=_seconds("query_timeout", full["query_timeout"]),
+            batch_size=_positive_int("batch_size", full["batch_size"]),
+        )
+
+
+def _kinds(value: Any) -> Tuple[str, ...]:
+    kinds = [value] if isinstance(value, str) else value
+    if not isinstance(kinds, (list, tuple)) or not kinds:
+        raise ConfigError("kinds must be a non-empty list of %s" % ", ".join(KINDS))
+    unknown = [kind for kind in kinds if kind not in KINDS]
+    if unknown:
+        raise ConfigError("kinds: unknown kind(s) %s; known: %s" % (", ".join(map(repr, unknown)), ", ".join(KINDS)))
+    return tuple(kind for kind in KINDS if kind in kinds)
+
+
+def _seconds(name: str, value: Any, strictly_positive: bool = True) -> float:
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = float("nan")
+    if isinstance(value, bool) or not math.isfinite(seconds) or seconds < 0 or (strictly_positive and seconds == 0):
+        raise ConfigError(
+            "%s must be a number of seconds %s, got %r"
+            % (name, "above 0" if strictly_positive else "of 0 or more", value)
+        )
+    return seconds
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError("%s must be a whole number of 1 or more, got %r" % (name, value))
+    return value
+
+
+def _choice(name: str, value: Any) -> str:
+    choices = RECONCILE_OPTIONS[name]["choices"]
+    if value not in choices:
+        raise ConfigError("%s must be one of %s, got %r" % (name, ", ".join(choices), value))
+    return value
+
+
+def _prefix(value: Any) -> Optional[str]:
+    if value in (None, ""):
+        return None
+    try:
+        return check_prefix(value)
+    except ValueError as error:
+        raise ConfigError("cluster_prefix: %s" % error) from error
+
+
+def _optional_match(name: str, value: Any, pattern) -> Optional[str]:
+    if value in (None, ""):
+        return None
+    if not isinstance(value, str) or not pattern.match(value):
+        raise ConfigError("%s: invalid value %r" % (name, value))
+    return value
+
+
+class SlurmLister:
+    """One squeue per call, bounded by `command_timeout`; any failure is a RecoveryError."""
+
+    def __init__(self, options: ReconcileOptions, runner: Runner, environ: Mapping[str, str]):
+        self.argv = squeue_command(options.squeue_path, options.slurm_clusters)
+        self.timeout = options.command_timeout
+        self.runner = runner
+        self.env = client_environment(environ)
+        self.calls = 0
+
+    def start(self):
+        """Start one squeue; the caller works meanwhile and then calls finish()."""
+        self.calls += 1
+        return self.runner.start(self.argv, self.env)
+
+    def finish(self, handle, prefix: str, kinds) -> Listing:
+        returncode = handle.wait(self.timeout)
+        if returncode is None:
+            handle.kill()
+            raise RecoveryError(
+                "squeue did not answer within %g s (command_timeout) and was killed: is slurmctld up?" % self.timeout
+            )
+        stdout, stderr = handle.output()
+        if returncode != 0:
+            raise RecoveryError("squeue failed (exit %d): %s" % (returncode, " ".join(stderr.split()) or "no message"))
+        return parse_listing(stdout, prefix, kinds)
+
+
+@dataclass
+class _Phase:
+    """Seconds spent, for the report (and the benchmark)."""
+
+    squeue: float = 0.0
+    database: float = 0.0
+
+
+class Reconciler:
+    """One run: `db` is a reconcile_db.DatabaseReader (or a fake), `lister` a SlurmLister."""
+
+    def __init__(self, options: ReconcileOptions, db, lister, clock: Clock):
+        self.options = options
+        self.db = db
+        self.lister = lister
+        self.clock = clock
+        self.time = _Phase()
+
+    def run(self) -> Dict[str, Any]:
+        options = self.options
+        prefix, prefix_source = self._prefix()
+        first_began = self.clock.now()
+        # Each squeue runs while the database is read: the two wait on different servers.
+        first_squeue = self.lister.start()
+        live = {kind: self._timed_db(self._live, kind) for kind in options.kinds}
+        first = self._finish_listing(first_squeue, first_began, prefix)
+        searches = {kind: self._search(kind, live.pop(kind), first) for kind in options.kinds}
+        self.clock.sleep(max(0.0, first_began + options.settle - self.clock.now()))
+        second_began = self.clock.now()
+        second_squeue = self.lister.start()
+        # The candidates are read again while the second squeue runs: one absent from that
+        # listing was live, unchanged, as that listing was taken; one whose Slurm job came
+        # meanwhile is in the listing and drops out below.
+        reread = {
+            kind: self._timed_db(self.db.reread, kind, searches[kind].candidates, searches[kind].live)
+            for kind in options.kinds
+        }
+        second = self._finish_listing(second_squeue, second_began, prefix)
+        result: Dict[str, Any] = {
+            "changed": False,
+            "cluster_prefix": prefix,
+            "cluster_prefix_source": prefix_source,
+            "settle": options.settle,
+            "orphans_rule": options.orphans,
+            "orphans_rule_means": ORPHAN_RULES[options.orphans],
+            "stray_slurm_jobs": [],
+            "orphaned_jobs": [],
+            "orphaned_containers": [],
+            "orphans_withheld": {},
+            "evidence": {},
+            "ending_slurm_jobs": 0,
+        }
+        for kind, search in searches.items():
+            self._judge(kind, search, reread[kind], second, result)
+        result["dispatcher"] = self._dispatcher()
+        result["slurm"] = {
+            "squeue_calls": self.lister.calls,
+            "first_listing": first.count(),
+            "second_listing": second.count(),
+            "other_clusters_jobs": second.other_clusters,
+        }
+        result["counts"] = {
+            key: len(result[key]) for key in ("stray_slurm_jobs", "orphaned_jobs", "orphaned_containers")
+        }
+        result["database_statements"] = self.db.statements
+        result["seconds"] = {"squeue": round(self.time.squeue, 6), "database": round(self.time.database, 6)}
+        return result
+
+    def _prefix(self) -> Tuple[str, str]:
+        if self.options.cluster_prefix:
+            return self.options.cluster_prefix, "cluster_prefix"
+        prefix = self._timed_db(self.db.cluster_prefix)
+        return prefix, "the database's system user %s-tpzed-000000000000000" % prefix
+
+    def _finish_listing(self, handle, began: float, prefix: str) -> Listing:
+        try:
+            return self.lister.finish(handle, prefix, self.options.kinds)
+        finally:
+            self.time.squeue += self.clock.now() - began
+
+    def _live(self, kind: str) -> List[Record]:
+        return list(self.db.live(kind))
+
+    @staticmethod
+    def _search(kind: str, live: List[Record], first: Listing) -> OrphanSearch:
+        search = OrphanSearch(kind)
+        for record in live:
+            search.offer(record, first)
+        return search
+
+    def _judge(
+        self, kind: str, search: OrphanSearch, reread: Mapping[str, Record], second: Listing, result: Dict[str, Any]
+    ) -> None:
+        search.drop_present(second)
+        named = self._timed_db(self.db.by_uuid, kind, second.names(kind))
+        strays, ending = strays_of(kind, second, named, self.options.slurm_user)
+        result["stray_slurm_jobs"].extend(strays)
+        result["ending_slurm_jobs"] += ending
+        withheld = search.withheld_reason(self.options.orphans)
+        confirmed = [] if withheld else search.confirmed(reread)
+        result["orphans_withheld"][kind] = withheld
+        result["evidence"][kind] = {
+            "live": search.live,
+            "with_slurm_job": search.with_slurm_job,
+            "without_slurm_job": len(search.candidates),
+        }
+        key = "orphaned_jobs" if kind == JOBS else "orphaned_containers"
+        # One reason text per state, shared by every entry: there may be 100,000 of them.
+        reasons = {
+            state: orphan_reason(kind, state, self.options.settle) for state in {record.state for record in confirmed}
+        }
+        result[key] = [_orphan_entry(kind, record, reasons[record.state]) for record in confirmed]
+
+    def _dispatcher(self) -> Dict[str, Any]:
+        holders = self._timed_db(self.db.lock_holders)
+        alive = bool(holders)
+        return {
+            "lock_key": DISPATCH_LOCK_KEY,
+            "lock_held": alive,
+            "holders": holders,
+            "reason": (
+                "a session holds the Dispatch advisory lock (%d): a dispatcher of Arvados "
+                "2.5 or later runs" % DISPATCH_LOCK_KEY
+                if alive
+                else "no session holds the Dispatch advisory lock (%d): no dispatcher of Arvados "
+                "2.5 or later runs (older ones take no lock: ask their service manager)" % DISPATCH_LOCK_KEY
+            ),
+        }
+
+    def _timed_db(self, function, *arguments):
+        began = self.clock.now()
+        try:
+            return function(*arguments)
+        finally:
+            self.time.database += self.clock.now() - began
+
+
+def _orphan_entry(kind: str, record, reason: str) -> Dict[str, Any]:
+    entry: Dict[str, Any] = {
+        "uuid": record.uuid,
+        "state": record.state,
+        "started_at": record.started_at.isoformat() if record.started_at else None,
+        "reason": reason,
+    }
+    entry["is_locked_by_uuid" if kind == JOBS else "locked_by_uuid"] = record.locked_by_uuid
+    if kind == CONTAINERS:
+        entry["priority"] = record.priority
+    return entry
+
+
+def check_params(params: Mapping[str, Any]) -> Tuple[Any, ReconcileOptions]:
+    """(database settings, options): every value checked before anything is asked."""
+    unknown = sorted(set(params) - set(ALL_OPTIONS))
+    if unknown:
+        raise ConfigError("unknown option(s): %s" % ", ".join(unknown))
+    options = ReconcileOptions.from_params(params)
+    return resolve_database_settings(params), options
+
+
+def run_reconcile(
+    params: Mapping[str, Any],
+    connect_db=connect,
+    runner: Optional[Runner] = None,
+    clock: Optional[Clock] = None,
+    environ: Optional[Mapping[str, str]] = None,
+) -> Dict[str, Any]:
+    settings, options = check_params(params)
+    conn_kwargs = settings.as_psycopg_kwargs()
+    conn_kwargs["options"] = "-c statement_timeout=%d" % int(options.query_timeout * 1000)
+    psycopg = import_psycopg()
+    lister = SlurmLister(options, runner or SubprocessRunner(), os.environ if environ is None else environ)
+    conn = connect_db(conn_kwargs, wait=options.db_wait)
+    try:
+        make_read_only(conn)
+        reader = DatabaseReader(conn, options.batch_size)
+        result = Reconciler(options, reader, lister, clock or SystemClock()).run()
+    except psycopg.Error as error:
+        raise RecoveryError(
+            "database error (nothing was changed): %s"
+            % redact(" ".join(str(error).split()), conn_kwargs.get("password"))
+        ) from None
+    finally:
+        conn.close()
+    result["database"] = settings.source
+    return result

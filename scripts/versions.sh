@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# The version stage: what meta/runtime.yml and tests/config.yml claim, tested.
+#
+# - ansible-core 2.16, 2.17, 2.18 and 2.19: the unit tests and ansible-test sanity, each
+#   core in a virtualenv of its own under .build/versions/ (2.19 is the project's .venv,
+#   pinned in requirements-dev.txt; another ansible-core never goes into .venv).
+# - The oldest and the newest Python the project's ansible-core supports on managed hosts
+#   (3.8 and 3.13 for 2.19): the unit tests of plugins/ (modules and module_utils), and
+#   ansible-test's compile and import tests of the modules.
+#
+# Interpreters are looked up on PATH, then under pyenv ($PYENV_ROOT/versions). A missing one is
+# named; under CI=true that fails the stage, elsewhere it is skipped.
+#
+# VERSIONS_CORES limits the cores run (default: all four). scripts/run-tests.sh leaves 2.19
+# out when its unit and sanity stages run in the same call: they are the 2.19 run.
+#
+# ansible-test's virtualenvs live under ~/.ansible/test: two sanity runs at once collide
+# there, so every run here is sequential (give a parallel make test its own HOME).
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+
+# One pinned release per series; raise them with requirements-dev.txt.
+declare -A CORE_PINS=([2.16]=2.16.19 [2.17]=2.17.14 [2.18]=2.18.19)
+read -ra CORES <<<"${VERSIONS_CORES:-2.16 2.17 2.18 2.19}"
+# pytest 8.4 and PyYAML 6.0.4 no longer install on Python 3.8.
+PY38_TOOLS=(pytest==8.3.5 PyYAML==6.0.3)
+pin() { grep -i "^$1==" requirements-dev.txt; }
+# ruamel.yaml: the dispatcher_config filter (a controller plugin) edits config.yml with it.
+TOOLS=("$(pin pytest)" "$(pin PyYAML)" "$(pin ruamel.yaml)")
+
+VERSIONS_DIR=.build/versions
+PROJECT_PY=.venv/bin/python
+failed=() skipped=()
+
+say() { echo "versions: $*"; }
+
+step() {
+  local name=$1 began=$SECONDS
+  shift
+  say "$name"
+  if "$@"; then
+    say "$name: passed in $((SECONDS - began))s"
+  else
+    say "$name: FAILED in $((SECONDS - began))s"
+    failed+=("$name")
+  fi
+}
+
+missing() {
+  say "MISSING: $1"
+  if [ "${CI:-}" = true ]; then
+    failed+=("$1")
+  else
+    skipped+=("$1")
+  fi
+}
+
+# venv DIR PYTHON REQUIREMENT...: a virtualenv holding exactly those pins, remade when they change.
+venv() {
+  local dir=$1 python=$2 want
+  shift 2
+  want="$("$python" -c 'import sys; print(sys.version)') $*"
+  if [ -x "$dir/bin/python" ] && [ "$(cat "$dir/.pins" 2>/dev/null)" = "$want" ]; then
+    return 0
+  fi
+  say "installing $* into $dir"
+  rm -rf "$dir"
+  "$python" -m venv "$dir" &&
+    "$dir/bin/python" -m pip install -q --disable-pip-version-check "$@" &&
+    echo "$want" >"$dir/.pins"
+}
+
+# The interpreter of Python X.Y (its real path): pythonX.Y on PATH if it runs (a pyenv shim
+# may not), else the newest pyenv build of X.Y.
+find_python() {
+  local candidate pyenv_root=${PYENV_ROOT:-$HOME/.pyenv}
+  for candidate in "$(command -v "python$1" 2>/dev/null)" \
+    "$(find "$pyenv_root/versions" -maxdepth 3 -path "*/$1.*/bin/python$1" 2>/dev/null | sort -V | tail -n 1)"; do
+    [ -n "$candidate" ] && "$candidate" -c 'import sys; print(sys.executable)' 2>/dev/null && return 0
+  done
+  return 1
+}
+
+# The managed-host Pythons the project's ansible-core supports, oldest and newest.
+target_pythons() {
+  "$PROJECT_PY" - <<'PY'
+from ansible_test._util.target.common import constants
+
+versions = constants.REMOTE_ONLY_PYTHON_VERSIONS + constants.CONTROLLER_PYTHON_VERSIONS
+ordered = sorted(versions, key=lambda version: tuple(int(part) for part in version.split('.')))
+print(ordered[0], ordered[-1])
+PY
+}
+
+run_core() {
+  local series=$1 dir
+  if [ "$series" = 2.19 ]; then
+    dir=.venv
+  elif [ -n "${CORE_PINS[$series]:-}" ]; then
+    dir=$VERSIONS_DIR/core-$series
+    venv "$dir" "$("$PROJECT_PY" -c 'import sys; print(sys._base_executable)')" \
+      "ansible-core==${CORE_PINS[$series]}" "${TOOLS[@]}" || { failed+=("ansible-core $series: install"); return; }
+  else
+    say "unknown ansible-core series '$series' (known: ${!CORE_PINS[*]} 2.19)"
+    failed+=("ansible-core $series")
+    return
+  fi
+  step "ansible-core $series: unit tests" "$dir/bin/python" -m pytest -q -p no:cacheprovider tests/unit
+  step "ansible-core $series: sanity" env SANITY_VENV="$dir" SANITY_COPY_ROOT="$VERSIONS_DIR/sanity-$series" \
+    scripts/sanity.sh
+}
+
+# The modules' unit tests run against the project's ansible (its module_utils support 3.8),
+# put on the path as ansible-test units does, without installing ansible-core there.
+run_python() {
+  local version=$1 python=$2 tools
+  local dir=$VERSIONS_DIR/python-$version
+  if [ "$version" = 3.8 ]; then tools=("${PY38_TOOLS[@]}"); else tools=("${TOOLS[@]}"); fi
+  venv "$dir" "$python" "${tools[@]}" || { failed+=("Python $version: install"); return; }
+  mkdir -p "$VERSIONS_DIR/ansible-lib" "$VERSIONS_DIR/bin"
+  ln -sfn "$("$PROJECT_PY" -c 'import ansible, os; print(os.path.dirname(ansible.__file__))')" \
+    "$VERSIONS_DIR/ansible-lib/ansible"
+  # ansible-test finds target interpreters as pythonX.Y on PATH.
+  ln -sfn "$python" "$VERSIONS_DIR/bin/python$version"
+  step "Python $version: unit tests of plugins/" env PYTHONPATH="$VERSIONS_DIR/ansible-lib" \
+    "$dir/bin/python" -m pytest -q -p no:cacheprovider tests/unit/plugins
+  step "Python $version: compile and import" env PATH="$PWD/$VERSIONS_DIR/bin:$PATH" SANITY_PYTHON="$version" \
+    scripts/sanity.sh --test compile --test import
+}
+
+begin=$SECONDS
+scripts/link-collection.sh >/dev/null
+for series in "${CORES[@]}"; do
+  run_core "$series"
+done
+read -r oldest newest < <(target_pythons)
+for version in "$oldest" "$newest"; do
+  if python=$(find_python "$version"); then
+    run_python "$version" "$python"
+  else
+    missing "Python $version (looked for python$version on PATH and in ${PYENV_ROOT:-$HOME/.pyenv}/versions)"
+  fi
+done
+
+say "took $((SECONDS - begin))s"
+((${#skipped[@]})) && printf 'versions: SKIPPED (set CI=true to fail instead): %s\n' "${skipped[@]}"
+if ((${#failed[@]})); then
+  printf 'versions: FAILED: %s\n' "${failed[@]}" >&2
+  exit 1
+fi
+if ((${#skipped[@]})); then say "passed, ${#skipped[@]} skipped"; else say "all passed"; fi

@@ -1,0 +1,118 @@
+"""Shared helpers of the arvados_reconcile_info and recover_after_node_reboot.yml tests.
+
+- `Records`: jobs and containers written straight into a test's fresh database, each with
+  a new random UUID (so Slurm job names never collide with another test's);
+- `run_reconcile(...)`: the module in a real `ansible-playbook` run, result as a dict;
+- `node_down(...)`: the lab's node taken down as a reboot does, and always brought back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from plugins.module_utils.uuids import CONTAINER_INFIX, JOB_INFIX, TOKEN_INFIX, USER_INFIX, new_uuid
+from tests.integration import module_playbook
+from tests.integration.slurm_helpers import wait_for
+
+MODULE = "arvados_ops.recovery.arvados_reconcile_info"
+PREFIX = "zzzzz"
+DISPATCHER_TOKEN = "%s-%s-000000000000000" % (PREFIX, TOKEN_INFIX)
+LAB_NODE = "localhost"
+
+
+class Records:
+    """Rows of one test's database: only the columns reconciling reads, plus NOT NULL ones."""
+
+    def __init__(self, conn) -> None:
+        self.conn = conn
+        self.user = new_uuid(PREFIX, USER_INFIX)
+
+    def job(self, state: str, started: bool = True) -> str:
+        uuid = new_uuid(PREFIX, JOB_INFIX)
+        self.conn.execute(
+            "INSERT INTO jobs (uuid, owner_uuid, state, running, created_at, updated_at,"
+            " modified_at, started_at, is_locked_by_uuid)"
+            " VALUES (%s, %s, %s, %s, now() - interval '1 hour', now(), now(),"
+            " CASE WHEN %s THEN now() - interval '50 minutes' END, %s)",
+            (uuid, self.user, state, state == "Running", started, self.user),
+        )
+        self.conn.commit()
+        return uuid
+
+    def container(self, state: str, priority: int = 1) -> str:
+        uuid = new_uuid(PREFIX, CONTAINER_INFIX)
+        locked = state in ("Locked", "Running")
+        self.conn.execute(
+            "INSERT INTO containers (uuid, owner_uuid, state, priority, created_at, updated_at,"
+            " modified_at, started_at, locked_by_uuid)"
+            " VALUES (%s, %s, %s, %s, now() - interval '1 hour', now(), now(),"
+            " CASE WHEN %s = 'Running' THEN now() - interval '50 minutes' END, %s)",
+            (uuid, self.user, state, priority, state, DISPATCHER_TOKEN if locked else None),
+        )
+        self.conn.commit()
+        return uuid
+
+    def state(self, table: str, uuid: str) -> str | None:
+        row = self.conn.execute("SELECT state FROM %s WHERE uuid = %%s" % table, (uuid,)).fetchone()
+        self.conn.commit()
+        return row[0] if row else None
+
+
+def reconcile_args(config_file: Path, **extra: Any) -> dict[str, Any]:
+    args: dict[str, Any] = {"config_file": str(config_file), "cluster_prefix": PREFIX, "settle": 1}
+    args.update(extra)
+    return args
+
+
+def run_reconcile(
+    env: Mapping[str, str], directory: Path, args: Mapping[str, Any], check: bool = False, timeout: float = 120
+) -> dict[str, Any]:
+    """One real ansible-playbook run of the module; its result (failed ones too)."""
+    run = module_playbook.run_playbook(MODULE, env, directory, [{"args": args, "check": check}], timeout)
+    return run.results[0]
+
+
+def names(entries, key: str = "uuid"):
+    return sorted(entry[key] for entry in entries)
+
+
+def submit_like_the_dispatcher(slurm, name: str) -> str:
+    """A running Slurm job submitted with --no-requeue, as crunch-dispatch-slurm does since
+    1.4.0: when its node fails Slurm ends it NODE_FAIL instead of queueing it again."""
+    job_id = (
+        slurm.run(
+            "sbatch",
+            "--parsable",
+            "--no-requeue",
+            "--job-name=" + name,
+            "--output=/dev/null",
+            "--chdir=/tmp",
+            "--wrap",
+            "exec sleep 300",
+        )
+        .stdout.strip()
+        .split(";")[0]
+    )
+    slurm.submitted.append(job_id)
+    return job_id
+
+
+@contextlib.contextmanager
+def node_down(slurm, node: str = LAB_NODE) -> Iterator[None]:
+    """`scontrol update nodename=<node> state=down reason=reboot`; back to service afterwards."""
+    slurm.run("scontrol", "update", "nodename=" + node, "state=down", "reason=reboot")
+    try:
+        yield
+    finally:
+        slurm.run("scontrol", "update", "nodename=" + node, "state=resume", check=False)
+        wait_for(
+            lambda: (
+                "idle" in slurm.run("sinfo", "--noheader", "--nodes=" + node, "--format=%T", check=False).stdout
+                or "mix" in slurm.run("sinfo", "--noheader", "--nodes=" + node, "--format=%T", check=False).stdout
+            ),
+            30,
+            interval=0.2,
+        )

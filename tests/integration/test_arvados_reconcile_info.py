@@ -1,0 +1,246 @@
+"""arvados_reconcile_info on the real lab: real squeue and Slurm jobs, the real schema in a
+fresh database per test, real ansible-playbook runs. Each test cancels, by id, the Slurm
+jobs it submitted; assertions name this test's own UUIDs only (the lab's queue may hold
+other jobs).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from tests.integration import reconcile_helpers as rh
+from tests.integration.slurm_helpers import logged_calls, logging_client, wait_for
+
+
+@pytest.fixture
+def config(fresh_db, tmp_path):
+    return fresh_db.write_arvados_config(tmp_path / "config.yml")
+
+
+def between_the_listings(lab_env, tmp_path, config, action, settle=8):
+    """Run the module with `action` done once its first squeue has run (a logging squeue
+    tells when); (the result, the number of squeue calls)."""
+    squeue, log = logging_client(tmp_path / "bin", "squeue")
+    outcome = {}
+
+    def reconcile():
+        outcome["result"] = rh.run_reconcile(
+            lab_env, tmp_path, rh.reconcile_args(config, settle=settle, squeue_path=str(squeue))
+        )
+
+    thread = threading.Thread(target=reconcile)
+    thread.start()
+    try:
+        assert wait_for(lambda: len(logged_calls(log)) >= 1, 60), "the first squeue never ran"
+        action()
+    finally:
+        thread.join(120)
+    return outcome["result"], len(logged_calls(log))
+
+
+def test_live_work_is_left_alone_and_lost_work_is_orphaned(lab_env, slurm, records, config, tmp_path):
+    live_job = records.job("Running")
+    lost_job = records.job("Running")
+    live_container = records.container("Running")
+    lost_container = records.container("Locked")
+    slurm.submit(live_job, hold=True)
+    slurm.submit(live_container, hold=True)
+
+    result = rh.run_reconcile(lab_env, tmp_path, rh.reconcile_args(config))
+
+    assert not result.get("failed"), result.get("msg")
+    assert result["changed"] is False
+    assert rh.names(result["orphaned_jobs"]) == [lost_job]
+    assert rh.names(result["orphaned_containers"]) == [lost_container]
+    assert result["orphaned_containers"][0]["locked_by_uuid"] == rh.DISPATCHER_TOKEN
+    assert result["orphaned_jobs"][0]["reason"].startswith("job is Running, but no Slurm job")
+    reported = {entry["name"] for entry in result["stray_slurm_jobs"]}
+    assert not reported & {live_job, live_container}
+    assert result["slurm"]["squeue_calls"] == 2
+    assert result["evidence"]["jobs"]["with_slurm_job"] == 1
+    assert records.state("jobs", lost_job) == "Running"
+
+
+def test_stray_slurm_jobs_are_reported_with_their_slurm_details(lab_env, slurm, records, config, tmp_path):
+    complete_job = records.job("Complete")
+    cancelled_container = records.container("Cancelled", priority=0)
+    unwanted_container = records.container("Running", priority=0)
+    unknown_container = rh.Records(records.conn).container("Queued")
+    records.conn.execute("DELETE FROM containers WHERE uuid = %s", (unknown_container,))
+    records.conn.commit()
+    ids = {
+        uuid: slurm.submit(uuid, hold=True)
+        for uuid in (complete_job, cancelled_container, unwanted_container, unknown_container)
+    }
+
+    result = rh.run_reconcile(lab_env, tmp_path, rh.reconcile_args(config), check=True)
+
+    strays = {entry["name"]: entry for entry in result["stray_slurm_jobs"]}
+    assert set(ids) <= set(strays)
+    for uuid, job_id in ids.items():
+        assert strays[uuid]["job_id"] == job_id
+        assert strays[uuid]["state"] == "PENDING"
+        assert strays[uuid]["user"] == "root"
+        assert "nodes" in strays[uuid]
+    assert strays[complete_job]["reason"].startswith("job is Complete")
+    assert strays[cancelled_container]["record_state"] == "Cancelled"
+    assert "priority 0" in strays[unwanted_container]["reason"]
+    assert strays[unknown_container]["record_state"] is None
+
+
+def test_a_running_slurm_job_shows_its_node(lab_env, slurm, records, config, tmp_path):
+    complete_job = records.job("Complete")
+    job_id = slurm.submit(complete_job)
+    slurm.wait_for_state(job_id, "RUNNING")
+
+    result = rh.run_reconcile(lab_env, tmp_path, rh.reconcile_args(config))
+
+    stray = [entry for entry in result["stray_slurm_jobs"] if entry["name"] == complete_job]
+    assert [(entry["job_id"], entry["state"], entry["nodes"]) for entry in stray] == [(job_id, "RUNNING", rh.LAB_NODE)]
+
+
+def test_a_slurm_job_submitted_between_the_polls_is_not_orphaned(lab_env, slurm, records, config, tmp_path):
+    witness = records.job("Running")
+    late = records.job("Running")
+    slurm.submit(witness, hold=True)
+    result, squeue_calls = between_the_listings(lab_env, tmp_path, config, lambda: slurm.submit(late, hold=True))
+    assert squeue_calls == 2
+    assert late not in rh.names(result["orphaned_jobs"])
+    assert result["orphaned_jobs"] == []
+
+
+def test_without_evidence_orphans_are_withheld_unless_told(lab_env, records, config, tmp_path):
+    lost_job = records.job("Running")
+
+    cautious = rh.run_reconcile(lab_env, tmp_path, rh.reconcile_args(config, kinds=["jobs"]))
+    told = rh.run_reconcile(lab_env, tmp_path, rh.reconcile_args(config, kinds=["jobs"], orphans="always"))
+    never = rh.run_reconcile(lab_env, tmp_path, rh.reconcile_args(config, kinds=["jobs"], orphans="never"))
+
+    assert cautious["orphaned_jobs"] == []
+    assert "no Slurm job for any of the 1 live jobs" in cautious["orphans_withheld"]["jobs"]
+    assert rh.names(told["orphaned_jobs"]) == [lost_job]
+    assert told["orphans_withheld"]["jobs"] is None
+    assert never["orphaned_jobs"] == [] and never["orphans_withheld"]["jobs"] == "orphans: never"
+
+
+def test_a_job_that_finished_before_the_reread_is_not_orphaned(lab_env, slurm, records, config, tmp_path):
+    witness = records.job("Running")
+    finishing = records.job("Running")
+    slurm.submit(witness, hold=True)
+
+    def finish():
+        records.conn.execute("UPDATE jobs SET state = 'Complete' WHERE uuid = %s", (finishing,))
+        records.conn.commit()
+
+    result, _calls = between_the_listings(lab_env, tmp_path, config, finish)
+    assert result["orphaned_jobs"] == []
+
+
+def test_the_dispatcher_lock_tells_whether_a_dispatcher_runs(lab_env, fresh_db, config, tmp_path):
+    args = rh.reconcile_args(config, orphans="never")
+    before = rh.run_reconcile(lab_env, tmp_path, args)
+    with fresh_db.connect(autocommit=True, application_name="crunch-dispatch-slurm") as holder:
+        holder.execute("SELECT pg_advisory_lock(10005)")
+        during = rh.run_reconcile(lab_env, tmp_path, args)
+        holder_pid = holder.info.backend_pid
+
+    assert before["dispatcher"]["lock_held"] is False
+    assert "no session holds" in before["dispatcher"]["reason"]
+    assert during["dispatcher"]["lock_held"] is True
+    assert [h["pid"] for h in during["dispatcher"]["holders"]] == [holder_pid]
+    assert during["dispatcher"]["holders"][0]["application_name"] == "crunch-dispatch-slurm"
+
+
+def test_the_prefix_comes_from_the_system_user(lab_env, fresh_db, records, config, tmp_path):
+    records.conn.execute(
+        "INSERT INTO users (uuid, owner_uuid, created_at, updated_at)"
+        " VALUES ('zzzzz-tpzed-000000000000000', 'zzzzz-tpzed-000000000000000', now(), now())"
+    )
+    records.conn.commit()
+    args = rh.reconcile_args(config, orphans="never")
+    del args["cluster_prefix"]
+
+    result = rh.run_reconcile(lab_env, tmp_path, args)
+
+    assert result["cluster_prefix"] == "zzzzz"
+    assert "system user" in result["cluster_prefix_source"]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ({"settle": -1}, "settle must be a number of seconds of 0 or more"),
+        ({"cluster_prefix": "ZZ"}, "cluster_prefix"),
+        ({"kinds": ["tasks"]}, "kinds"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"squeue_path": "/nonexistent/squeue"}, "/nonexistent/squeue"),
+        ({"orphans": "sometimes"}, "orphans"),
+    ],
+)
+def test_bad_input_fails_before_anything_is_asked(lab_env, config, tmp_path, args, message):
+    squeue, log = logging_client(tmp_path / "bin", "squeue")
+    full = rh.reconcile_args(config, squeue_path=str(squeue))
+    full.update(args)
+
+    result = rh.run_reconcile(lab_env, tmp_path, full)
+
+    assert result["failed"] and message in result["msg"]
+    assert logged_calls(log) == []
+
+
+def test_database_down_fails_within_db_wait(lab_env, tmp_path, config):
+    started = time.monotonic()
+    # The test's own settings, with a port nothing listens on.
+    result = rh.run_reconcile(lab_env, tmp_path, rh.reconcile_args(config, db_host="127.0.0.1", db_port=1, db_wait=1))
+    assert result["failed"]
+    assert "cannot connect to the database" in result["msg"]
+    assert time.monotonic() - started < 60
+
+
+def test_a_hung_squeue_fails_within_command_timeout(lab_env, tmp_path, config):
+    hung = tmp_path / "hung-squeue"
+    hung.write_text("#!/bin/sh\nexec sleep 600\n")
+    hung.chmod(0o755)
+
+    result = rh.run_reconcile(lab_env, tmp_path, rh.reconcile_args(config, squeue_path=str(hung), command_timeout=2))
+
+    assert result["failed"]
+    assert "squeue did not answer within 2 s" in result["msg"]
+
+
+def test_slurmctld_unreachable_fails_with_squeue_s_reason(lab_env, tmp_path, config):
+    broken = dict(lab_env, SLURM_CONF=str(tmp_path / "slurm.conf"))
+    text = tmp_path / "slurm.conf"
+    original = open(lab_env["SLURM_CONF"]).read()
+    # The same cluster with a controller port nothing listens on.
+    text.write_text(
+        "\n".join(
+            line if not line.startswith("SlurmctldPort=") else "SlurmctldPort=1" for line in original.splitlines()
+        )
+        + "\n"
+    )
+
+    result = rh.run_reconcile(broken, tmp_path, rh.reconcile_args(config, command_timeout=30))
+
+    assert result["failed"]
+    assert result["msg"].startswith("squeue failed (exit 1)")
+
+
+def test_nothing_is_written(fresh_db, lab_env, slurm, records, config, tmp_path):
+    records.job("Running")
+    records.container("Running")
+    slurm.submit(records.job("Complete"), hold=True)
+
+    def snapshot():
+        with fresh_db.connect() as conn:
+            return [
+                conn.execute("SELECT * FROM %s ORDER BY uuid" % table).fetchall() for table in ("jobs", "containers")
+            ]
+
+    before = snapshot()
+    result = rh.run_reconcile(lab_env, tmp_path, rh.reconcile_args(config, orphans="always"))
+    assert result["counts"]["orphaned_jobs"] == 1 and result["counts"]["stray_slurm_jobs"] >= 1
+    assert snapshot() == before

@@ -1,0 +1,288 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""fail_jobs_cli.py, the arvados-fail-jobs command: flags, options file, summary, JSON,
+progress and errors."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from slurm_fakes import FakeClock
+
+from plugins.module_utils import fail_jobs_cli, fail_jobs_run, version
+from plugins.module_utils.errors import RecoveryError
+from plugins.module_utils.fail_jobs import (
+    CleanupOptions,
+    CleanupResult,
+)
+
+JOB = "zzzzz-8i9sb-%015d"
+NO_FILES = {"config_file": "", "database_yml": "", "db_name": "arvados_test", "cancel_slurm_jobs": False}
+
+
+# -- the command: flags and options file --------------------------------------------------
+
+
+def parse(argv):
+    return fail_jobs_cli.gather_params(fail_jobs_cli.build_parser().parse_args(argv))
+
+
+def test_flags_become_the_modules_options():
+    params = parse(
+        [
+            "--before",
+            "reboot",
+            "--retry",
+            "--no-revoke-tokens",
+            "--uuid",
+            JOB % 1,
+            "--uuids",
+            JOB % 2,
+            "--batch-size",
+            "50",
+            "--lock-wait",
+            "1.5",
+            "--config",
+            "/etc/arvados/config.yml",
+            "--cluster-id",
+            "zzzzz",
+            "--cancel-slurm-jobs",
+            "false",
+            "--slurm-errors",
+            "ignore",
+            "--db-port",
+            "5433",
+        ]
+    )
+    assert params == {
+        "before": "reboot",
+        "retry": True,
+        "revoke_tokens": False,
+        "uuids": [JOB % 1, JOB % 2],
+        "batch_size": 50,
+        "lock_wait": 1.5,
+        "config_file": "/etc/arvados/config.yml",
+        "cluster_id": "zzzzz",
+        "cancel_slurm_jobs": "false",
+        "slurm_errors": "ignore",
+        "db_port": 5433,
+    }
+
+
+def test_no_flags_give_no_options():
+    assert parse([]) == {}
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--db-password", "x"],
+        ["--batch-size", "many"],
+        ["--slurm-errors", "sometimes"],
+        ["--no-such-flag"],
+    ],
+)
+def test_flags_it_cannot_understand_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as raised:
+        parse(argv)
+    assert raised.value.code == 2
+
+
+def test_flags_win_over_the_options_file(tmp_path):
+    options_file = tmp_path / "options.yml"
+    options_file.write_text("before: reboot\nbatch_size: 10\ndb_password: 'pw: with colon'\nretry: true\n")
+    params = parse(["--options-file", str(options_file), "--batch-size", "20", "--no-retry"])
+    assert params == {"before": "reboot", "batch_size": 20, "db_password": "pw: with colon", "retry": False}
+
+
+def test_options_file_unknown_option(tmp_path):
+    options_file = tmp_path / "options.yml"
+    options_file.write_text("before: reboot\ndb_pasword: hunter2-secret\nzeta: 1\n")
+    with pytest.raises(RecoveryError) as raised:
+        fail_jobs_cli.read_options_file(str(options_file))
+    assert str(raised.value) == "options file %s has unknown option(s): db_pasword, zeta" % options_file
+    assert "hunter2" not in str(raised.value)
+
+
+def test_options_file_invalid_yaml_never_quotes_the_password(tmp_path):
+    options_file = tmp_path / "options.yml"
+    options_file.write_text('db_password: "hunter2-secret\nbefore: [reboot\n')
+    with pytest.raises(RecoveryError) as raised:
+        fail_jobs_cli.read_options_file(str(options_file))
+    assert str(raised.value) == "options file %s is not valid YAML" % options_file
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("", {}),
+        ("# nothing\n", {}),
+        ('{"retry": true}', {"retry": True}),
+    ],
+)
+def test_options_file_empty_or_json(tmp_path, text, expected):
+    options_file = tmp_path / "options.yml"
+    options_file.write_text(text)
+    assert fail_jobs_cli.read_options_file(str(options_file)) == expected
+
+
+def test_options_file_must_be_a_mapping_and_readable(tmp_path):
+    options_file = tmp_path / "options.yml"
+    options_file.write_text("- retry\n- before\n")
+    with pytest.raises(RecoveryError, match="must hold a mapping of option names to values"):
+        fail_jobs_cli.read_options_file(str(options_file))
+    with pytest.raises(RecoveryError, match="cannot read options file .*missing.yml: No such file"):
+        fail_jobs_cli.read_options_file(str(tmp_path / "missing.yml"))
+
+
+# -- the command: output ------------------------------------------------------------------
+
+
+def result(**values):
+    base = {
+        "threshold": "2026-01-01T00:00:00Z",
+        "threshold_source": "argument",
+        "failed_jobs": [JOB % 1, JOB % 2],
+        "revoked_tokens": ["zzzzz-gj3su-000000000000001"],
+        "exempt": {"count": 1, "uuids": [JOB % 3]},
+        "no_started_at": [],
+        "skipped_jobs": [],
+        "slurm": {},
+        "changed": True,
+        "counts": {"jobs": 2, "skipped_jobs": 0, "revoked_tokens": 1, "logs": 2},
+    }
+    base.update(values)
+    return base
+
+
+def test_summary_of_a_run():
+    slurm = {"cancelled": [{"name": JOB % 1}], "squeue_calls": 2, "scancel_calls": 1}
+    assert fail_jobs_cli.summary_lines(
+        result(
+            slurm=slurm, skipped_jobs=[JOB % 4], counts={"jobs": 2, "skipped_jobs": 1, "revoked_tokens": 1, "logs": 2}
+        ),
+        False,
+    ) == [
+        "threshold: 2026-01-01T00:00:00Z (argument)",
+        "jobs failed: 2",
+        "tokens revoked: 1",
+        "exempt (started after the threshold): 1",
+        "skipped (changed under us): 1",
+        "slurm jobs cancelled: 1 (squeue 2, scancel 1 calls)",
+        "changed: yes",
+    ]
+
+
+def test_summary_of_a_check_mode_retry_without_threshold():
+    values = result(
+        threshold=None,
+        threshold_source=None,
+        changed=False,
+        no_started_at=[JOB % i for i in range(7)],
+        slurm={"skipped": "cancel_slurm_jobs is false"},
+    )
+    values["requeued_jobs"] = values.pop("failed_jobs")
+    assert fail_jobs_cli.summary_lines(values, True) == [
+        "threshold: none (every Running job qualifies)",
+        "jobs would be requeued: 2",
+        "tokens would be revoked: 1",
+        "exempt (started after the threshold): 1",
+        "Running without started_at: 7 (%s)" % ", ".join(JOB % i for i in range(5)),
+        "slurm: not asked (cancel_slurm_jobs is false)",
+        "changed: no",
+    ]
+
+
+def test_main_prints_the_summary_and_exits_0(monkeypatch):
+    seen = {}
+
+    def fake_run(params, check_mode, diff, progress, **kwargs):
+        seen.update(params=params, check_mode=check_mode, diff=diff)
+        return dict(result(changed=False, failed_jobs=[]), warnings=["slurm was slow"])
+
+    monkeypatch.setattr(fail_jobs_cli, "run_fail_jobs", fake_run)
+    stdout, stderr = io.StringIO(), io.StringIO()
+    code = fail_jobs_cli.main(
+        ["--check", "--retry"], stdout=stdout, reporter=fail_jobs_cli.Reporter(stream=stderr, journald=False)
+    )
+    assert code == 0
+    assert seen == {"params": {"retry": True}, "check_mode": True, "diff": False}
+    assert stdout.getvalue().splitlines()[-1] == "changed: no"
+    assert stderr.getvalue() == "arvados-fail-jobs: slurm was slow\n"
+
+
+def test_main_json_output(monkeypatch):
+    monkeypatch.setattr(fail_jobs_cli, "run_fail_jobs", lambda *a, **k: result())
+    stdout = io.StringIO()
+    assert fail_jobs_cli.main(["--json"], stdout=stdout, reporter=fail_jobs_cli.Reporter(stream=io.StringIO())) == 0
+    assert json.loads(stdout.getvalue()) == result()
+
+
+def test_main_reports_a_failure_in_one_line_with_journald_priority(monkeypatch):
+    def fail(*args, **kwargs):
+        raise RecoveryError("cannot connect\nto the database")
+
+    monkeypatch.setattr(fail_jobs_cli, "run_fail_jobs", fail)
+    stdout, stderr = io.StringIO(), io.StringIO()
+    code = fail_jobs_cli.main([], stdout=stdout, reporter=fail_jobs_cli.Reporter(stream=stderr, journald=True))
+    assert code == 1
+    assert stdout.getvalue() == ""
+    assert stderr.getvalue() == "<3>cannot connect to the database\n"
+
+
+def test_main_under_json_prints_a_failure_as_the_module_reports_it(monkeypatch):
+    def fail(*args, **kwargs):
+        raise RecoveryError("cannot connect to the database")
+
+    monkeypatch.setattr(fail_jobs_cli, "run_fail_jobs", fail)
+    stdout, stderr = io.StringIO(), io.StringIO()
+    code = fail_jobs_cli.main(["--json"], stdout=stdout, reporter=fail_jobs_cli.Reporter(stream=stderr, journald=False))
+    assert code == 1
+    assert json.loads(stdout.getvalue()) == {"changed": False, "failed": True, "msg": "cannot connect to the database"}
+    assert stderr.getvalue() == "arvados-fail-jobs: cannot connect to the database\n"
+
+
+def test_version_names_the_command_and_the_collection(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        fail_jobs_cli.main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out == "arvados-fail-jobs %s (arvados_ops.recovery)\n" % version.COLLECTION_VERSION
+
+
+def test_help_shows_the_flags_that_turn_an_option_off(capsys):
+    with pytest.raises(SystemExit):
+        fail_jobs_cli.main(["--help"])
+    help_text = capsys.readouterr().out
+    for name, spec in fail_jobs_run.ALL_OPTIONS.items():
+        if spec["type"] == "bool":
+            assert "--no-" + name.replace("_", "-") in help_text, name
+
+
+def test_progress_is_throttled_and_quiet_silences_it():
+    clock = FakeClock()
+    stream = io.StringIO()
+    reporter = fail_jobs_cli.Reporter(stream=stream, journald=False, clock=clock)
+    progress = CleanupResult(CleanupOptions())
+    progress.batches = 3
+    progress.done_jobs.extend([JOB % 1] * 150)
+    reporter.progress(progress)
+    assert stream.getvalue() == ""
+    clock.time += 5
+    reporter.progress(progress)
+    reporter.progress(progress)
+    assert stream.getvalue() == "arvados-fail-jobs: 3 batch(es): 150 job(s) done, 0 token(s) revoked so far\n"
+    quiet = fail_jobs_cli.Reporter(stream=io.StringIO(), journald=False, quiet=True, clock=clock)
+    clock.time += 10
+    quiet.progress(progress)
+    quiet.say("error", "still said")
+    assert quiet.stream.getvalue() == "arvados-fail-jobs: still said\n"
+
+
+def test_every_module_option_has_a_flag_except_the_password():
+    parser = fail_jobs_cli.build_parser()
+    flags = {option for action in parser._actions for option in action.option_strings}
+    for name in fail_jobs_run.ALL_OPTIONS:
+        flag = "--" + name.replace("_", "-")
+        assert (flag in flags) is (name != "db_password"), name

@@ -1,0 +1,250 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""fail_jobs_run.py: the option table checked and completed, the Slurm step, prepare(),
+one message style for bad numbers, and what a database error says was done."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from plugins.module_utils import fail_jobs, fail_jobs_cli, fail_jobs_run
+from plugins.module_utils.errors import ConfigError, RecoveryError
+from plugins.module_utils.fail_jobs import (
+    CleanupOptions,
+)
+
+JOB = "zzzzz-8i9sb-%015d"
+NO_FILES = {"config_file": "", "database_yml": "", "db_name": "arvados_test", "cancel_slurm_jobs": False}
+
+
+# -- options of a run ---------------------------------------------------------------------
+
+
+def test_unknown_options_are_refused():
+    with pytest.raises(ConfigError, match="unknown option.s.: bogus, colour"):
+        fail_jobs_run.with_defaults({"bogus": 1, "colour": "red", "retry": True})
+
+
+def test_with_defaults_fills_every_option():
+    full = fail_jobs_run.with_defaults({"retry": True, "before": None})
+    assert set(full) == set(fail_jobs_run.ALL_OPTIONS)
+    assert full["retry"] is True
+    assert full["revoke_tokens"] is True and full["batch_size"] == 1000
+    assert full["cancel_slurm_jobs"] == "auto"
+
+
+@pytest.mark.parametrize(
+    "value, mode",
+    [
+        ("auto", "auto"),
+        (" AUTO ", "auto"),
+        (True, True),
+        (False, False),
+        ("yes", True),
+        ("on", True),
+        ("1", True),
+        ("no", False),
+        ("off", False),
+        ("0", False),
+        ("False", False),
+    ],
+)
+def test_cancel_slurm_mode_words(value, mode):
+    assert fail_jobs_run.cancel_slurm_mode(value) == mode
+
+
+def test_cancel_slurm_mode_refuses_other_words():
+    with pytest.raises(ConfigError, match="cancel_slurm_jobs must be auto, true or false, got 'sometimes'"):
+        fail_jobs_run.cancel_slurm_mode("sometimes")
+
+
+def test_slurm_step_auto_without_squeue_is_skipped_with_a_reason():
+    params = fail_jobs_run.with_defaults({})
+    assert fail_jobs_run.slurm_step(params, which=lambda name: None) == (
+        None,
+        "cancel_slurm_jobs is auto and squeue is not on this host",
+    )
+    step, reason = fail_jobs_run.slurm_step(params, which=lambda name: "/usr/bin/squeue")
+    assert isinstance(step, fail_jobs_run.SlurmStep) and reason is None
+    assert fail_jobs_run.slurm_step(dict(params, cancel_slurm_jobs="false")) == (None, "cancel_slurm_jobs is false")
+
+
+class FakeOutcome:
+    def __init__(self, values):
+        self.values = values
+
+    def to_dict(self):
+        return dict(self.values)
+
+
+def test_slurm_step_builds_a_request_for_the_batch_and_drops_the_diff():
+    requests = []
+
+    def cancel(request):
+        requests.append(request)
+        return FakeOutcome({"failed": False, "cancelled": [], "diff": {"before": "x"}})
+
+    step = fail_jobs_run.SlurmStep(
+        fail_jobs_run.with_defaults({"slurm_user": "crunch", "slurm_timeout": 7}), cancel=cancel
+    )
+    outcome = step([JOB % 1, JOB % 2], True)
+    assert outcome == {"failed": False, "cancelled": []}
+    (request,) = requests
+    assert tuple(request.names) == (JOB % 1, JOB % 2)
+    assert request.check_mode is True
+    assert request.user == "crunch" and request.timeout == 7
+    assert request.name_pattern == r"^[0-9a-z]{5}-8i9sb-[0-9a-z]{15}$"
+
+
+def test_slurm_step_failure_stops_the_batch_unless_ignored():
+    def cancel(request):
+        return FakeOutcome(
+            {"failed": True, "msg": "squeue failed: Unable to contact slurm controller", "cancelled": []}
+        )
+
+    step = fail_jobs_run.SlurmStep(fail_jobs_run.with_defaults({}), cancel=cancel)
+    with pytest.raises(RecoveryError) as raised:
+        step([JOB % 1], False)
+    assert str(raised.value) == (
+        "Slurm jobs of 1 job(s) could not be made absent: squeue failed: Unable to contact "
+        "slurm controller (nothing of this batch was changed in the database; "
+        "slurm_errors=ignore goes on regardless)"
+    )
+
+    lenient = fail_jobs_run.SlurmStep(fail_jobs_run.with_defaults({"slurm_errors": "ignore"}), cancel=cancel)
+    assert lenient([JOB % 1], False)["failed"] is False
+    assert lenient.warnings == [
+        "Slurm jobs of 1 job(s) could not be made absent: squeue failed: Unable to contact "
+        "slurm controller (ignored: slurm_errors=ignore)"
+    ]
+
+
+def test_prepare_checks_everything_before_connecting():
+    settings, options, slurm, skipped, db_wait = fail_jobs_run.prepare(
+        dict(NO_FILES, before="@1448378837", retry=True, batch_size=20, db_wait=3)
+    )
+    assert settings.dbname == "arvados_test"
+    assert options.threshold.to_iso8601() == "2015-11-24T15:27:17Z"
+    assert options.retry is True and options.batch_size == 20
+    assert slurm is None and skipped == "cancel_slurm_jobs is false"
+    assert db_wait == 3
+
+
+def test_run_fail_jobs_refuses_a_bad_before_without_connecting():
+    def connect_db(*args, **kwargs):
+        raise AssertionError("must not connect")
+
+    with pytest.raises(RecoveryError, match="accepted forms: 'reboot'"):
+        fail_jobs_run.run_fail_jobs(dict(NO_FILES, before="soonish"), connect_db=connect_db)
+
+
+@pytest.mark.parametrize("name", ["retry", "revoke_tokens"])
+def test_options_file_strings_for_booleans_are_read_or_refused(name):
+    try:
+        _settings, options, _slurm, _slurm_skipped, _db_wait = fail_jobs_run.prepare(dict(NO_FILES, **{name: "false"}))
+    except RecoveryError:
+        return  # refusing the value is as good as reading it right
+    assert getattr(options, name) is False
+
+
+def test_a_mistyped_option_in_the_options_file_is_a_one_line_reason(tmp_path):
+    options_file = tmp_path / "options.yml"
+    options_file.write_text(json.dumps(dict(NO_FILES, lock_wait="ten")))
+    stderr = io.StringIO()
+    reporter = fail_jobs_cli.Reporter(stream=stderr, journald=False)
+    assert fail_jobs_cli.main(["--options-file", str(options_file)], stdout=io.StringIO(), reporter=reporter) == 1
+    assert "lock_wait" in stderr.getvalue()
+
+
+# -- numbers: nan, inf and negatives, one message style for module and command ------------
+
+
+@pytest.mark.parametrize(
+    "name, value, message",
+    [
+        ("lock_wait", float("nan"), "option lock_wait must be a finite number, got nan"),
+        ("lock_wait", "inf", "option lock_wait must be a finite number, got inf"),
+        ("lock_wait", -1, "option lock_wait must not be negative, got -1.0"),
+        ("db_wait", "nan", "option db_wait must be a finite number, got nan"),
+        ("db_wait", float("inf"), "option db_wait must be a finite number, got inf"),
+        ("db_wait", -0.5, "option db_wait must not be negative, got -0.5"),
+        ("slurm_timeout", "-inf", "option slurm_timeout must be a finite number, got -inf"),
+        ("slurm_timeout", 0, "option slurm_timeout must be above 0, got 0.0"),
+        ("slurm_max_scancel_per_second", "nan", "option slurm_max_scancel_per_second must be a finite number, got nan"),
+        ("batch_size", 0, "option batch_size must be a positive integer, got 0"),
+        ("slurm_max_concurrent_scancel", -2, "option slurm_max_concurrent_scancel must be a positive integer, got -2"),
+    ],
+)
+def test_numbers_out_of_range_are_refused_with_one_message_style(name, value, message):
+    with pytest.raises(ConfigError) as raised:
+        fail_jobs_run.with_defaults({name: value})
+    assert str(raised.value) == message
+
+
+@pytest.mark.parametrize("value", [2.5, float("nan"), float("inf"), "1e400"])
+def test_an_int_option_refuses_what_is_not_a_whole_number(value):
+    with pytest.raises(ConfigError, match="option batch_size must be of type int"):
+        fail_jobs_run.with_defaults({"batch_size": value})
+
+
+def test_zero_waits_are_allowed():
+    full = fail_jobs_run.with_defaults({"lock_wait": 0, "db_wait": "0"})
+    assert (full["lock_wait"], full["db_wait"]) == (0.0, 0.0)
+
+
+def test_the_engine_refuses_nan_and_inf_waits_too():
+    for value in (float("nan"), float("inf")):
+        with pytest.raises(RecoveryError, match="lock_wait must be a finite number"):
+            CleanupOptions(lock_wait=value)
+
+
+def test_nan_from_the_command_line_is_refused_before_the_database_is_opened():
+    stderr = io.StringIO()
+    reporter = fail_jobs_cli.Reporter(stream=stderr, journald=False)
+    assert (
+        fail_jobs_cli.main(
+            ["--config", "", "--db-name", "x", "--db-wait", "nan"], stdout=io.StringIO(), reporter=reporter
+        )
+        == 1
+    )
+    assert stderr.getvalue() == "arvados-fail-jobs: option db_wait must be a finite number, got nan\n"
+
+
+# -- database errors: what failed, and what was done by then -------------------------------
+
+
+class FakeDatabaseError(Exception):
+    def __init__(self, text, sqlstate=None):
+        super().__init__(text)
+        self.sqlstate = sqlstate
+
+
+def test_a_missing_privilege_before_any_batch_names_the_user_and_the_step():
+    cleaner = fail_jobs.JobCleaner(None, None, CleanupOptions())
+    cleaner.step = "taking the cleanup lock (pg_try_advisory_lock)"
+    error = FakeDatabaseError("permission denied for function pg_try_advisory_lock", "42501")
+    assert fail_jobs_run.database_error_message(error, cleaner, "arvados", None) == (
+        "the database user arvados lacks a privilege the cleanup needs, while taking the "
+        "cleanup lock (pg_try_advisory_lock), nothing was changed: permission denied for "
+        "function pg_try_advisory_lock"
+    )
+
+
+def test_an_error_in_a_batch_says_it_was_rolled_back_and_after_batches_what_was_kept():
+    cleaner = fail_jobs.JobCleaner(None, None, CleanupOptions())
+    cleaner._batch_under_way = True
+    assert fail_jobs_run.database_error_message(
+        FakeDatabaseError("deadlock detected pw", "40P01"), cleaner, "arvados", "pw"
+    ) == ("database error, the batch under way was rolled back (a rerun finishes the work): deadlock detected ********")
+    cleaner._batch_under_way = False
+    cleaner.result.batches = 3
+    cleaner.step = "listing the Running jobs"
+    assert fail_jobs_run.database_error_message(
+        FakeDatabaseError("server closed the connection"), cleaner, "arvados", None
+    ) == (
+        "database error, while listing the Running jobs, after 3 batch(es) committed whole "
+        "(a rerun finishes the work): server closed the connection"
+    )

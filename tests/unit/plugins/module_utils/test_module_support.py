@@ -1,0 +1,97 @@
+"""module_support: the argument_spec made from an option table, and the one way the
+database modules run their engine and report."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from plugins.module_utils import module_support
+from plugins.module_utils.errors import ConfigError
+from plugins.module_utils.module_support import argument_spec, canonical_params, run_engine
+
+OPTIONS = {
+    "db_host": {"type": "str", "default": None, "aliases": ["login_host"], "help": "database host"},
+    "batch_size": {"type": "int", "default": 100, "help": "rows per batch"},
+}
+
+
+@pytest.fixture(autouse=True)
+def psycopg_installed(monkeypatch):
+    """psycopg counts as installed (the version stage's virtualenvs do not have it)."""
+    monkeypatch.setattr(module_support, "psycopg_import_error", lambda: None)
+
+
+class Exited(Exception):
+    pass
+
+
+class FakeModule:
+    """What run_engine uses of AnsibleModule; exit_json and fail_json end the run as they do."""
+
+    def __init__(self, params):
+        self.params = params
+        self.warnings = []
+
+    def warn(self, text):
+        self.warnings.append(text)
+
+    def exit_json(self, **result):
+        raise Exited(dict(result))
+
+    def fail_json(self, **result):
+        raise Exited(dict(result, failed=True))
+
+
+def outcome(module, engine):
+    with pytest.raises(Exited) as exited:
+        run_engine(module, engine, OPTIONS, lambda library: "%s is missing" % library)
+    return exited.value.args[0]
+
+
+def test_the_argument_spec_has_no_help_and_no_none_default():
+    assert argument_spec(OPTIONS) == {
+        "db_host": {"type": "str", "aliases": ["login_host"]},
+        "batch_size": {"type": "int", "default": 100},
+    }
+
+
+def test_an_option_given_by_its_alias_reaches_the_engine_by_its_name():
+    # AnsibleModule keeps the value under the alias too; an engine refuses names it does not know.
+    params = {"db_host": "db.example.org", "login_host": "db.example.org", "batch_size": 100}
+    assert canonical_params(params, OPTIONS) == {"db_host": "db.example.org", "batch_size": 100}
+    seen = {}
+    result = outcome(FakeModule(params), lambda given: seen.update(given) or {"changed": False, "warnings": []})
+    assert seen == {"db_host": "db.example.org", "batch_size": 100}
+    assert result == {"changed": False}
+
+
+def test_warnings_are_ansible_warnings_not_result_keys():
+    module = FakeModule({"batch_size": 1})
+    result = outcome(module, lambda given: {"changed": True, "warnings": ["slurm was slow"]})
+    assert module.warnings == ["slurm was slow"]
+    assert result == {"changed": True}
+
+
+def test_an_engine_error_is_the_failure_message():
+    def refuse(given):
+        raise ConfigError("batch_size must be at least 1, not 0")
+
+    assert outcome(FakeModule({"batch_size": 0}), refuse) == {
+        "msg": "batch_size must be at least 1, not 0",
+        "failed": True,
+    }
+
+
+def test_without_psycopg_it_fails_before_the_engine_runs(monkeypatch):
+    monkeypatch.undo()
+    # None in sys.modules makes `import psycopg` raise ImportError.
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+
+    def never(given):
+        raise AssertionError("the engine ran")
+
+    failure = outcome(FakeModule({}), never)
+    assert failure["msg"] == "psycopg (version 3) is missing"
+    assert "import of psycopg halted" in failure["exception"]

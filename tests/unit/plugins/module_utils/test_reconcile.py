@@ -1,0 +1,445 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to arvados_ops.recovery
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The reconciliation's decisions with a fake clock, a scripted squeue and a fake database
+whose rows a test may change between the two listings."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Callable, Dict, List, Optional
+
+import pytest
+
+from plugins.module_utils.errors import ConfigError, RecoveryError
+from plugins.module_utils.reconcile import (
+    CONTAINERS,
+    JOBS,
+    Listing,
+    Record,
+    SlurmJob,
+    parse_listing,
+    squeue_command,
+    stray_reason,
+)
+from plugins.module_utils.reconcile_db import choose_prefix
+from plugins.module_utils.reconcile_run import ReconcileOptions, Reconciler, SlurmLister
+from tests.unit.plugins.module_utils.slurm_fakes import FakeClock
+
+P = "zzzzz"
+JOB_A = P + "-8i9sb-aaaaaaaaaaaaaaa"
+JOB_B = P + "-8i9sb-bbbbbbbbbbbbbbb"
+JOB_C = P + "-8i9sb-ccccccccccccccc"
+CTR_A = P + "-dz642-aaaaaaaaaaaaaaa"
+CTR_B = P + "-dz642-bbbbbbbbbbbbbbb"
+OTHER = "yyyyy-dz642-aaaaaaaaaaaaaaa"
+STARTED = datetime(2026, 11, 30, 10, 0, 0)
+LOCK = P + "-gj3su-000000000000000"
+
+
+def line(job_id, name, state="RUNNING", user="crunch", nodes="compute1"):
+    return "|".join((job_id, state, user, nodes, name))
+
+
+def job(uuid, state="Running"):
+    return Record(uuid, state, STARTED if state == "Running" else None, P + "-tpzed-u", None)
+
+
+def container(uuid, state="Running", priority=1):
+    return Record(uuid, state, STARTED, LOCK if state in ("Locked", "Running") else None, priority)
+
+
+class FakeDatabase:
+    def __init__(self, rows: List[Record]) -> None:
+        self.rows = {row.uuid: row for row in rows}
+        self.statements = 0
+        self.holders: List[Dict[str, object]] = []
+
+    def kind(self, uuid):
+        return JOBS if "-8i9sb-" in uuid else CONTAINERS
+
+    def live(self, kind):
+        self.statements += 1
+        states = ("Running",) if kind == JOBS else ("Locked", "Running")
+        for row in list(self.rows.values()):
+            if self.kind(row.uuid) == kind and row.state in states:
+                yield row
+
+    def by_uuid(self, kind, uuids):
+        self.statements += 1
+        return {uuid: self.rows[uuid] for uuid in uuids if uuid in self.rows and self.kind(uuid) == kind}
+
+    def reread(self, kind, candidates, live):
+        return self.by_uuid(kind, candidates)
+
+    def lock_holders(self):
+        self.statements += 1
+        return self.holders
+
+    def cluster_prefix(self):
+        return P
+
+
+class ScriptedLister:
+    """Each squeue returns the next output; `between` runs as the second squeue starts,
+    so after the scan of the live records and before they are read again."""
+
+    def __init__(self, outputs: List[List[str]], between: Optional[Callable[[], None]] = None):
+        self.outputs = list(outputs)
+        self.between = between
+        self.calls = 0
+
+    def start(self):
+        self.calls += 1
+        if self.calls == 2 and self.between:
+            self.between()
+        return self.outputs.pop(0)
+
+    def finish(self, output, prefix, kinds) -> Listing:
+        return parse_listing("\n".join(output) + "\n", prefix, kinds)
+
+
+def options(**overrides):
+    values = dict(
+        kinds=(JOBS, CONTAINERS),
+        settle=10.0,
+        orphans="evidence",
+        cluster_prefix=P,
+        slurm_user=None,
+        slurm_clusters=None,
+        squeue_path="/bin/true",
+        command_timeout=10.0,
+        db_wait=0.0,
+        query_timeout=60.0,
+        batch_size=2,
+    )
+    values.update(overrides)
+    return ReconcileOptions(**values)
+
+
+def reconcile(db, outputs, between=None, clock=None, **overrides):
+    return Reconciler(options(**overrides), db, ScriptedLister(outputs, between), clock or FakeClock()).run()
+
+
+def uuids(entries):
+    return [entry["uuid"] for entry in entries]
+
+
+# -- parsing ------------------------------------------------------------------------------
+
+
+def test_only_exact_uuid_names_of_the_cluster_are_kept():
+    listing = parse_listing(
+        "\n".join(
+            [
+                line("1", JOB_A),
+                line("2", CTR_A),
+                line("3", OTHER),
+                line("4", JOB_A + "x"),
+                line("5", "zzzzz-xvhdp-aaaaaaaaaaaaaaa"),
+                line("6", "ZZZZZ-8i9sb-aaaaaaaaaaaaaaa"),
+                line("7", JOB_B, state="CANCELLED"),
+                "CLUSTER: east",
+                "",
+            ]
+        ),
+        P,
+        (JOBS, CONTAINERS),
+    )
+    assert sorted(listing.by_name) == sorted([JOB_A, CTR_A])
+    assert listing.other_clusters == 1
+    assert listing.names(JOBS) == [JOB_A]
+
+
+def test_a_name_holding_the_separator_still_parses():
+    listing = parse_listing("9|PENDING|bob||a|b\n", P, (JOBS,))
+    assert listing.count() == 0
+    assert parse_listing(line("9", JOB_A, nodes="c[1-3],d4"), P, (JOBS,)).by_name[JOB_A] == [
+        SlurmJob("9", "RUNNING", "crunch", "c[1-3],d4", JOB_A)
+    ]
+
+
+def test_kinds_not_asked_for_are_ignored():
+    listing = parse_listing(line("1", JOB_A) + "\n" + line("2", CTR_A), P, (CONTAINERS,))
+    assert list(listing.by_name) == [CTR_A]
+
+
+def test_the_squeue_command_is_one_listing_of_every_user():
+    assert squeue_command("/usr/bin/squeue", None) == [
+        "/usr/bin/squeue",
+        "--noheader",
+        "--all",
+        "--array",
+        "--format=%i|%T|%u|%N|%j",
+    ]
+    assert squeue_command("squeue", "east")[-1] == "--clusters=east"
+
+
+# -- strays -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kind, record, stray",
+    [
+        (JOBS, None, True),
+        (JOBS, job(JOB_A, "Running"), False),
+        (JOBS, job(JOB_A, "Queued"), False),
+        (JOBS, job(JOB_A, "Complete"), True),
+        (JOBS, job(JOB_A, "Failed"), True),
+        (JOBS, job(JOB_A, "Cancelled"), True),
+        (CONTAINERS, None, True),
+        (CONTAINERS, container(CTR_A, "Running"), False),
+        (CONTAINERS, container(CTR_A, "Locked"), False),
+        (CONTAINERS, container(CTR_A, "Queued"), False),
+        (CONTAINERS, container(CTR_A, "Running", priority=0), True),
+        (CONTAINERS, container(CTR_A, "Complete"), True),
+        (CONTAINERS, container(CTR_A, "Cancelled"), True),
+    ],
+)
+def test_which_slurm_jobs_are_stray(kind, record, stray):
+    assert (stray_reason(kind, record) is not None) == stray
+
+
+def test_strays_carry_their_slurm_details_and_reason():
+    db = FakeDatabase([job(JOB_A, "Complete"), container(CTR_A, "Cancelled", priority=0), job(JOB_B), container(CTR_B)])
+    queue = [
+        line("11", JOB_A, nodes="c1"),
+        line("12", CTR_A, state="PENDING", nodes=""),
+        line("13", JOB_B),
+        line("14", CTR_B),
+        line("15", JOB_C),
+    ]
+    result = reconcile(db, [queue, queue])
+    strays = {entry["job_id"]: entry for entry in result["stray_slurm_jobs"]}
+    assert sorted(strays) == ["11", "12", "15"]
+    assert strays["11"] == {
+        "job_id": "11",
+        "state": "RUNNING",
+        "user": "crunch",
+        "nodes": "c1",
+        "name": JOB_A,
+        "kind": "job",
+        "record_state": "Complete",
+        "priority": None,
+        "reason": "job is Complete: only Running and Queued jobs have a Slurm job",
+    }
+    assert strays["12"]["record_state"] == "Cancelled"
+    assert strays["15"]["reason"] == "no job of this UUID in the database"
+
+
+def test_completing_strays_are_counted_not_listed_and_other_users_are_left_out():
+    db = FakeDatabase([job(JOB_A, "Complete"), job(JOB_B, "Failed")])
+    queue = [line("1", JOB_A, state="COMPLETING"), line("2", JOB_B, user="alice")]
+    result = reconcile(db, [queue, queue], slurm_user="crunch")
+    assert result["stray_slurm_jobs"] == []
+    assert result["ending_slurm_jobs"] == 1
+
+
+def test_strays_are_judged_on_the_second_listing():
+    db = FakeDatabase([job(JOB_A, "Complete")])
+    result = reconcile(db, [[line("1", JOB_A)], []])
+    assert result["stray_slurm_jobs"] == []
+
+
+# -- orphans ------------------------------------------------------------------------------
+
+
+def test_absent_from_both_listings_and_unchanged_is_orphaned():
+    db = FakeDatabase([job(JOB_A), job(JOB_B), container(CTR_A, "Locked"), container(CTR_B)])
+    queue = [line("1", JOB_A), line("2", CTR_B)]
+    result = reconcile(db, [queue, queue])
+    assert uuids(result["orphaned_jobs"]) == [JOB_B]
+    assert uuids(result["orphaned_containers"]) == [CTR_A]
+    assert result["orphaned_containers"][0]["locked_by_uuid"] == LOCK
+    assert result["orphaned_jobs"][0]["started_at"] == "2026-11-30T10:00:00"
+    assert result["evidence"] == {
+        JOBS: {"live": 2, "with_slurm_job": 1, "without_slurm_job": 1},
+        CONTAINERS: {"live": 2, "with_slurm_job": 1, "without_slurm_job": 1},
+    }
+
+
+def test_a_slurm_job_submitted_between_the_listings_saves_its_job():
+    db = FakeDatabase([job(JOB_A), job(JOB_B)])
+    result = reconcile(db, [[line("1", JOB_A)], [line("1", JOB_A), line("2", JOB_B)]])
+    assert result["orphaned_jobs"] == []
+    assert result["evidence"][JOBS]["with_slurm_job"] == 2
+
+
+def test_a_record_that_changed_before_the_reread_is_not_orphaned():
+    db = FakeDatabase([job(JOB_A), job(JOB_B), job(JOB_C), container(CTR_A)])
+
+    def change():
+        db.rows[JOB_B] = job(JOB_B, "Failed")
+        # Requeued and started again: another run of the job.
+        db.rows[JOB_C] = job(JOB_C)._replace(started_at=datetime(2026, 11, 30, 11, 0, 0))
+        del db.rows[CTR_A]
+
+    result = reconcile(
+        db, [[line("1", JOB_A)], [line("1", JOB_A)]], between=change, kinds=(JOBS, CONTAINERS), orphans="always"
+    )
+    assert result["orphaned_jobs"] == []
+    assert result["orphaned_containers"] == []
+
+
+def test_a_record_that_became_live_after_the_scan_is_not_a_candidate():
+    db = FakeDatabase([job(JOB_A)])
+
+    def start_another():
+        db.rows[JOB_B] = job(JOB_B)
+
+    result = reconcile(db, [[line("1", JOB_A)], [line("1", JOB_A)]], between=start_another)
+    assert result["orphaned_jobs"] == []
+
+
+def test_without_evidence_orphans_are_withheld_per_kind():
+    db = FakeDatabase([job(JOB_A), container(CTR_A), container(CTR_B)])
+    queue = [line("1", CTR_A)]
+    result = reconcile(db, [queue, queue])
+    assert result["orphaned_jobs"] == []
+    assert result["orphans_withheld"][JOBS].startswith("Slurm shows no Slurm job for any of the 1 live jobs")
+    assert uuids(result["orphaned_containers"]) == [CTR_B]
+    assert result["orphans_withheld"][CONTAINERS] is None
+
+
+def test_always_reports_orphans_when_slurm_shows_nothing_and_never_reports_none():
+    db = FakeDatabase([job(JOB_A)])
+    assert uuids(reconcile(db, [[], []], orphans="always")["orphaned_jobs"]) == [JOB_A]
+    never = reconcile(FakeDatabase([job(JOB_A), job(JOB_B)]), [[line("1", JOB_A)]] * 2, orphans="never")
+    assert never["orphaned_jobs"] == [] and never["orphans_withheld"][JOBS] == "orphans: never"
+
+
+def test_nothing_live_withholds_nothing():
+    result = reconcile(FakeDatabase([]), [[], []])
+    assert result["orphans_withheld"] == {JOBS: None, CONTAINERS: None}
+
+
+# -- polls, time, cost --------------------------------------------------------------------
+
+
+def test_the_second_listing_starts_settle_seconds_after_the_first():
+    clock = FakeClock()
+    starts = []
+
+    class TimedLister(ScriptedLister):
+        def start(self):
+            starts.append(clock.now())
+            return super().start()
+
+        def finish(self, output, prefix, kinds):
+            clock.sleep(0.5)
+            return super().finish(output, prefix, kinds)
+
+    Reconciler(options(settle=7.0), FakeDatabase([job(JOB_A)]), TimedLister([[line("1", JOB_A)]] * 2), clock).run()
+    assert starts == [1000.0, 1007.0]
+
+
+def test_reads_are_set_based_whatever_the_number_of_records():
+    rows = [job("%s-8i9sb-%015d" % (P, n)) for n in range(50)]
+    db = FakeDatabase(rows)
+    result = reconcile(db, [[line("1", rows[0].uuid)]] * 2, kinds=(JOBS,), batch_size=10000)
+    assert result["slurm"]["squeue_calls"] == 2
+    # One scan, one re-read of the candidates, one read of the names, one look at the lock.
+    assert db.statements == 4
+    assert len(result["orphaned_jobs"]) == 49
+
+
+def test_the_dispatcher_lock_is_reported():
+    db = FakeDatabase([])
+    db.holders = [{"pid": 42, "application_name": None, "client_addr": None, "backend_start": None}]
+    assert reconcile(db, [[], []])["dispatcher"]["lock_held"] is True
+    db.holders = []
+    dispatcher = reconcile(db, [[], []])["dispatcher"]
+    assert dispatcher["lock_held"] is False and dispatcher["lock_key"] == 10005
+
+
+# -- options and failures -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"settle": -1}, "settle must be a number of seconds of 0 or more"),
+        ({"settle": float("nan")}, "settle"),
+        ({"command_timeout": 0}, "command_timeout must be a number of seconds above 0"),
+        ({"kinds": []}, "kinds must be a non-empty list"),
+        ({"kinds": ["jobs", "tasks"]}, "unknown kind(s) 'tasks'"),
+        ({"orphans": "maybe"}, "orphans must be one of evidence, always, never"),
+        ({"cluster_prefix": "zz"}, "cluster_prefix"),
+        ({"batch_size": 0}, "batch_size must be a whole number of 1 or more"),
+        ({"slurm_user": "a b"}, "slurm_user: invalid value"),
+        ({"slurm_clusters": "a;b"}, "slurm_clusters: invalid value"),
+    ],
+)
+def test_bad_options_name_the_bad_value(params, message):
+    with pytest.raises(ConfigError) as raised:
+        ReconcileOptions.from_params(dict(params, squeue_path="/bin/true"))
+    assert message in str(raised.value)
+
+
+def test_defaults():
+    opts = ReconcileOptions.from_params({"squeue_path": "/bin/true"})
+    assert (opts.kinds, opts.settle, opts.orphans, opts.batch_size) == ((JOBS, CONTAINERS), 10.0, "evidence", 10000)
+
+
+def test_the_prefix_must_be_unambiguous():
+    assert choose_prefix(["zzzzz"]) == "zzzzz"
+    with pytest.raises(ConfigError, match="no system user"):
+        choose_prefix([])
+    with pytest.raises(ConfigError, match="zzzzz, yyyyy"):
+        choose_prefix(["zzzzz", "yyyyy"])
+
+
+class _Handle:
+    def __init__(self, returncode, stdout="", stderr=""):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+        self.killed = False
+
+    def wait(self, timeout):
+        return self.returncode
+
+    def kill(self):
+        self.killed = True
+
+    def output(self):
+        return self.stdout, self.stderr
+
+
+class _Runner:
+    def __init__(self, handle):
+        self.handle = handle
+        self.argv = None
+        self.env = None
+
+    def start(self, argv, env):
+        self.argv, self.env = argv, env
+        return self.handle
+
+
+def test_squeue_failing_or_hanging_is_an_error_naming_why():
+    down = _Runner(_Handle(1, stderr="squeue: error: Unable to contact slurm controller\n"))
+    lister = SlurmLister(options(), down, {"SQUEUE_NAMES": "x", "PATH": "/bin"})
+    with pytest.raises(RecoveryError, match="squeue failed \\(exit 1\\): squeue: error: Unable"):
+        lister.finish(lister.start(), P, (JOBS,))
+    assert "SQUEUE_NAMES" not in down.env and down.env["LC_ALL"] == "C"
+    hung = _Runner(_Handle(None))
+    with pytest.raises(RecoveryError, match="did not answer within 10 s"):
+        hung_lister = SlurmLister(options(), hung, {})
+        hung_lister.finish(hung_lister.start(), P, (JOBS,))
+    assert hung.handle.killed
+
+
+def test_candidates_are_reread_by_uuid_while_few_else_by_a_second_scan():
+    from plugins.module_utils.reconcile_db import DatabaseReader
+
+    reader = DatabaseReader(conn=None, batch_size=10)
+    rows = {JOB_A: job(JOB_A), JOB_B: job(JOB_B), JOB_C: job(JOB_C)}
+    calls = []
+    reader.by_uuid = lambda kind, uuids: calls.append("by_uuid") or {u: rows[u] for u in uuids}
+    reader.live = lambda kind: calls.append("scan") or iter(rows.values())
+    assert reader.reread(JOBS, {JOB_A: rows[JOB_A]}, live=3) == {JOB_A: rows[JOB_A]}
+    assert reader.reread(JOBS, {JOB_A: rows[JOB_A], JOB_B: rows[JOB_B]}, live=3) == {
+        JOB_A: rows[JOB_A],
+        JOB_B: rows[JOB_B],
+    }
+    assert calls == ["by_uuid", "scan"]

@@ -1,0 +1,279 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to arvados_ops.recovery
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Stopping jobs as crunch-dispatch-slurm does (option stop), against the scripted Slurm."""
+
+from __future__ import annotations
+
+import pytest
+from slurm_fakes import FakeClock, FakeSlurm, Scripted, fake_client_directory
+
+from plugins.module_utils.fail_jobs_run import ALL_OPTIONS, SlurmStep
+from plugins.module_utils.slurm_cancel import (
+    SCANCEL_CHECK_INTERVAL,
+    CancelRequest,
+    CancelRequestError,
+    cancel_jobs,
+)
+
+ENVIRON = {"PATH": "/usr/bin:/bin"}
+TERM = ["scancel", "--signal=TERM", "--batch"]
+REMOVE = ["scancel", "--state=PENDING"]
+# How late after its instant the engine may notice something: a reap check, plus one squeue.
+LATENESS = SCANCEL_CHECK_INTERVAL + 0.005 + 1e-6
+
+
+def container(number: int) -> str:
+    return "zzzzz-dz642-%015d" % number
+
+
+def crunch_job(number: int) -> str:
+    return "zzzzz-8i9sb-%015d" % number
+
+
+@pytest.fixture
+def slurm():
+    return FakeSlurm(FakeClock())
+
+
+def run(slurm, **options):
+    return cancel_jobs(CancelRequest(**options), runner=slurm, clock=slurm.clock, environ=ENVIRON)
+
+
+def ids(entries):
+    return [entry["job_id"] for entry in entries]
+
+
+def test_auto_removes_pending_terminates_running_containers_and_cancels_crunch_v1_jobs(slurm):
+    slurm.add(11, container(1), "RUNNING", exits_after_signal=0.3)
+    slurm.add(12, container(2), "PENDING")
+    slurm.add(13, crunch_job(3), "RUNNING")
+    slurm.add(14, crunch_job(4), "PENDING")
+    result = run(slurm, names=[container(1), container(2), crunch_job(3), crunch_job(4)])
+
+    assert slurm.argvs("scancel") == [REMOVE + ["12"], ["scancel", "14", "13"], TERM + ["11"]]
+    first, cancel, term = slurm.calls("scancel")
+    # The calls holding only running jobs wait for the one holding pending ones alone.
+    assert cancel.started >= first.ends and term.started >= first.ends
+    assert [job.received for job in slurm.jobs.values()] == [["TERM+batch"], ["cancel"], ["cancel"], ["cancel"]]
+    assert ids(result.terminated) == ["11"]
+    assert sorted(ids(result.cancelled)) == ["12", "13", "14"]
+    assert result.changed and not result.failed and result.remaining == []
+    assert result.msg == "sent TERM to 1, cancelled 3 Slurm job(s)"
+    assert slurm.jobs["11"].gone_at is not None and result.messages == []
+
+
+def test_a_job_that_leaves_on_its_term_is_never_cancelled_outright(slurm):
+    slurm.add(11, container(1), "RUNNING", exits_after_signal=1.0)
+    result = run(slurm, names=[container(1)], terminate_grace=5)
+    assert slurm.argvs("scancel") == [TERM + ["11"]]
+    assert slurm.jobs["11"].received == ["TERM+batch"]
+    assert ids(result.terminated) == ["11"] and result.cancelled == []
+    assert not result.failed and result.squeue_calls == len(slurm.calls("squeue"))
+    assert result.squeue_calls + result.scancel_calls <= 10
+
+
+def test_a_job_that_ignores_its_term_is_cancelled_after_the_grace_and_not_before(slurm):
+    slurm.add(11, container(1), "RUNNING")
+    result = run(slurm, names=[container(1)], terminate_grace=5, retry_delay=0.5, log_interval=100)
+
+    assert slurm.argvs("scancel") == [TERM + ["11"], ["scancel", "11"]]
+    term, cancel = slurm.calls("scancel")
+    assert term.ends + 5 <= cancel.started <= term.ends + 5 + LATENESS
+    # The cancel follows a listing that began once the grace was over, one squeue per round.
+    last_look = max(
+        (call for call in slurm.calls("squeue") if call.started < cancel.started), key=lambda call: call.started
+    )
+    assert last_look.started >= term.ends + 5
+    assert slurm.jobs["11"].received == ["TERM+batch", "cancel"]
+    assert ids(result.terminated) == ids(result.cancelled) == ["11"]
+    assert not result.failed and result.remaining == []
+    assert result.messages[1:] == ["1 Slurm job(s) still queued 5 s after their TERM, cancelled outright: 11"]
+    assert result.messages[0].startswith("Slurm job 11 (%s) still in queue, RUNNING" % container(1))
+    # During the grace the looks back off to one a second, and one falls on its end.
+    starts = [call.started for call in slurm.calls("squeue") if term.ends < call.started < cancel.started]
+    gaps = [round(later - earlier - slurm.squeue_duration, 6) for earlier, later in zip(starts, starts[1:])]
+    assert gaps[:8] == [0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.0] and max(gaps) <= 1.0
+    assert result.squeue_calls == len(slurm.calls("squeue")) <= 15
+
+
+def test_a_job_that_outlives_even_its_cancel_gets_more_cancels_never_a_second_term(slurm):
+    slurm.add(11, container(1), "RUNNING")
+    slurm.unkillable.add("11")
+    result = run(slurm, names=[container(1)], terminate_grace=2, retry_delay=1, timeout=6)
+    assert slurm.argvs("scancel")[0] == TERM + ["11"]
+    assert set(map(tuple, slurm.argvs("scancel")[1:])) == {("scancel", "11")}
+    assert result.failed and ids(result.remaining) == ["11"]
+    assert "sent TERM to 1, cancelled 1 Slurm job(s); 1 still queued after 6 s" in result.msg
+
+
+def test_a_failed_term_is_sent_again_after_error_retry_delay_and_the_grace_counts_from_the_one_taken(slurm):
+    slurm.add(11, container(1), "RUNNING", exits_after_signal=0.5)
+    slurm.script("scancel", Scripted(returncode=1, stderr="scancel: error: Socket timed out", takes_effect=False))
+    result = run(slurm, names=[container(1)], terminate_grace=5, error_retry_delay=3)
+    failed, taken = slurm.calls("scancel")
+    assert slurm.argvs("scancel") == [TERM + ["11"], TERM + ["11"]]
+    assert failed.ends + 3 <= taken.started <= failed.ends + 3 + LATENESS
+    assert slurm.jobs["11"].received == ["TERM+batch"]
+    assert ids(result.terminated) == ["11"] and result.cancelled == [] and not result.failed
+
+
+def test_a_pending_job_that_starts_before_its_removal_is_left_running_then_gets_term(slurm):
+    # Listed pending at 0.005 s; it starts before the scancel takes effect (0.085 s).
+    slurm.add(11, container(1), "PENDING", starts_at=slurm.clock.start + 0.05, exits_after_signal=0.2)
+    result = run(slurm, names=[container(1)], retry_delay=1)
+    assert slurm.argvs("scancel") == [REMOVE + ["11"], TERM + ["11"]]
+    removal, term = slurm.calls("scancel")
+    assert removal.ends + 1 <= term.started <= removal.ends + 1 + LATENESS
+    assert slurm.jobs["11"].received == ["TERM+batch"]  # never a plain cancel
+    assert ids(result.terminated) == ids(result.cancelled) == ["11"]
+    assert not result.failed
+
+
+def test_without_wait_the_call_ends_once_slurm_took_the_term(slurm):
+    slurm.add(11, container(1), "RUNNING")
+    slurm.add(12, container(2), "PENDING")
+    result = run(slurm, names=[container(1), container(2)], wait=False)
+    assert slurm.argvs("scancel") == [REMOVE + ["12"], TERM + ["11"]]
+    # A fresh look between the removal and the TERM, none after the TERM.
+    assert (result.squeue_calls, result.scancel_calls, result.failed) == (2, 2, False)
+    assert slurm.calls("squeue")[-1].started < slurm.calls("scancel")[-1].started
+    assert ids(result.terminated) == ["11"] and ids(result.cancelled) == ["12"]
+    assert result.diff_after == ""
+
+
+@pytest.mark.parametrize(
+    "stop, name, expected",
+    [
+        ("cancel", container(1), ["scancel", "11"]),
+        ("terminate", crunch_job(1), TERM + ["11"]),
+        ("terminate", container(1), TERM + ["11"]),
+        ("auto", crunch_job(1), ["scancel", "11"]),
+    ],
+)
+def test_stop_cancel_and_terminate_override_the_uuid_kind(slurm, stop, name, expected):
+    slurm.add(11, name, "RUNNING", exits_after_signal=0.1)
+    result = run(slurm, names=[name], stop=stop)
+    assert slurm.argvs("scancel") == [expected] and not result.failed
+
+
+def test_job_ids_are_stopped_by_the_kind_of_their_listed_name(slurm):
+    slurm.add(11, container(1), "RUNNING", exits_after_signal=0.1)
+    slurm.add(12, crunch_job(2), "RUNNING")
+    slurm.add(13, "not-an-arvados-job", "RUNNING")
+    result = run(slurm, job_ids=["11", "12", "13"])
+    assert slurm.argvs("scancel") == [["scancel", "12", "13"], TERM + ["11"]]
+    assert ids(result.terminated) == ["11"] and sorted(ids(result.cancelled)) == ["12", "13"]
+
+
+def test_a_thousand_containers_take_two_terms_and_few_processes(slurm):
+    for number in range(1, 1001):
+        slurm.add(number, container(number), "RUNNING", exits_after_signal=0.5)
+    result = run(slurm, names=[container(n) for n in range(1, 1001)])
+    assert [call.argv[:3] for call in slurm.calls("scancel")] == [TERM, TERM]
+    assert sorted(int(job_id) for argv in slurm.argvs("scancel") for job_id in argv[3:]) == list(range(1, 1001))
+    assert not result.failed and len(result.terminated) == 1000 and result.cancelled == []
+    assert result.squeue_calls + result.scancel_calls <= 10
+    assert slurm.peak_alive <= 3 + 1
+
+
+def test_check_mode_lists_once_and_predicts_the_first_step_of_each_job(slurm):
+    slurm.add(11, container(1), "RUNNING")
+    slurm.add(12, container(2), "PENDING")
+    slurm.add(13, crunch_job(3), "RUNNING")
+    slurm.add(14, container(4), "COMPLETING")
+    result = run(slurm, names=[container(1), container(2), crunch_job(3), container(4)], check_mode=True)
+    assert len(slurm.processes) == 1 and slurm.calls("scancel") == []
+    assert ids(result.terminated) == ["11"] and ids(result.cancelled) == ["12", "13"]
+    assert result.changed and result.msg == "would have sent TERM to 1, cancelled 2 Slurm job(s)"
+    assert result.diff_after == ""
+    assert all(job.received == [] for job in slurm.jobs.values())
+
+
+def test_a_signal_signals_only_whatever_the_kind(slurm):
+    slurm.add(11, container(1), "RUNNING")
+    result = run(slurm, names=[container(1)], signal="USR1", wait=False)
+    assert slurm.argvs("scancel") == [["scancel", "--signal=USR1", "11"]]
+    assert ids(result.signalled) == ["11"] and result.terminated == [] and result.cancelled == []
+
+
+# -- the request ------------------------------------------------------------------------
+
+
+def test_the_default_deadline_leaves_room_for_the_grace_only_where_a_term_may_go():
+    assert CancelRequest(names=[crunch_job(1)]).timeout == 120.0
+    assert CancelRequest(names=[crunch_job(1)], stop="terminate").timeout == 240.0
+    assert CancelRequest(names=[container(1)]).timeout == 240.0
+    assert CancelRequest(names=[container(1)], terminate_grace=10).timeout == 130.0
+    assert CancelRequest(names=[container(1)], stop="cancel").timeout == 120.0
+    assert CancelRequest(job_ids=["5"]).timeout == 240.0
+    assert CancelRequest(names=[container(1)], signal="TERM").timeout == 120.0
+    assert CancelRequest(names=[container(1)], timeout=30, terminate_grace=10).timeout == 30.0
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"stop": "kill"}, "stop must be one of auto, terminate, cancel, got 'kill'"),
+        ({"stop": None}, "stop must be one of auto, terminate, cancel, got None"),
+        (
+            {"stop": "terminate", "signal": "USR1"},
+            "signal USR1 only signals and stops nothing; it cannot be combined with stop=terminate",
+        ),
+        ({"stop": "cancel", "signal": "TERM", "batch": True}, "cannot be combined with stop=cancel"),
+        ({"terminate_grace": -1}, "terminate_grace must be at least 0, got -1"),
+        ({"terminate_grace": float("inf")}, "terminate_grace must be a finite number"),
+        ({"timeout": 60}, "timeout 60 ends the call before terminate_grace 120 is over"),
+        ({"timeout": 100, "stop": "terminate", "names": [crunch_job(1)]}, "terminate_grace 120"),
+    ],
+)
+def test_bad_stop_options_are_refused_with_the_bad_value(options, message):
+    options.setdefault("names", [container(1)])
+    with pytest.raises(CancelRequestError) as raised:
+        CancelRequest(**options)
+    assert message in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"names": [container(1)], "timeout": 60, "wait": False},
+        {"names": [container(1)], "timeout": 60, "stop": "cancel"},
+        {"names": [crunch_job(1)], "timeout": 60},
+        {"job_ids": ["5"], "timeout": 60},  # of unknown kind until listed
+        {"names": [container(1)], "timeout": 60, "signal": "TERM", "batch": True},
+    ],
+)
+def test_a_short_timeout_is_fine_where_no_job_surely_waits_for_a_grace(options):
+    assert CancelRequest(**options).timeout == 60.0
+
+
+# -- the other canceller of the collection ----------------------------------------------
+
+
+def test_arvados_fail_jobs_still_cancels_crunch_v1_jobs_outright_through_the_same_engine(slurm, tmp_path):
+    clients = fake_client_directory(tmp_path)
+    params = {name: spec.get("default") for name, spec in ALL_OPTIONS.items()}
+    params.update(squeue_path=str(clients / "squeue"), scancel_path=str(clients / "scancel"))
+    step = SlurmStep(
+        params, cancel=lambda request: cancel_jobs(request, runner=slurm, clock=slurm.clock, environ=ENVIRON)
+    )
+    slurm.add(11, crunch_job(1), "RUNNING")
+    slurm.add(12, crunch_job(2), "PENDING")
+    outcome = step([crunch_job(1), crunch_job(2)], check_mode=False)
+    assert scancels_without_path(slurm) == [["12", "11"]]
+    assert sorted(ids(outcome["cancelled"])) == ["11", "12"] and outcome["terminated"] == []
+
+
+def scancels_without_path(slurm):
+    return [argv[1:] for argv in slurm.argvs("scancel")]
+
+
+def test_a_suspended_container_job_is_cancelled_for_slurm_refuses_to_signal_its_batch_step(slurm):
+    slurm.add(11, container(1), "SUSPENDED")
+    slurm.add(12, container(2), "RUNNING", exits_after_signal=0.1)
+    result = run(slurm, names=[container(1), container(2)])
+    assert slurm.argvs("scancel") == [["scancel", "11"], TERM + ["12"]]
+    assert ids(result.cancelled) == ["11"] and ids(result.terminated) == ["12"]
+    assert not result.failed

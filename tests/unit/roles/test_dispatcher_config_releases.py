@@ -1,0 +1,324 @@
+"""dispatcher_config writes, for each Arvados release, only keys that release reads, with
+the types it reads them as: held against the keys and types read from Arvados' own source
+at the tags (tests/data/arvados_config/<tag>.json, made by extract.py there)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from plugins.module_utils import dispatcher_config as dc
+from plugins.module_utils.errors import ConfigError
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "arvados_config"
+SCHEMAS = {path.stem: json.loads(path.read_text()) for path in sorted(DATA.glob("*.json"))}
+REQUIRED_TAGS = {"1.4.3", "2.7.4", "3.1.2", "3.2.1"}
+DURATION = re.compile(r"^(0|([0-9]+(\.[0-9]*)?(ns|us|ms|s|m|h))+)$")
+OPERATOR_FILE = (DATA / "operator-config.yml").read_text()
+
+UNSET = {name: None for name in dc.SETTINGS}
+
+
+def every_setting(release):
+    """Every setting the role has, each set to a value, for the ones this release has."""
+    values = {
+        "api_host": "zzzzz.example.org:443",
+        "auth_token": "dispatcher-token",
+        "insecure": True,
+        "keep_service_uris": ["http://keep0:25107"],
+        "sbatch_arguments": ["--partition=compute"],
+        "poll_period": "1m30s",
+        "crunch_run_command": "/usr/bin/crunch-run",
+        "crunch_run_arguments": ["-cgroup-parent-subsystem=cpu"],
+        "min_retry_period": "30s",
+        "priority_spread": 10,
+        "reserve_extra_ram": 268435456,
+        "batch_size": 100,
+        "system_root_token": "root-token",
+        "controller_url": "https://zzzzz.example.org",
+        "internal_urls": ["http://localhost:9006"],
+        "postgresql_connection": {"host": "db", "user": "arvados", "password": "pw", "dbname": "arvados"},
+        "sbatch_environment": {"SLURM_CONF": "/etc/slurm/slurm.conf"},
+        "sbatch_gpu_arguments": ["--gpus=%G"],
+        "runtime_engine": "singularity",
+    }
+    kept = {}
+    for name, value in values.items():
+        spec = dc.SETTINGS[name]
+        key = dc.release_format(release)
+        since = spec.get(key + "_since", (0, 0, 0))
+        kept[name] = value if key in spec and release >= since else None
+    return kept
+
+
+def flat(mapping, prefix=()):
+    for key, value in mapping.items():
+        if (
+            isinstance(value, dict)
+            and value
+            and key not in ("InternalURLs", "Connection", "SbatchEnvironmentVariables")
+        ):
+            yield from flat(value, prefix + (key,))
+        else:
+            yield ".".join(prefix + (key,)), value
+
+
+def fits(kind, value):
+    if kind == "duration":
+        return isinstance(value, str) and DURATION.match(value)
+    if kind == "bytesize":
+        return isinstance(value, int) or isinstance(value, str)
+    if kind == "list":
+        return isinstance(value, list) and all(isinstance(item, str) for item in value)
+    if kind == "map":
+        return isinstance(value, dict)
+    return type(value).__name__ == kind
+
+
+def written_keys(tag):
+    release = dc.parse_release(tag)
+    if dc.release_format(release) == "legacy":
+        return dict(flat(dc.legacy_document(release, every_setting(release))))
+    wanted = dc.cluster_settings(release, every_setting(release))
+    text = dc.merge_cluster_text(None, "zzzzz", release, wanted)[0]
+    return dict(flat(yaml.safe_load(text)["Clusters"]["zzzzz"]))
+
+
+def test_the_schemas_cover_the_releases_the_role_claims():
+    assert REQUIRED_TAGS <= set(SCHEMAS)
+    for tag, schema in SCHEMAS.items():
+        assert schema["tag"] == tag
+        assert schema["format"] == dc.release_format(dc.parse_release(tag))
+
+
+@pytest.mark.parametrize("tag", sorted(SCHEMAS))
+def test_every_key_written_exists_in_that_release_with_its_type(tag):
+    schema = SCHEMAS[tag]["keys"]
+    written = written_keys(tag)
+    assert written
+    for key, value in written.items():
+        assert key in schema, "%s: Arvados %s has no %s" % (tag, tag, key)
+        assert fits(schema[key], value), "%s: %s is %r, Arvados reads a %s" % (tag, key, value, schema[key])
+
+
+@pytest.mark.parametrize("tag", sorted(SCHEMAS))
+def test_the_release_default_of_sbatch_arguments_is_the_one_the_role_keeps(tag):
+    if SCHEMAS[tag]["format"] == "cluster":
+        assert dc.default_sbatch_arguments(dc.parse_release(tag)) == SCHEMAS[tag]["sbatch_arguments_default"]
+
+
+@pytest.mark.parametrize("tag", [tag for tag in sorted(SCHEMAS) if tag >= "3.2"])
+def test_on_3_2_extra_arguments_come_after_the_release_template_which_names_the_job(tag):
+    written = written_keys(tag)["Containers.SLURM.SbatchArgumentsList"]
+    assert written[:5] == SCHEMAS[tag]["sbatch_arguments_default"]
+    assert "--job-name=%U" in written
+    assert written[-1] == "--partition=compute"
+
+
+@pytest.mark.parametrize("tag", [tag for tag in sorted(SCHEMAS) if "2." < tag < "3.2"])
+def test_before_3_2_the_extra_arguments_are_written_alone(tag):
+    assert written_keys(tag)["Containers.SLURM.SbatchArgumentsList"] == ["--partition=compute"]
+
+
+def required_only(release):
+    return dict(
+        UNSET,
+        system_root_token="t",
+        controller_url="https://c",
+        internal_urls=["http://localhost:9006"],
+        postgresql_connection={"host": "db"},
+    )
+
+
+def test_on_3_2_with_the_defaults_the_sbatch_list_is_not_written_and_the_release_default_names_the_job():
+    release = dc.parse_release("3.2.1")
+    wanted = dc.cluster_settings(release, required_only(release))
+    assert ("Containers", "SLURM", "SbatchArgumentsList") not in wanted
+    text = dc.merge_cluster_text(None, "zzzzz", release, wanted)[0]
+    assert "SbatchArgumentsList" not in text
+
+
+@pytest.mark.parametrize(
+    "arguments", [["--mem=%M"], [], ["--job-name=%U", "--job-name=other"], ["--job-name=%U", "-Jx"]]
+)
+def test_on_3_2_a_result_whose_jobs_would_be_unnamed_is_refused(arguments):
+    release = dc.parse_release("3.2")
+    text = "Clusters:\n  zzzzz:\n    Containers:\n      SLURM:\n        SbatchArgumentsList: %s\n" % json.dumps(
+        arguments
+    )
+    with pytest.raises(ConfigError, match="SbatchArgumentsList"):
+        dc.merge_cluster_text(text, "zzzzz", release, dc.cluster_settings(release, required_only(release)))
+
+
+def test_on_3_2_extra_arguments_that_rename_the_job_are_refused():
+    release = dc.parse_release("3.2.0")
+    wanted = dc.cluster_settings(release, dict(required_only(release), sbatch_arguments=["--job-name=mine"]))
+    with pytest.raises(ConfigError, match="names the job again"):
+        dc.merge_cluster_text(None, "zzzzz", release, wanted)
+
+
+def test_before_3_2_the_dispatcher_names_the_job_itself_so_any_list_is_accepted():
+    release = dc.parse_release("3.1.2")
+    text = "Clusters:\n  zzzzz:\n    Containers:\n      SLURM:\n        SbatchArgumentsList: [--mem=100]\n"
+    dc.merge_cluster_text(text, "zzzzz", release, dc.cluster_settings(release, required_only(release)))
+
+
+@pytest.mark.parametrize(
+    "tag, name, value",
+    [
+        ("1.1.0", "priority_spread", 1),
+        ("1.1.4", "batch_size", 10),
+        ("1.4.3", "system_root_token", "t"),
+        ("2.4.4", "internal_urls", ["http://localhost:9006"]),
+        ("3.1.2", "sbatch_gpu_arguments", ["--gpus=%G"]),
+        ("2.2.0", "runtime_engine", "docker"),
+        ("3.2.1", "api_host", "h:443"),
+        ("2.7.4", "batch_size", 5),
+    ],
+)
+def test_a_setting_the_release_does_not_have_is_refused_naming_it(tag, name, value):
+    release = dc.parse_release(tag)
+    legacy = dc.release_format(release) == "legacy"
+    settings = dict(UNSET, **({"api_host": "h", "auth_token": "t"} if legacy else {}))
+    settings[name] = value
+    with pytest.raises(ConfigError, match="dispatcher_config_%s" % name):
+        if legacy:
+            dc.legacy_document(release, settings)
+        else:
+            dc.cluster_settings(release, settings)
+
+
+@pytest.mark.parametrize(
+    "tag, missing",
+    [
+        ("2.0.0", ["SystemRootToken", "Services.Controller.ExternalURL"]),
+        (
+            "2.7.4",
+            [
+                "SystemRootToken",
+                "Services.Controller.ExternalURL",
+                "Services.DispatchSLURM.InternalURLs",
+                "PostgreSQL.Connection",
+            ],
+        ),
+    ],
+)
+def test_a_required_key_set_nowhere_is_named(tag, missing):
+    release = dc.parse_release(tag)
+    with pytest.raises(ConfigError) as error:
+        dc.merge_cluster_text("Clusters: {zzzzz: {}}\n", "zzzzz", release, dc.cluster_settings(release, UNSET))
+    for key in missing:
+        assert key in str(error.value)
+    assert ("DispatchSLURM" in str(error.value)) == (release >= (2, 5, 0))
+
+
+def test_required_keys_already_in_config_yml_need_no_variable():
+    release = dc.parse_release("3.2.1")
+    text = dc.merge_cluster_text(OPERATOR_FILE, "zzzzz", release, dc.cluster_settings(release, UNSET))[0]
+    assert text is OPERATOR_FILE
+
+
+def test_the_legacy_file_for_1_4_has_only_the_keys_set():
+    release = dc.parse_release("1.4")
+    document = dc.legacy_document(release, dict(UNSET, api_host="h:443", auth_token="t", sbatch_arguments=[]))
+    assert document == {"Client": {"APIHost": "h:443", "AuthToken": "t"}}
+
+
+@pytest.mark.parametrize("text", ["", "1.0", "0.1.20171102", "3.3", "4.0.0", "two"])
+def test_a_release_the_role_does_not_know_is_refused(text):
+    with pytest.raises(ConfigError, match="dispatcher_config_arvados_version"):
+        dc.parse_release(text)
+
+
+def test_a_package_version_gives_the_release():
+    assert dc.parse_release("2.7.4-1") == (2, 7, 4)
+    assert dc.parse_release("3.2") == (3, 2, 0)
+
+
+def test_config_yml_changes_only_on_the_dispatchers_lines_byte_for_byte():
+    release = dc.parse_release("3.2.1")
+    settings = dict(
+        UNSET,
+        sbatch_arguments=["--partition=compute"],
+        poll_period="30s",
+        insecure=False,
+        system_root_token="operator-root-token",
+    )
+    text, cluster_id, before, after = dc.merge_cluster_text(
+        OPERATOR_FILE, "zzzzz", release, dc.cluster_settings(release, settings)
+    )
+    expected = OPERATOR_FILE.replace(
+        "          SLURM_CONF: /etc/slurm/slurm.conf\n",
+        "          SLURM_CONF: /etc/slurm/slurm.conf\n"
+        "        SbatchArgumentsList:\n"
+        "          - --job-name=%U\n          - --mem=%M\n          - --cpus-per-task=%C\n          - --tmp=%T\n"
+        "          - --partition=%P\n          - --partition=compute\n",
+    ).replace(
+        "        PollInterval: 1m\n  yyyyy:", "        PollInterval: 30s\n    TLS:\n      Insecure: false\n  yyyyy:"
+    )
+    assert cluster_id == "zzzzz"
+    assert text == expected
+    assert before["SystemRootToken"] == after["SystemRootToken"] == dc.HIDDEN
+    assert after["Containers.CloudVMs.PollInterval"] == "30s"
+    again = dc.merge_cluster_text(text, "zzzzz", release, dc.cluster_settings(release, settings))[0]
+    assert again is text
+
+
+def test_a_flow_list_is_replaced_by_a_flow_list():
+    release = dc.parse_release("3.2.1")
+    text = (
+        "Clusters:\n  zzzzz:\n    SystemRootToken: t\n    Services: {Controller: {ExternalURL: 'https://c'}, "
+        "DispatchSLURM: {InternalURLs: {'http://x:9006': {}}}}\n    PostgreSQL: {Connection: {host: db}}\n"
+        '    Containers:\n      SLURM:\n        SbatchArgumentsList: ["--job-name=%U"]\n'
+    )
+    wanted = dc.cluster_settings(release, dict(UNSET, sbatch_arguments=["--exclusive"]))
+    new_text = dc.merge_cluster_text(text, "zzzzz", release, wanted)[0]
+    assert new_text.splitlines()[-1].strip().startswith("SbatchArgumentsList: [")
+    assert new_text.splitlines()[:-1] == text.splitlines()[:-1]
+
+
+def test_no_secret_is_shown_in_the_keys_before_and_after():
+    release = dc.parse_release("2.7.4")
+    settings = dict(
+        UNSET,
+        system_root_token="new-root",
+        postgresql_connection={"host": "db", "password": "pw"},
+        controller_url="https://c",
+        internal_urls=["http://localhost:9006"],
+    )
+    before, after = dc.merge_cluster_text(OPERATOR_FILE, "zzzzz", release, dc.cluster_settings(release, settings))[2:]
+    shown = json.dumps([before, after])
+    for secret in ("new-root", "operator-root-token", "pw", "secret"):
+        assert secret not in shown
+
+
+def test_several_clusters_need_the_cluster_id():
+    release = dc.parse_release("3.2.1")
+    with pytest.raises(ConfigError, match="defines 2 clusters"):
+        dc.merge_cluster_text(OPERATOR_FILE, "", release, dc.cluster_settings(release, dict(UNSET, poll_period="5s")))
+
+
+@pytest.mark.parametrize(
+    "extra, named",
+    [
+        ({"CloudVMs": {"PollInterval": 10}}, "Containers.CloudVMs.PollInterval: must be a duration"),
+        ({"MinRetryPeriod": "soon"}, "Containers.MinRetryPeriod: must be a duration"),
+        ({"ReserveExtraRAM": "lots"}, "Containers.ReserveExtraRAM: must be a number of bytes"),
+        ({"SLURM": {"PrioritySpread": -1}}, "Containers.SLURM.PrioritySpread: must be a whole number"),
+    ],
+)
+def test_a_value_arvados_would_not_read_is_refused_naming_its_key(extra, named):
+    release = dc.parse_release("3.2.1")
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        dc.merge_cluster_text(OPERATOR_FILE, "zzzzz", release, dc.cluster_settings(release, UNSET, extra))
+
+
+def test_a_bad_value_in_the_1_x_file_is_refused_naming_its_key():
+    with pytest.raises(ConfigError, match="PollPeriod: must be a duration"):
+        dc.legacy_document(
+            dc.parse_release("1.4"), dict(UNSET, api_host="h", auth_token="t"), {"PollPeriod": "10 parsecs"}
+        )
