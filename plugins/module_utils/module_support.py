@@ -7,7 +7,8 @@
 - `argument_spec(options)`: an Ansible argument_spec made from an engine's option table,
   the table the `arvados-fail-jobs` flags are made from too;
 - `run_engine(module, engine, options, describe_missing)`: one way to run an engine and
-  report: psycopg missing, its result, its warnings, or its one-line reason as the failure.
+  report: psycopg missing (for the database modules), its result, its warnings, or its
+  one-line reason as the failure.
 """
 
 from __future__ import annotations
@@ -51,19 +52,24 @@ def run_engine(
     module: Any,
     engine: Callable[[Dict[str, Any]], Dict[str, Any]],
     options: Mapping[str, Any],
-    describe_missing: Callable[[str], str],
+    describe_missing: Optional[Callable[[str], str]] = None,
 ) -> None:
     """Run `engine` on the module's options; exit_json with its result or fail_json with its reason.
 
-    `describe_missing` is Ansible's missing_required_lib, for when psycopg is not installed.
+    `describe_missing` is Ansible's missing_required_lib, given by the modules whose engine
+    needs psycopg: it tells what to install when psycopg is not. A result with `failed` set
+    (work the engine could not finish, with what it did) is reported with fail_json.
     """
-    import_error = psycopg_import_error()
-    if import_error:
-        module.fail_json(msg=describe_missing("psycopg (version 3)"), exception=import_error)
+    if describe_missing is not None:
+        import_error = psycopg_import_error()
+        if import_error:
+            module.fail_json(msg=describe_missing("psycopg (version 3)"), exception=import_error)
     try:
         result = engine(canonical_params(module.params, options))
     except RecoveryError as error:
         module.fail_json(msg=str(error))
     for warning in result.pop("warnings", []):
         module.warn(warning)
+    if result.pop("failed", False):
+        module.fail_json(**result)
     module.exit_json(**result)

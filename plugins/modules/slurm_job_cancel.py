@@ -358,110 +358,17 @@ slurm_error:
   sample: "squeue: error: Unable to contact slurm controller (connect failure)"
 """
 
-import os
-from dataclasses import replace
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_cancel import (
-    CancelRequest,
-    CancelRequestError,
-    CommandNotFoundError,
-    cancel_jobs,
-)
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_cancel_request import (
-    STOP_CHOICES,
-    request_defaults,
-)
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_runner import require_program
-
-# The engine's request holds the defaults; DOCUMENTATION must repeat them (ansible-doc reads
-# it as text), and the unit tests hold the two together.
-DEFAULTS = request_defaults()
-
-ARGUMENT_SPEC = dict(
-    name=dict(type="list", elements="str", aliases=["uuid"]),
-    job_id=dict(type="list", elements="str"),
-    user=dict(type="str"),
-    wait=dict(type="bool", default=DEFAULTS["wait"]),
-    grace_period=dict(type="float", default=DEFAULTS["grace_period"]),
-    retry_delay=dict(type="float", default=DEFAULTS["retry_delay"]),
-    error_retry_delay=dict(type="float", default=DEFAULTS["error_retry_delay"]),
-    timeout=dict(type="float"),
-    command_timeout=dict(type="float", default=DEFAULTS["command_timeout"]),
-    max_scancel_per_second=dict(type="float", default=DEFAULTS["max_scancel_per_second"]),
-    max_concurrent_scancel=dict(type="int", default=DEFAULTS["max_concurrent_scancel"]),
-    max_job_ids_per_scancel=dict(type="int", default=DEFAULTS["max_job_ids_per_scancel"]),
-    log_interval=dict(type="float", default=DEFAULTS["log_interval"]),
-    stop=dict(type="str", choices=list(STOP_CHOICES), default=DEFAULTS["stop"]),
-    terminate_grace=dict(type="float", default=DEFAULTS["terminate_grace"]),
-    signal=dict(type="str"),
-    batch=dict(type="bool", default=DEFAULTS["batch"]),
-    clusters=dict(type="str"),
-    name_pattern=dict(type="str", default=DEFAULTS["name_pattern"]),
-    squeue_path=dict(type="path"),
-    scancel_path=dict(type="path"),
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.module_support import argument_spec, run_engine
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_cancel_run import (
+    CANCEL_OPTIONS,
+    run_slurm_job_cancel,
 )
 
-# Options passed to the engine under the same name.
-_SAME_NAME_OPTIONS = (
-    "user",
-    "wait",
-    "grace_period",
-    "retry_delay",
-    "error_retry_delay",
-    "timeout",
-    "command_timeout",
-    "max_scancel_per_second",
-    "max_concurrent_scancel",
-    "max_job_ids_per_scancel",
-    "log_interval",
-    "stop",
-    "terminate_grace",
-    "signal",
-    "batch",
-    "clusters",
-    "name_pattern",
-)
-
-
-def build_request(params, check_mode):
-    options = {option: params[option] for option in _SAME_NAME_OPTIONS}
-    return CancelRequest(names=params["name"] or (), job_ids=params["job_id"] or (), check_mode=check_mode, **options)
-
-
-def client_path(module, option, program):
-    if module.params[option]:
-        return require_program(module.params[option])
-    return module.get_bin_path(program, required=True)
-
-
-def run_module(module):
-    try:
-        # Options are checked before the clients are even looked for.
-        request = build_request(module.params, module.check_mode)
-        request = replace(
-            request,
-            squeue_path=client_path(module, "squeue_path", "squeue"),
-            scancel_path=client_path(module, "scancel_path", "scancel"),
-        )
-        result = cancel_jobs(request, environ=os.environ)
-    except (CancelRequestError, CommandNotFoundError) as error:
-        module.fail_json(msg=str(error))
-    else:
-        report(module, result)
-
-
-def report(module, result):
-    outcome = result.to_dict()
-    diff = outcome.pop("diff")
-    if module._diff:
-        outcome["diff"] = diff
-    for message in result.messages:
-        module.warn(message)
-    if outcome.pop("failed"):
-        module.fail_json(**outcome)
-    module.exit_json(**outcome)
+# The engine's CancelRequest holds the defaults; DOCUMENTATION must repeat them (ansible-doc
+# reads it as text), and the unit tests hold the two together.
+ARGUMENT_SPEC = argument_spec(CANCEL_OPTIONS)
 
 
 def main():
@@ -471,7 +378,16 @@ def main():
         required_if=[("batch", True, ("signal",))],
         supports_check_mode=True,
     )
-    run_module(module)
+    run_engine(
+        module,
+        lambda params: run_slurm_job_cancel(
+            params,
+            check_mode=module.check_mode,
+            diff=module._diff,
+            find_program=lambda program: module.get_bin_path(program, required=True),
+        ),
+        CANCEL_OPTIONS,
+    )
 
 
 if __name__ == "__main__":

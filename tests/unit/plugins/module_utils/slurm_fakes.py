@@ -16,7 +16,7 @@ import stat
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Deque, Dict, List, Optional
+from typing import Any, Callable, Deque, Dict, List, Optional
 
 from plugins.module_utils.slurm_runner import CommandNotFoundError
 
@@ -258,3 +258,14 @@ def fake_client_directory(directory: Path) -> Path:
         path.write_text("")
         path.chmod(stat.S_IRWXU)
     return directory
+
+
+def cancel_jobs_on(fake: FakeSlurm, cancel_jobs: Callable[..., Any]) -> Callable[..., Any]:
+    """`cancel_jobs` as slurm_cancel_run calls it, run on `fake`'s Slurm and clock: what tests
+    put in slurm_cancel_run's place for it (the modules' tests import it by the collection's
+    name, the engine's by the source tree's, so each patches its own copy)."""
+
+    def cancel_on_fake(request, environ):
+        return cancel_jobs(request, runner=fake, clock=fake.clock, environ=environ)
+
+    return cancel_on_fake

@@ -95,3 +95,19 @@ def test_without_psycopg_it_fails_before_the_engine_runs(monkeypatch):
     failure = outcome(FakeModule({}), never)
     assert failure["msg"] == "psycopg (version 3) is missing"
     assert "import of psycopg halted" in failure["exception"]
+
+
+def test_an_engine_without_a_database_runs_without_psycopg(monkeypatch):
+    monkeypatch.undo()
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    module = FakeModule({"batch_size": 1})
+    with pytest.raises(Exited) as exited:
+        run_engine(module, lambda given: {"changed": False}, OPTIONS)
+    assert exited.value.args[0] == {"changed": False}
+
+
+def test_a_failed_result_is_a_failure_that_keeps_what_was_done():
+    module = FakeModule({"batch_size": 1})
+    result = outcome(module, lambda given: {"changed": True, "failed": True, "msg": "2 jobs left", "warnings": ["w"]})
+    assert result == {"changed": True, "msg": "2 jobs left", "failed": True}
+    assert module.warnings == ["w"]

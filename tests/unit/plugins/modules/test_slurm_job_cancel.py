@@ -13,8 +13,9 @@ from unittest import mock
 
 import pytest
 from ansible.module_utils import basic
-from slurm_fakes import FakeClock, FakeSlurm, fake_client_directory
+from slurm_fakes import FakeClock, FakeSlurm, cancel_jobs_on, fake_client_directory
 
+from ansible_collections.arvados_ops.recovery.plugins.module_utils import slurm_cancel_run
 from ansible_collections.arvados_ops.recovery.plugins.modules import slurm_job_cancel
 
 try:
@@ -37,12 +38,7 @@ B = "zzzzz-8i9sb-bbbbbbbbbbbbbbb"
 @pytest.fixture
 def slurm(monkeypatch):
     fake = FakeSlurm(FakeClock())
-    real_cancel_jobs = slurm_job_cancel.cancel_jobs
-
-    def cancel_with_fakes(request, environ):
-        return real_cancel_jobs(request, runner=fake, clock=fake.clock, environ=environ)
-
-    monkeypatch.setattr(slurm_job_cancel, "cancel_jobs", cancel_with_fakes)
+    monkeypatch.setattr(slurm_cancel_run, "cancel_jobs", cancel_jobs_on(fake, slurm_cancel_run.cancel_jobs))
     return fake
 
 

@@ -15,8 +15,9 @@ import json
 import pytest
 import yaml
 from ansible.module_utils import basic
-from slurm_fakes import FakeClock, FakeSlurm, fake_client_directory
+from slurm_fakes import FakeClock, FakeSlurm, cancel_jobs_on, fake_client_directory
 
+from ansible_collections.arvados_ops.recovery.plugins.module_utils import slurm_cancel_run
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_cancel_request import (
     BASE_TIMEOUT,
     STOP_CHOICES,
@@ -32,12 +33,7 @@ CRUNCH_JOB = "zzzzz-8i9sb-ccccccccccccccc"
 @pytest.fixture
 def slurm(monkeypatch, tmp_path):
     fake = FakeSlurm(FakeClock())
-    real_cancel_jobs = slurm_job_cancel.cancel_jobs
-
-    def cancel_with_fakes(request, environ):
-        return real_cancel_jobs(request, runner=fake, clock=fake.clock, environ=environ)
-
-    monkeypatch.setattr(slurm_job_cancel, "cancel_jobs", cancel_with_fakes)
+    monkeypatch.setattr(slurm_cancel_run, "cancel_jobs", cancel_jobs_on(fake, slurm_cancel_run.cancel_jobs))
     monkeypatch.setenv("PATH", str(fake_client_directory(tmp_path)))
     return fake
 
