@@ -121,8 +121,9 @@ def running_count(lab, name, threshold):
         ).fetchone()[0]
 
 
-def run_command(lab, name, before, batch_size, extra=()):
-    """(wall seconds, its summary lines); the children's peak RSS is read in the report."""
+def command_line(lab, name, before, batch_size, code_dir=REPO, extra=()):
+    """(argv, env, options file) of `arvados-fail-jobs` run from `code_dir`'s tree on database
+    `name`, without Slurm; the caller removes the options file."""
     options = {
         "config_file": str(lab.config_yml),
         "db_name": name,
@@ -132,7 +133,6 @@ def run_command(lab, name, before, batch_size, extra=()):
     }
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         json.dump(options, handle)
-    env = dict(os.environ, PYTHONPATH=str(REPO))
     argv = [
         sys.executable,
         "-m",
@@ -143,10 +143,16 @@ def run_command(lab, name, before, batch_size, extra=()):
         before,
         "--quiet",
     ] + list(extra)
+    return argv, dict(os.environ, PYTHONPATH=str(code_dir)), handle.name
+
+
+def run_command(lab, name, before, batch_size, extra=()):
+    """(wall seconds, its summary lines); the children's peak RSS is read in the report."""
+    argv, env, options_file = command_line(lab, name, before, batch_size, extra=extra)
     began = time.monotonic()
     child = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, check=False)
     wall = time.monotonic() - began
-    os.unlink(handle.name)
+    os.unlink(options_file)
     if child.returncode != 0:
         raise SystemExit("arvados-fail-jobs failed: %s" % child.stderr.strip())
     return wall, child.stdout

@@ -30,7 +30,6 @@ on finished_at (the default) and by the whole table (`full_scan`), and warm.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -42,12 +41,23 @@ from pathlib import Path
 
 import psycopg
 
-from bench.fail_jobs_bench import MESSAGE, TEMPLATE, checkpoint, clone, drop, running_count, template_threshold, warm
+from bench.fail_jobs_bench import (
+    TEMPLATE,
+    checkpoint,
+    clone,
+    command_line,
+    drop,
+    running_count,
+    template_threshold,
+    warm,
+)
 from lab import labctl
 
 REPO = Path(__file__).resolve().parent.parent
 KINDS = ("job update", "job read", "log update", "log read")
 LOG_ROWS = 20000
+# The command's own default, written out so that the benchmark's runs do not follow it.
+BATCH_SIZE = 1000
 SQL = {
     "job update": "UPDATE jobs SET modified_at = now() AT TIME ZONE 'UTC' WHERE uuid = %s",
     "job read": "SELECT * FROM jobs WHERE uuid = %s",
@@ -137,29 +147,6 @@ def today_tree(commit):
     return directory
 
 
-def command(lab, name, before, code_dir, extra):
-    options = {
-        "config_file": str(lab.config_yml),
-        "db_name": name,
-        "batch_size": 1000,
-        "cancel_slurm_jobs": False,
-        "log_message": MESSAGE,
-    }
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
-        json.dump(options, handle)
-    argv = [
-        sys.executable,
-        "-m",
-        "plugins.module_utils.fail_jobs_cli",
-        "--options-file",
-        handle.name,
-        "--before",
-        before,
-        "--quiet",
-    ] + list(extra)
-    return argv, dict(os.environ, PYTHONPATH=str(code_dir)), handle.name, code_dir
-
-
 def contender_args(contender):
     if contender == "today":
         return []
@@ -186,9 +173,8 @@ def run_latency(lab, args, contender, before, threshold, today_dir):
     time.sleep(args.before_seconds)
     watch = SnapshotWatch(lab, name)
     watch.start()
-    argv, env, options_file, code_dir = command(
-        lab, name, before, today_dir if contender == "today" else REPO, contender_args(contender)
-    )
+    code_dir = today_dir if contender == "today" else REPO
+    argv, env, options_file = command_line(lab, name, before, BATCH_SIZE, code_dir, contender_args(contender))
     phase[0] = "during"
     began = time.monotonic()
     # `python -m` puts the working directory first on sys.path: the code's own tree.
@@ -323,7 +309,7 @@ def run_noop(lab, args, before, threshold):
         print("reusing %s" % name, flush=True)
     else:
         clone(lab, name, TEMPLATE)
-        argv, env, options_file, _code_dir = command(lab, name, before, REPO, ["--live", "false"])
+        argv, env, options_file = command_line(lab, name, before, BATCH_SIZE, extra=["--live", "false"])
         subprocess.run(argv, cwd=REPO, env=env, check=True, capture_output=True)
         os.unlink(options_file)
     # Once untimed: the process's first run imports modules (PyYAML, ...) that later

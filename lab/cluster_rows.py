@@ -53,25 +53,30 @@ FINISHED_STATES = ("Complete", "Failed", "Cancelled")
 FINISHED_STATE_WEIGHTS = (80, 15, 5)
 SCRIPTS = ("bwa-mem", "gatk-haplotypecaller", "run-command", "hash", "samtools-sort")
 
-USERS_COLUMNS = (
-    "id",
-    "uuid",
-    "owner_uuid",
-    "created_at",
-    "modified_by_client_uuid",
-    "modified_by_user_uuid",
-    "modified_at",
-    "email",
-    "first_name",
-    "last_name",
-    "identity_url",
-    "is_admin",
-    "prefs",
-    "updated_at",
-    "default_owner_uuid",
-    "is_active",
-    "username",
-)
+
+class UserRow(NamedTuple):
+    """A row of ``users``, its fields in the table's column order."""
+
+    id: object
+    uuid: object
+    owner_uuid: object
+    created_at: object
+    modified_by_client_uuid: object
+    modified_by_user_uuid: object
+    modified_at: object
+    email: object
+    first_name: object
+    last_name: object
+    identity_url: object
+    is_admin: object
+    prefs: object
+    updated_at: object
+    default_owner_uuid: object
+    is_active: object
+    username: object
+
+
+USERS_COLUMNS = UserRow._fields
 
 
 class JobRow(NamedTuple):
@@ -114,65 +119,83 @@ class JobRow(NamedTuple):
 
 
 JOBS_COLUMNS = JobRow._fields
-JOB_TASKS_COLUMNS = (
-    "id",
-    "uuid",
-    "owner_uuid",
-    "modified_by_client_uuid",
-    "modified_by_user_uuid",
-    "modified_at",
-    "job_uuid",
-    "sequence",
-    "parameters",
-    "output",
-    "progress",
-    "success",
-    "created_at",
-    "updated_at",
-    "created_by_job_task_uuid",
-    "qsequence",
-    "started_at",
-    "finished_at",
-)
-TOKENS_COLUMNS = (
-    "id",
-    "api_token",
-    "api_client_id",
-    "user_id",
-    "created_by_ip_address",
-    "last_used_by_ip_address",
-    "last_used_at",
-    "expires_at",
-    "created_at",
-    "updated_at",
-    "default_owner_uuid",
-    "scopes",
-    "uuid",
-)
-CONTAINERS_COLUMNS = (
-    "id",
-    "uuid",
-    "owner_uuid",
-    "created_at",
-    "modified_at",
-    "modified_by_client_uuid",
-    "modified_by_user_uuid",
-    "state",
-    "started_at",
-    "finished_at",
-    "environment",
-    "cwd",
-    "command",
-    "output_path",
-    "mounts",
-    "runtime_constraints",
-    "container_image",
-    "priority",
-    "updated_at",
-    "auth_uuid",
-    "locked_by_uuid",
-    "runtime_user_uuid",
-)
+
+
+class TaskRow(NamedTuple):
+    """A row of ``job_tasks``, its fields in the table's column order."""
+
+    id: object
+    uuid: object
+    owner_uuid: object
+    modified_by_client_uuid: object
+    modified_by_user_uuid: object
+    modified_at: object
+    job_uuid: object
+    sequence: object
+    parameters: object
+    output: object
+    progress: object
+    success: object
+    created_at: object
+    updated_at: object
+    created_by_job_task_uuid: object
+    qsequence: object
+    started_at: object
+    finished_at: object
+
+
+JOB_TASKS_COLUMNS = TaskRow._fields
+
+
+class TokenRow(NamedTuple):
+    """A row of ``api_client_authorizations``, its fields in the table's column order."""
+
+    id: object
+    api_token: object
+    api_client_id: object
+    user_id: object
+    created_by_ip_address: object
+    last_used_by_ip_address: object
+    last_used_at: object
+    expires_at: object
+    created_at: object
+    updated_at: object
+    default_owner_uuid: object
+    scopes: object
+    uuid: object
+
+
+TOKENS_COLUMNS = TokenRow._fields
+
+
+class ContainerRow(NamedTuple):
+    """A row of ``containers``, its fields in the table's column order."""
+
+    id: object
+    uuid: object
+    owner_uuid: object
+    created_at: object
+    modified_at: object
+    modified_by_client_uuid: object
+    modified_by_user_uuid: object
+    state: object
+    started_at: object
+    finished_at: object
+    environment: object
+    cwd: object
+    command: object
+    output_path: object
+    mounts: object
+    runtime_constraints: object
+    container_image: object
+    priority: object
+    updated_at: object
+    auth_uuid: object
+    locked_by_uuid: object
+    runtime_user_uuid: object
+
+
+CONTAINERS_COLUMNS = ContainerRow._fields
 COLUMNS = {
     "users": USERS_COLUMNS,
     "jobs": JOBS_COLUMNS,
@@ -182,6 +205,16 @@ COLUMNS = {
 }
 # Tables the generator fills plus logs, which a cleanup writes to.
 CLUSTER_TABLES = ("users", "jobs", "job_tasks", "api_client_authorizations", "containers", "logs")
+
+
+# What every generated container runs with: one small image's working directory.
+CONTAINER_RUN_SETTINGS = {
+    "environment": "{}",
+    "cwd": "/var/spool/cwl",
+    "output_path": "/var/spool/cwl",
+    "mounts": "{}",
+    "runtime_constraints": '{"ram":1073741824,"vcpus":1}',
+}
 
 
 class Row(NamedTuple):
@@ -423,7 +456,7 @@ class ClusterGenerator:
         for index in range(count):
             yield start + index * width, width
 
-    def _make_users(self) -> Iterator[tuple]:
+    def _make_users(self) -> Iterator[UserRow]:
         spec = self.spec
         start = _seconds(spec.boot_time) - spec.running_span.total_seconds() - spec.history.total_seconds() - 86400.0
         yield self._user_values(self._system_user, start, "root", is_admin=True)
@@ -432,27 +465,27 @@ class ClusterGenerator:
             (self._idle if number > spec.users - spec.idle_users else self._runners).append(user)
             yield self._user_values(user, start + number, "user%d" % number, is_admin=False)
 
-    def _user_values(self, user: _User, created: float, username: str, is_admin: bool) -> tuple:
+    def _user_values(self, user: _User, created: float, username: str, is_admin: bool) -> UserRow:
         at = _at(created)
         system_uuid = self._system_user.uuid
-        return (
-            user.id,
-            user.uuid,
-            system_uuid,
-            at,
-            self._client_uuid,
-            system_uuid,
-            at,
-            "%s@example.com" % username,
-            username.capitalize(),
-            "Lab",
-            "https://login.example.com/%s" % username,
-            is_admin,
-            "{}",
-            at,
-            None,
-            True,
-            username,
+        return UserRow(
+            id=user.id,
+            uuid=user.uuid,
+            owner_uuid=system_uuid,
+            created_at=at,
+            modified_by_client_uuid=self._client_uuid,
+            modified_by_user_uuid=system_uuid,
+            modified_at=at,
+            email="%s@example.com" % username,
+            first_name=username.capitalize(),
+            last_name="Lab",
+            identity_url="https://login.example.com/%s" % username,
+            is_admin=is_admin,
+            prefs="{}",
+            updated_at=at,
+            default_owner_uuid=None,
+            is_active=True,
+            username=username,
         )
 
     # -- finished jobs ---------------------------------------------------
@@ -673,25 +706,25 @@ class ClusterGenerator:
             modified = finished_at or started_at or job_started
             yield self._row(
                 "job_tasks",
-                (
-                    first_id + number + 1,
-                    uuid,
-                    plan.owner_uuid,
-                    self._client_uuid,
-                    plan.user.uuid,
-                    modified,
-                    plan.uuid,
-                    0 if number == 0 else 1,
-                    '{"input":"%s/part%d"}' % (plan.uuid, number),
-                    output,
-                    progress,
-                    success,
-                    job_started,
-                    modified,
-                    first_uuid,
-                    first_qsequence + number + 1,
-                    started_at,
-                    finished_at,
+                TaskRow(
+                    id=first_id + number + 1,
+                    uuid=uuid,
+                    owner_uuid=plan.owner_uuid,
+                    modified_by_client_uuid=self._client_uuid,
+                    modified_by_user_uuid=plan.user.uuid,
+                    modified_at=modified,
+                    job_uuid=plan.uuid,
+                    sequence=0 if number == 0 else 1,
+                    parameters='{"input":"%s/part%d"}' % (plan.uuid, number),
+                    output=output,
+                    progress=progress,
+                    success=success,
+                    created_at=job_started,
+                    updated_at=modified,
+                    created_by_job_task_uuid=first_uuid,
+                    qsequence=first_qsequence + number + 1,
+                    started_at=started_at,
+                    finished_at=finished_at,
                 ),
             )
             if first_uuid is None:
@@ -712,20 +745,20 @@ class ClusterGenerator:
         expires_at = _at(expires) if expires is not None else None
         return self._row(
             "api_client_authorizations",
-            (
-                token_id,
-                "".join(rng.choices(uuids.ALPHABET, k=50)),
-                api_client_id,
-                user.id,
-                "10.0.0.1",
-                "10.0.0.1" if last_used is not None else None,
-                _at(last_used) if last_used is not None else None,
-                expires_at,
-                created_at,
-                expires_at if expires is not None and expires > created else created_at,
-                None,
-                '["all"]',
-                self._uuid(rng, uuids.TOKEN_INFIX),
+            TokenRow(
+                id=token_id,
+                api_token="".join(rng.choices(uuids.ALPHABET, k=50)),
+                api_client_id=api_client_id,
+                user_id=user.id,
+                created_by_ip_address="10.0.0.1",
+                last_used_by_ip_address="10.0.0.1" if last_used is not None else None,
+                last_used_at=_at(last_used) if last_used is not None else None,
+                expires_at=expires_at,
+                created_at=created_at,
+                updated_at=expires_at if expires is not None and expires > created else created_at,
+                default_owner_uuid=None,
+                scopes='["all"]',
+                uuid=self._uuid(rng, uuids.TOKEN_INFIX),
             ),
             kind=kind,
         )
@@ -736,29 +769,25 @@ class ClusterGenerator:
         started = _at(plan.started)
         return self._row(
             "containers",
-            (
-                self._id("containers"),
-                self._uuid(self.rng, uuids.CONTAINER_INFIX),
-                self._system_user.uuid,
-                created,
-                started,
-                self._client_uuid,
-                self._system_user.uuid,
-                "Running",
-                started,
-                None,
-                "{}",
-                "/var/spool/cwl",
-                '["sleep","3600"]',
-                "/var/spool/cwl",
-                "{}",
-                '{"ram":1073741824,"vcpus":1}',
-                self._docker_images[0],
-                1,
-                started,
-                auth_uuid,
-                self._dispatcher_token_uuid,
-                plan.user.uuid,
+            ContainerRow(
+                id=self._id("containers"),
+                uuid=self._uuid(self.rng, uuids.CONTAINER_INFIX),
+                owner_uuid=self._system_user.uuid,
+                created_at=created,
+                modified_at=started,
+                modified_by_client_uuid=self._client_uuid,
+                modified_by_user_uuid=self._system_user.uuid,
+                state="Running",
+                started_at=started,
+                finished_at=None,
+                command='["sleep","3600"]',
+                **CONTAINER_RUN_SETTINGS,
+                container_image=self._docker_images[0],
+                priority=1,
+                updated_at=started,
+                auth_uuid=auth_uuid,
+                locked_by_uuid=self._dispatcher_token_uuid,
+                runtime_user_uuid=plan.user.uuid,
             ),
         )
 
@@ -799,29 +828,25 @@ def container_rows(
                 finished, locked, priority = started + timedelta(seconds=60), None, 0
             yield Row(
                 "containers",
-                (
-                    first_id + number,
-                    uuid,
-                    system_user,
-                    created,
-                    finished or created,
-                    None,
-                    system_user,
-                    state,
-                    started,
-                    finished,
-                    "{}",
-                    "/var/spool/cwl",
-                    '["sleep","60"]',
-                    "/var/spool/cwl",
-                    "{}",
-                    '{"ram":1073741824,"vcpus":1}',
-                    "arvados/jobs",
-                    priority,
-                    finished or created,
-                    None,
-                    locked,
-                    None,
+                ContainerRow(
+                    id=first_id + number,
+                    uuid=uuid,
+                    owner_uuid=system_user,
+                    created_at=created,
+                    modified_at=finished or created,
+                    modified_by_client_uuid=None,
+                    modified_by_user_uuid=system_user,
+                    state=state,
+                    started_at=started,
+                    finished_at=finished,
+                    command='["sleep","60"]',
+                    **CONTAINER_RUN_SETTINGS,
+                    container_image="arvados/jobs",
+                    priority=priority,
+                    updated_at=finished or created,
+                    auth_uuid=None,
+                    locked_by_uuid=locked,
+                    runtime_user_uuid=None,
                 ),
                 None,
             )

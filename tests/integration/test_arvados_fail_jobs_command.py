@@ -318,33 +318,13 @@ def test_sigkill_at_random_moments_then_rerun_leaves_every_job_whole(fresh_db, l
         done = done_now
     print("jobs done at each kill: %s" % kills)
 
-    final = h.cli_json(
-        subprocess.run(
-            command + ["--json"],
-            cwd=str(h.REPO_ROOT),
-            env=dict(lab_env),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-    )
+    final = h.cli_json(h.run_cli(lab_env, tmp_path, opts, ["--quiet", "--json"] + before_flag(summary)))
 
     assert final["failed_jobs"] == sorted(set(summary.running_uuids) - done)
     assert final["skipped_jobs"] == []
     done_final, running_final = consistency(fresh_db.connect(), summary)
     assert done_final == set(summary.running_uuids) and running_final == set()
-    again = h.cli_json(
-        subprocess.run(
-            command + ["--json"],
-            cwd=str(h.REPO_ROOT),
-            env=dict(lab_env),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-    )
+    again = h.cli_json(h.run_cli(lab_env, tmp_path, opts, ["--quiet", "--json"] + before_flag(summary)))
     assert again["changed"] is False
 
 

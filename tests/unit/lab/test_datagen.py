@@ -468,3 +468,17 @@ def test_demo_options_come_after_the_subcommand():
     assert (args.command, args.max_running, args.dsn) == ("show", 4, "dbname=x")
     args = demo.build_parser().parse_args(["seed-rebooted", "--slurm-jobs", "0"])
     assert (args.slurm_jobs, args.boot_time, args.prefix) == (0, "btime", None)
+
+
+def test_every_row_is_the_named_row_of_its_table_in_copy_order():
+    """COPY writes a row's values in the order of COLUMNS[table]: each table's rows are one
+    NamedTuple class whose fields are that order, so a value cannot land in the wrong column."""
+    _summary, tables = generate(jobs=40, running=8, running_after_boot=2, queued=2)
+    containers, _kept = cluster_rows.container_rows("zzzzz", 4, 2, datetime(2026, 1, 1), first_id=1)
+    classes = defaultdict(set)
+    for row in [row for rows in tables.values() for row in rows] + list(containers):
+        classes[row.table].add(type(row.values))
+    assert set(classes) == set(cluster_rows.COLUMNS)
+    for table, seen in classes.items():
+        (named,) = seen
+        assert named._fields == cluster_rows.COLUMNS[table], table
