@@ -14,8 +14,8 @@ live containers, finished containers and unknown UUIDs:
     whole), measured together.
 
 Rounds alternate (a) and (b) (`--rounds`, default 5); the report gives medians and spreads,
-the squeue calls and SQL statements of (a), and the peak Python heap (tracemalloc) of each:
-(a) streams, (b) holds every row at once.
+the squeue calls and SQL statements of (a), and the peak Python heap of each, measured by
+tracemalloc in one more round each, not timed: (a) streams, (b) holds every row at once.
 
     .venv/bin/python -m bench.reconcile_bench                     # 1M jobs, 100k containers, 5000 Slurm jobs
     .venv/bin/python -m bench.reconcile_bench --jobs 100000 --running 10000 --containers 10000 \\
@@ -58,6 +58,8 @@ def superuser(lab):
 
 
 def database_name(args) -> str:
+    if args.jobs_from:
+        return "bench_reconcile_%s_%d_%d" % (args.jobs_from, args.containers, args.live_containers)
     return "bench_reconcile_%d_%d_%d_%d" % (args.jobs, args.running, args.containers, args.live_containers)
 
 
@@ -71,10 +73,17 @@ def build(lab, args, name: str) -> dict[str, float]:
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
         conn.execute(
             sql.SQL("CREATE DATABASE {} TEMPLATE {} OWNER arvados STRATEGY FILE_COPY").format(
-                sql.Identifier(name), sql.Identifier(labctl.TEMPLATE_DATABASE)
+                sql.Identifier(name), sql.Identifier(args.jobs_from or labctl.TEMPLATE_DATABASE)
             )
         )
     now = datagen.utc_now()
+    conninfo = psycopg.conninfo.make_conninfo(**lab.connection(name))
+    if args.jobs_from:
+        # The jobs of another benchmark's database (bench.fail_jobs_bench's 1M-job template:
+        # its tasks and tokens are never read here): only the containers are generated.
+        began = time.monotonic()
+        datagen.load_containers(conninfo, PREFIX, args.containers, args.live_containers, now, seed=args.seed)
+        return {"containers_load_s": time.monotonic() - began}
     spec = datagen.ClusterSpec(
         boot_time=now - timedelta(minutes=30),
         now=now,
@@ -89,7 +98,6 @@ def build(lab, args, name: str) -> dict[str, float]:
         finished_job_tokens=False,
         decoys=False,
     )
-    conninfo = psycopg.conninfo.make_conninfo(**lab.connection(name))
     began = time.monotonic()
     datagen.load_cluster(conninfo, spec, defer_indexes=True)
     jobs_loaded = time.monotonic()
@@ -163,9 +171,10 @@ def options() -> ReconcileOptions:
     return ReconcileOptions.from_params({"cluster_prefix": PREFIX, "settle": 0})
 
 
-def contender_reconcile(lab, name: str, env) -> dict[str, object]:
+def contender_reconcile(lab, name: str, env, traced: bool) -> dict[str, object]:
     opts = options()
-    tracemalloc.start()
+    if traced:
+        tracemalloc.start()
     began = time.monotonic()
     with psycopg.connect(**lab.connection(name)) as conn:
         make_read_only(conn)
@@ -173,11 +182,9 @@ def contender_reconcile(lab, name: str, env) -> dict[str, object]:
             opts, DatabaseReader(conn, opts.batch_size), SlurmLister(opts, SubprocessRunner(), env), SystemClock()
         ).run()
     wall = time.monotonic() - began
-    _current, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
     return {
         "wall": wall,
-        "peak_mib": peak / 2**20,
+        "peak_mib": traced_peak_mib(traced),
         "squeue_calls": result["slurm"]["squeue_calls"],
         "statements": result["database_statements"],
         "counts": result["counts"],
@@ -188,26 +195,34 @@ def contender_reconcile(lab, name: str, env) -> dict[str, object]:
     }
 
 
-def contender_floor(lab, name: str, env) -> dict[str, object]:
+def contender_floor(lab, name: str, env, traced: bool) -> dict[str, object]:
     argv = squeue_command(options().squeue_path, None)
     squeue_env = client_environment(env)
-    tracemalloc.start()
+    if traced:
+        tracemalloc.start()
     began = time.monotonic()
     listing = subprocess.run(argv, env=squeue_env, capture_output=True, text=True, timeout=60, check=True).stdout
     squeue_done = time.monotonic()
     with psycopg.connect(**lab.connection(name)) as conn:
         rows = [conn.execute(SQL_LIVE[kind]).fetchall() for kind in (JOBS, CONTAINERS)]
     wall = time.monotonic() - began
-    _current, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
     return {
         "wall": wall,
-        "peak_mib": peak / 2**20,
+        "peak_mib": traced_peak_mib(traced),
         "squeue_s": squeue_done - began,
         "database_s": wall - (squeue_done - began),
         "rows": sum(len(part) for part in rows),
         "lines": listing.count("\n"),
     }
+
+
+def traced_peak_mib(traced: bool) -> float | None:
+    """The peak Python heap of a traced run, which then ends the tracing."""
+    if not traced:
+        return None
+    _current, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return peak / 2**20
 
 
 def spread(values: list[float]) -> str:
@@ -223,6 +238,12 @@ def main(argv=None) -> int:
     parser.add_argument("--slurm-jobs", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=10)
+    parser.add_argument(
+        "--jobs-from",
+        metavar="DATABASE",
+        help="copy the jobs of this lab database (for example bench_fail_jobs_template) instead of "
+        "generating --jobs and --running; only the containers are generated",
+    )
     parser.add_argument("--rebuild", action="store_true")
     parser.add_argument("--json", action="store_true", help="print the raw numbers as JSON too")
     args = parser.parse_args(argv)
@@ -242,11 +263,14 @@ def main(argv=None) -> int:
     try:
         submit_held(env, names, job_ids)
         print("submitted %d held Slurm jobs in %.1f s" % (len(job_ids), time.monotonic() - began), flush=True)
-        for number in range(args.rounds):
+        # Timed rounds run untraced: tracemalloc slows every allocation, and (a) allocates
+        # more than (b), so tracing would tax it unevenly. One more traced round each
+        # measures the heap.
+        for number in range(args.rounds + 1):
             order = ["reconcile", "floor"] if number % 2 == 0 else ["floor", "reconcile"]
             for contender in order:
                 run = contender_reconcile if contender == "reconcile" else contender_floor
-                rounds[contender].append(run(lab, name, env))
+                rounds[contender].append(run(lab, name, env, traced=number == args.rounds))
     finally:
         cancel(env, job_ids)
     report(args, rounds, load)
@@ -256,11 +280,12 @@ def main(argv=None) -> int:
 
 
 def report(args, rounds, load) -> None:
-    ours, floor = rounds["reconcile"], rounds["floor"]
+    (*ours, ours_traced), (*floor, floor_traced) = rounds["reconcile"], rounds["floor"]
     ratios = [a["wall"] / b["wall"] for a, b in zip(ours, floor, strict=True)]
+    jobs = "the jobs of %s" % args.jobs_from if args.jobs_from else "%d jobs (%d Running)" % (args.jobs, args.running)
     print(
-        "\n%d jobs (%d Running), %d more containers (%d live), %d held Slurm jobs, %d rounds"
-        % (args.jobs, args.running, args.containers, args.live_containers, args.slurm_jobs, args.rounds)
+        "\n%s, %d more containers (%d live), %d held Slurm jobs, %d rounds"
+        % (jobs, args.containers, args.live_containers, args.slurm_jobs, args.rounds)
     )
     print(
         "| contender | wall s, median (min-max) | squeue s | database s | squeue calls |"
@@ -275,7 +300,7 @@ def report(args, rounds, load) -> None:
             spread([r["database_s"] for r in ours]),
             ours[0]["squeue_calls"],
             ours[0]["statements"],
-            max(r["peak_mib"] for r in ours),
+            ours_traced["peak_mib"],
         )
     )
     print(
@@ -284,7 +309,7 @@ def report(args, rounds, load) -> None:
             spread([r["wall"] for r in floor]),
             spread([r["squeue_s"] for r in floor]),
             spread([r["database_s"] for r in floor]),
-            max(r["peak_mib"] for r in floor),
+            floor_traced["peak_mib"],
         )
     )
     print(

@@ -88,6 +88,8 @@ class Record(NamedTuple):
     started_at: object
     locked_by_uuid: Optional[str]
     priority: Optional[int]
+    # Live, yet finished_at is set: an inconsistent row (the re-read looks it up by UUID).
+    finished: bool = False
 
     def identity(self) -> Tuple[object, ...]:
         """What must not change between the first read and the re-read: a job that was

@@ -139,6 +139,21 @@ def test_a_job_that_finished_before_the_reread_is_not_orphaned(lab_env, slurm, r
     assert result["orphaned_jobs"] == []
 
 
+def test_a_lost_job_with_finished_at_set_is_orphaned_too(lab_env, slurm, records, config, tmp_path):
+    # Most live jobs lost: the re-read scans the unfinished ones (by the finished_at index)
+    # and must look up the inconsistent Running row, which that scan cannot see, by UUID.
+    witness = records.job("Running")
+    lost = sorted(records.job("Running") for _ in range(3))
+    records.conn.execute("UPDATE jobs SET finished_at = started_at WHERE uuid = %s", (lost[1],))
+    records.conn.commit()
+    slurm.submit(witness, hold=True)
+
+    result = rh.run_reconcile(lab_env, tmp_path, rh.reconcile_args(config, kinds=["jobs"]))
+
+    assert not result.get("failed"), result.get("msg")
+    assert rh.names(result["orphaned_jobs"]) == lost
+
+
 def test_the_dispatcher_lock_tells_whether_a_dispatcher_runs(lab_env, fresh_db, config, tmp_path):
     args = rh.reconcile_args(config, orphans="never")
     before = rh.run_reconcile(lab_env, tmp_path, args)

@@ -436,10 +436,28 @@ def test_candidates_are_reread_by_uuid_while_few_else_by_a_second_scan():
     rows = {JOB_A: job(JOB_A), JOB_B: job(JOB_B), JOB_C: job(JOB_C)}
     calls = []
     reader.by_uuid = lambda kind, uuids: calls.append("by_uuid") or {u: rows[u] for u in uuids}
-    reader.live = lambda kind: calls.append("scan") or iter(rows.values())
+
+    def scan(kind, unfinished_only=False):
+        calls.append("scan of the unfinished" if unfinished_only else "scan")
+        return iter(row for row in rows.values() if not (unfinished_only and row.finished))
+
+    reader.live = scan
     assert reader.reread(JOBS, {JOB_A: rows[JOB_A]}, live=3) == {JOB_A: rows[JOB_A]}
     assert reader.reread(JOBS, {JOB_A: rows[JOB_A], JOB_B: rows[JOB_B]}, live=3) == {
         JOB_A: rows[JOB_A],
         JOB_B: rows[JOB_B],
     }
-    assert calls == ["by_uuid", "scan"]
+    assert calls == ["by_uuid", "scan of the unfinished"]
+
+
+def test_a_live_candidate_with_finished_at_is_reread_by_uuid_beside_the_scan():
+    # The scan of unfinished rows (an index scan for jobs) cannot see an inconsistent row.
+    from plugins.module_utils.reconcile_db import DatabaseReader
+
+    reader = DatabaseReader(conn=None, batch_size=10)
+    rows = {JOB_A: job(JOB_A), JOB_B: job(JOB_B)._replace(finished=True), JOB_C: job(JOB_C)}
+    asked = []
+    reader.by_uuid = lambda kind, uuids: asked.append(sorted(uuids)) or {u: rows[u] for u in uuids}
+    reader.live = lambda kind, unfinished_only=False: iter(r for r in rows.values() if not r.finished)
+    assert reader.reread(JOBS, dict(rows), live=3) == rows
+    assert asked == [[JOB_B]]
