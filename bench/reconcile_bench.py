@@ -80,7 +80,10 @@ def build(lab, args, name: str) -> dict[str, float]:
     conninfo = psycopg.conninfo.make_conninfo(**lab.connection(name))
     if args.jobs_from:
         # The jobs of another benchmark's database (bench.fail_jobs_bench's 1M-job template:
-        # its tasks and tokens are never read here): only the containers are generated.
+        # its tasks and tokens are never read here): only the containers are generated, in
+        # place of the ones it has (one per Running job there).
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute("TRUNCATE containers")
         began = time.monotonic()
         datagen.load_containers(conninfo, PREFIX, args.containers, args.live_containers, now, seed=args.seed)
         return {"containers_load_s": time.monotonic() - began}

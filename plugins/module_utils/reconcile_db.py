@@ -13,7 +13,7 @@ ONLY``), and each phase ends its transaction, so nothing is held open across ``s
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
 from .errors import ConfigError
 from .reconcile import CONTAINERS, JOBS, Record
@@ -73,10 +73,11 @@ class DatabaseReader:
         self.batch_size = batch_size
         self.statements = 0
 
-    def live(self, kind: str, unfinished_only: bool = False) -> Iterator[Record]:
+    def live(self, kind: str, unfinished_only: bool = False) -> List[Record]:
         self.statements += 1
-        yield from stream_live(self.conn, (SQL_LIVE_UNFINISHED if unfinished_only else SQL_LIVE)[kind])
+        records = read_live(self.conn, (SQL_LIVE_UNFINISHED if unfinished_only else SQL_LIVE)[kind])
         self.conn.commit()
+        return records
 
     def reread(self, kind: str, candidates: Mapping[str, Record], live: int) -> Dict[str, Record]:
         """The candidates' rows now: by UUID, or, when they are most of the live records,
@@ -115,16 +116,15 @@ def make_read_only(conn) -> None:
     conn.commit()
 
 
-def stream_live(conn, statement: str) -> Iterator[Record]:
+def read_live(conn, statement: str) -> List[Record]:
     """The live records `statement` (one of SQL_LIVE or SQL_LIVE_UNFINISHED) reads. The
     result arrives whole into libpq's buffer (a few hundred bytes per live record, none per
-    other row) and becomes Python objects one row at a time. Measured on 100,000 live jobs
-    among 1,000,000: a server-side cursor took twice as long (it plans for the first rows),
-    row-by-row streaming waited once per row."""
+    other row) and becomes tuples in one fetchall, in C. Measured on 100,000 live jobs among
+    1,000,000: a server-side cursor took twice as long (it plans for the first rows), and
+    iterating the cursor cost 1.8 µs a row in Python, more than the scan itself."""
     with conn.cursor() as cursor:
         cursor.execute(statement)
-        for row in cursor:
-            yield Record(*row)
+        return list(map(Record._make, cursor.fetchall()))
 
 
 def records_by_uuid(conn, kind: str, uuids: Iterable[str], batch_size: int) -> Dict[str, Record]:
@@ -134,8 +134,7 @@ def records_by_uuid(conn, kind: str, uuids: Iterable[str], batch_size: int) -> D
     with conn.cursor() as cursor:
         for start in range(0, len(wanted), batch_size):
             cursor.execute(SQL_BY_UUID[kind], {"uuids": ",".join(wanted[start : start + batch_size])})
-            for row in cursor:
-                found[row[0]] = Record(*row)
+            found.update((row[0], Record._make(row)) for row in cursor.fetchall())
     return found
 
 

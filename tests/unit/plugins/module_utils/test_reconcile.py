@@ -461,3 +461,19 @@ def test_a_live_candidate_with_finished_at_is_reread_by_uuid_beside_the_scan():
     reader.live = lambda kind, unfinished_only=False: iter(r for r in rows.values() if not r.finished)
     assert reader.reread(JOBS, dict(rows), live=3) == rows
     assert asked == [[JOB_B]]
+
+
+def test_the_cycle_collector_is_off_during_a_run_and_back_on_after_it():
+    import gc
+
+    seen = []
+
+    class WatchedDatabase(FakeDatabase):
+        def live(self, kind):
+            seen.append(gc.isenabled())
+            return super().live(kind)
+
+    assert gc.isenabled()
+    reconcile(WatchedDatabase([job(JOB_A)]), [[line("1", JOB_A)]] * 2)
+    assert seen and not any(seen)
+    assert gc.isenabled()
