@@ -47,10 +47,11 @@ description:
     C(pg_locks) without taking it. Older dispatchers take no lock - ask their service manager.
   - Cost, whatever the size of the tables, two C(squeue) calls and per kind one scan of the
     live records (while the first C(squeue) runs), one set-based re-read of the candidates
-    (while the second C(squeue) runs; by UUID, or by a second scan when they are most of the
-    live records) and one of the names in the
-    second listing (C(uuid = ANY), O(batch_size) UUIDs per statement); never a statement per
-    UUID. Memory follows the live records and the Slurm queue, not the tables. The session
+    (while the second C(squeue) runs; by UUID, or, when they are most of the live records, by
+    a scan of the live records without C(finished_at), an index scan on C(jobs.finished_at),
+    plus by UUID the rare live records whose C(finished_at) is set) and one of the names in
+    the second listing (C(uuid = ANY), O(batch_size) UUIDs per statement); never a statement
+    per UUID. Memory follows the live records and the Slurm queue, not the tables. The session
     is read-only.
 author:
   - Arvados Ops recovery maintainers (@arvados-ops)
