@@ -148,13 +148,23 @@ def today_tree(commit):
 
 
 def contender_args(contender):
+    """The command's flags for a contender: today, boot, live, or live with settings joined
+    by '+': pause=<seconds> (--batch-pause), batch=<jobs> (--batch-size); for example
+    pause=0.1+batch=200."""
     if contender == "today":
         return []
     if contender == "boot":
         return ["--live", "false"]
-    if contender == "live":
-        return ["--live", "true"]
-    return ["--live", "true", "--batch-pause", contender.split("=")[1]]
+    flags = ["--live", "true"]
+    for setting in contender.split("+"):
+        name, _, value = setting.partition("=")
+        if name == "pause":
+            flags += ["--batch-pause", value]
+        elif name == "batch":
+            flags += ["--batch-size", value]
+        elif setting != "live":
+            raise SystemExit("unknown contender setting %r in %r" % (setting, contender))
+    return flags
 
 
 def run_latency(lab, args, contender, before, threshold, today_dir):

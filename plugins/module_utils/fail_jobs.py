@@ -296,9 +296,11 @@ SQL_SET_LOCAL = """
 # merging beside the run (gin_clean_pending_list) chased the list's tail for minutes with
 # a snapshot open. At boot nobody else writes and the run keeps the list to itself.
 
-# Seconds between batches when live, unless batch_pause says otherwise: with it the API
-# server's updates of jobs kept their p99 within twice the p99 before the run, in the
-# benchmark (bench/README.md, "arvados_fail_jobs on a live cluster").
+# Seconds between batches when live, unless batch_pause says otherwise. Measured on 2 cores
+# (bench/README.md, "arvados_fail_jobs beside a live API server"): live batches took the
+# API's update p99 from 267 times its level before the run to 5-10 times, whatever the
+# pause between 0 and 0.5 s (the cores the run shares with the API are what is left); the
+# pause is the operator's knob for a busier server.
 LIVE_BATCH_PAUSE = 0.2
 
 # Other sessions on the database than this run's own: the API server's (or a person's).
