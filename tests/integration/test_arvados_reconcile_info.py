@@ -143,7 +143,7 @@ def test_a_lost_job_with_finished_at_set_is_orphaned_too(lab_env, slurm, records
     # Most live jobs lost: the re-read scans the unfinished ones (by the finished_at index)
     # and must look up the inconsistent Running row, which that scan cannot see, by UUID.
     witness = records.job("Running")
-    lost = sorted(records.job("Running") for _ in range(3))
+    lost = sorted(records.job("Running") for _lost in range(3))
     records.conn.execute("UPDATE jobs SET finished_at = started_at WHERE uuid = %s", (lost[1],))
     records.conn.commit()
     slurm.submit(witness, hold=True)
