@@ -92,13 +92,10 @@ class Record(NamedTuple):
     # Live, yet finished_at is set: an inconsistent row (the re-read looks it up by UUID).
     finished: bool = False
 
-    def identity(self) -> Tuple[object, ...]:
-        """What must not change between the first read and the re-read: a job that was
-        requeued and restarted, or a container locked by someone else, is another run."""
-        return identity(self)
 
-
-# Record.identity as a C-level getter, for the loops over 100,000 records.
+# What must not change in a record between the first read and the re-read (state,
+# started_at, locked_by_uuid): a job that was requeued and restarted, or a container locked
+# by someone else, is another run. A C-level getter, for the loops over 100,000 records.
 identity = operator.itemgetter(1, 2, 3)
 
 
@@ -179,8 +176,8 @@ def stray_reason(kind: str, record: Optional[Record]) -> Optional[str]:
 class OrphanSearch:
     """The live records of one kind without a Slurm job, narrowed poll by poll.
 
-    Records are offered one at a time (streamed from the database); only those absent
-    from the first listing are kept, with their identity for the re-read.
+    The live records are offered all at once, as read; only those absent from the first
+    listing are kept, with their identity for the re-read.
     """
 
     def __init__(self, kind: str) -> None:
@@ -189,13 +186,9 @@ class OrphanSearch:
         self.candidates: Dict[str, Record] = {}
         self.with_slurm_job = 0
 
-    def offer(self, record: Record, first: Listing) -> None:
-        self.offer_all((record,), first)
-
-    def offer_all(self, records: Iterable[Record], first: Listing) -> None:
+    def offer_all(self, records: Sequence[Record], first: Listing) -> None:
         """Every live record of the kind at once (one comprehension: 100,000 records cost
         what a call per record costs for a few thousand)."""
-        records = list(records)
         listed = first.by_name
         found = {record.uuid: record for record in records if record.uuid not in listed}
         self.live += len(records)
