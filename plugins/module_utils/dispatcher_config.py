@@ -292,6 +292,15 @@ def secret_paths():
     return {spec["cluster"] for spec in SETTINGS.values() if spec.get("secret") and "cluster" in spec}
 
 
+# Keys an operator may pass through extra settings that hold a secret (Arvados'
+# Containers.DispatchPrivateKey, a token or password of a future key): hidden by their name.
+SECRET_KEY_NAME = re.compile(r"(?i)(token|privatekey|password|secret)")
+
+
+def is_secret(path, secrets):
+    return path in secrets or any(SECRET_KEY_NAME.search(str(part)) for part in path)
+
+
 def required_problems(release, cluster):
     """The keys this release's dispatcher cannot start without, missing from the result."""
     missing = []
@@ -350,7 +359,7 @@ def plain(value):
 
 
 def shown(path, value, secrets):
-    return HIDDEN if path in secrets and value is not None else value
+    return HIDDEN if value is not None and is_secret(path, secrets) else value
 
 
 def _round_trip_yaml():

@@ -196,6 +196,17 @@ def test_a_setting_the_release_does_not_have_is_refused_naming_it(tag, name, val
     "tag, missing",
     [
         ("2.0.0", ["SystemRootToken", "Services.Controller.ExternalURL"]),
+        # The last release before the advisory lock and InternalURLs became required.
+        ("2.4.4", ["SystemRootToken", "Services.Controller.ExternalURL"]),
+        (
+            "2.5.0",
+            [
+                "SystemRootToken",
+                "Services.Controller.ExternalURL",
+                "Services.DispatchSLURM.InternalURLs",
+                "PostgreSQL.Connection",
+            ],
+        ),
         (
             "2.7.4",
             [
@@ -214,6 +225,7 @@ def test_a_required_key_set_nowhere_is_named(tag, missing):
     for key in missing:
         assert key in str(error.value)
     assert ("DispatchSLURM" in str(error.value)) == (release >= (2, 5, 0))
+    assert ("PostgreSQL.Connection" in str(error.value)) == (release >= (2, 5, 0))
 
 
 def test_required_keys_already_in_config_yml_need_no_variable():
@@ -294,6 +306,16 @@ def test_no_secret_is_shown_in_the_keys_before_and_after():
     shown = json.dumps([before, after])
     for secret in ("new-root", "operator-root-token", "pw", "secret"):
         assert secret not in shown
+
+
+def test_a_secret_passed_as_an_extra_setting_is_hidden_by_its_name():
+    release = dc.parse_release("3.2.1")
+    extra = {"DispatchPrivateKey": "-----BEGIN OPENSSH PRIVATE KEY-----xyz", "SLURM": {"PrioritySpread": 7}}
+    wanted = dc.cluster_settings(release, dict(UNSET, system_root_token="new-root"), extra)
+    before, after = dc.merge_cluster_text(OPERATOR_FILE, "zzzzz", release, wanted)[2:]
+    assert after["Containers.DispatchPrivateKey"] == dc.HIDDEN
+    assert after["Containers.SLURM.PrioritySpread"] == 7
+    assert "PRIVATE KEY" not in json.dumps([before, after])
 
 
 def test_several_clusters_need_the_cluster_id():
