@@ -1,0 +1,82 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The units boot_recovery holds back until the cleanup is done, per Arvados release, as
+Ansible itself resolves the role's variables (defaults/main.yml and vars/main.yml)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+ROLE = REPO_ROOT / "roles" / "boot_recovery"
+ANSIBLE_PLAYBOOK = REPO_ROOT / ".venv" / "bin" / "ansible-playbook"
+
+# 1.x: Nginx/Passenger serves the API, runit runs crunch-dispatch.rb (1.4.3 install docs);
+# 2.0 to 3.0: Nginx/Passenger still, plus controller and websocket; 3.1 on: arvados-railsapi.
+EXPECTED = {
+    "1.4": ["nginx.service", "runit.service", "crunch-dispatch-slurm.service"],
+    "1.4.3": ["nginx.service", "runit.service", "crunch-dispatch-slurm.service"],
+    "2.0.0": ["nginx.service", "arvados-controller.service", "arvados-ws.service", "crunch-dispatch-slurm.service"],
+    "2.7.4": ["nginx.service", "arvados-controller.service", "arvados-ws.service", "crunch-dispatch-slurm.service"],
+    "3.0.0": ["nginx.service", "arvados-controller.service", "arvados-ws.service", "crunch-dispatch-slurm.service"],
+    "3.1.2": [
+        "arvados-railsapi.service",
+        "arvados-controller.service",
+        "arvados-ws.service",
+        "crunch-dispatch-slurm.service",
+    ],
+    "3.2.1": [
+        "arvados-railsapi.service",
+        "arvados-controller.service",
+        "arvados-ws.service",
+        "crunch-dispatch-slurm.service",
+    ],
+}
+
+PLAYBOOK = """
+- hosts: localhost
+  gather_facts: false
+  vars_files: [%(role)s/defaults/main.yml, %(role)s/vars/main.yml]
+  tasks:
+    - name: Resolve the units held back, per release
+      ansible.builtin.set_fact:
+        resolved: "{{ resolved | default({}) | combine({item: __boot_recovery_before_units}) }}"
+      loop: %(releases)s
+      vars:
+        boot_recovery_arvados_version: "{{ item }}"
+    - name: Write them out
+      ansible.builtin.copy:
+        content: "{{ resolved | to_json }}"
+        dest: %(output)s
+        mode: "0600"
+"""
+
+
+@pytest.fixture(scope="module")
+def resolved(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("units")
+    output = directory / "resolved.json"
+    playbook = directory / "units.yml"
+    playbook.write_text(PLAYBOOK % {"role": ROLE, "releases": json.dumps(sorted(EXPECTED)), "output": output})
+    environment = dict(os.environ, ANSIBLE_LOCALHOST_WARNING="false")
+    subprocess.run(
+        [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter=" + sys.executable]
+        + [str(playbook)],
+        cwd=REPO_ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return json.loads(output.read_text())
+
+
+@pytest.mark.parametrize("release", sorted(EXPECTED))
+def test_the_units_held_back_are_the_releases_own(resolved, release):
+    assert resolved[release] == EXPECTED[release]
