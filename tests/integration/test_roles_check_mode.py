@@ -92,7 +92,7 @@ def host():
         )
 
 
-def run_site(host, release, tmp_path, *options):
+def run_site(host, variables, tmp_path, *options):
     inventory = tmp_path / "inventory.yml"
     inventory.write_text(
         yaml.safe_dump(
@@ -107,7 +107,7 @@ def run_site(host, release, tmp_path, *options):
                         }
                     },
                     "children": {"arvados_api": {"hosts": {host: {}}}, "slurm_controllers": {"hosts": {host: {}}}},
-                    "vars": RELEASES[release],
+                    "vars": variables,
                 }
             }
         )
@@ -156,12 +156,12 @@ def test_site_in_check_mode_then_for_real_without_systemd(host, release, tmp_pat
     paths = COMMON + WRITTEN[release]
     assert existing(host, paths) == []
 
-    predicted = run_site(host, release, tmp_path, "--check", "--diff")
+    predicted = run_site(host, RELEASES[release], tmp_path, "--check", "--diff")
     assert predicted.changed > 0
     assert existing(host, paths) == [], "check mode wrote files"
     assert "check-mode-token" not in predicted.stdout and "check-mode-root-token" not in predicted.stdout
 
-    done = run_site(host, release, tmp_path)
+    done = run_site(host, RELEASES[release], tmp_path)
     assert done.changed > 0
     assert existing(host, paths) == sorted(paths)
     assert read(host, "/proc/1/comm").strip() == "sleep"
@@ -198,5 +198,43 @@ def test_site_in_check_mode_then_for_real_without_systemd(host, release, tmp_pat
         legacy = yaml.safe_load(read(host, WRITTEN["1.4"][0]))
         assert sorted(legacy) == ["BatchSize", "Client", "SbatchArguments"]
 
-    assert run_site(host, release, tmp_path, "--check", "--diff").changed == 0
-    assert run_site(host, release, tmp_path).changed == 0
+    assert run_site(host, RELEASES[release], tmp_path, "--check", "--diff").changed == 0
+    assert run_site(host, RELEASES[release], tmp_path).changed == 0
+
+
+def install_stand_in_package(host, package, version):
+    """An empty Debian package of this name and version, installed with dpkg: what the
+    roles read to tell the release when no *_arvados_version is set."""
+    script = (
+        'set -e; root=$(mktemp -d); mkdir "$root/DEBIAN"; '
+        "printf 'Package: %s\\nVersion: %s\\nArchitecture: all\\nMaintainer: tests <t@example>\\n"
+        'Description: stand-in for the Arvados package\\n\' > "$root/DEBIAN/control"; '
+        'dpkg-deb --build "$root" /tmp/stand-in.deb >/dev/null; dpkg --install /tmp/stand-in.deb >/dev/null'
+    ) % (package, version)
+    subprocess.run(
+        ["podman", "exec", host, "sh", "-c", script],
+        env=podman_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+
+
+def test_the_release_is_read_from_the_installed_packages(host, tmp_path):
+    install_stand_in_package(host, "crunch-dispatch-slurm", "1.4.3-1")
+    install_stand_in_package(host, "arvados-api-server", "1.4.3-1")
+    variables = {name: value for name, value in RELEASES["1.4"].items() if not name.endswith("_arvados_version")}
+
+    predicted = run_site(host, variables, tmp_path, "--check")
+    assert predicted.changed > 0
+    assert existing(host, COMMON + WRITTEN["1.4"]) == []
+    done = run_site(host, variables, tmp_path)
+    assert done.changed > 0
+
+    # 1.4.3 from dpkg: the dispatcher's own file with the keys 1.4 reads, and the 1.x units held back.
+    assert existing(host, WRITTEN["1.4"] + WRITTEN["3.2"]) == WRITTEN["1.4"]
+    assert sorted(yaml.safe_load(read(host, WRITTEN["1.4"][0]))) == ["BatchSize", "Client", "SbatchArguments"]
+    unit = read(host, "/etc/systemd/system/arvados-fail-jobs.service")
+    assert "Before=nginx.service runit.service crunch-dispatch-slurm.service" in unit.splitlines()
+    assert run_site(host, variables, tmp_path).changed == 0
