@@ -6,7 +6,8 @@
 # It installs nothing: it checks what the scenarios need and says what is missing.
 # It builds the images once (scripts/build-molecule-image.sh: base, and cluster for
 # the `cluster` scenario) and reuses them.
-# The lab must be up (lab/labctl.py start): the scenarios use its PostgreSQL.
+# The lab must be up (lab/labctl.py start) for the one-host scenarios: they use its
+# PostgreSQL. A scenario interrupted (INT, TERM) is destroyed before the script exits.
 set -uo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -36,19 +37,24 @@ if ((${#missing[@]})); then
   echo "molecule: run scripts/install-deps.sh (as root) first" >&2
   exit 1
 fi
-if ! env -u PYTHONPATH "$venv_bin/python" lab/labctl.py status >/dev/null 2>&1; then
-  echo "molecule: the lab is not up; start it with '$venv_bin/python lab/labctl.py start'" >&2
-  exit 1
-fi
-
-scripts/link-collection.sh >/dev/null || exit 1
-
 scenarios=("$@")
 if [ ${#scenarios[@]} -eq 0 ]; then
   for file in extensions/molecule/*/molecule.yml; do
     scenarios+=("$(basename "$(dirname "$file")")")
   done
 fi
+
+# The one-host scenarios use the lab's PostgreSQL; `cluster` has its own, on its api host.
+for scenario in "${scenarios[@]}"; do
+  [ "$scenario" = cluster ] && continue
+  if ! env -u PYTHONPATH "$venv_bin/python" lab/labctl.py status >/dev/null 2>&1; then
+    echo "molecule: the lab is not up (scenario $scenario uses it); start it with '$venv_bin/python lab/labctl.py start'" >&2
+    exit 1
+  fi
+  break
+done
+
+scripts/link-collection.sh >/dev/null || exit 1
 
 # Each image is built once and reused; the cluster image only when `cluster` runs.
 images=(base)
@@ -68,13 +74,31 @@ stamp() {
   done
 }
 
+# Molecule destroys a scenario's hosts after a failed step, but not when it is itself
+# killed (an interrupt, a CI timeout): then the scenario under way is destroyed here.
+current=""
+destroy_on_signal() {
+  trap - INT TERM
+  if [ -n "$current" ]; then
+    echo "molecule: interrupted during $current; destroying its hosts" >&2
+    pkill -TERM -f "molecule test -s $current\$" 2>/dev/null
+    wait
+    "$venv_bin/molecule" destroy -s "$current" >/dev/null 2>&1 ||
+      echo "molecule: destroy -s $current failed; see 'podman ps -a'" >&2
+  fi
+  exit 130
+}
+trap destroy_on_signal INT TERM
+
 passed=0 failed=0 report=()
 for scenario in "${scenarios[@]}"; do
   echo "== molecule test -s $scenario"
   begin=$SECONDS
-  # Each line stamped with the time, so a log shows what each step took.
-  "$venv_bin/molecule" test -s "$scenario" 2>&1 | stamp
-  if [ "${PIPESTATUS[0]}" -eq 0 ]; then
+  current=$scenario
+  # Each line stamped with the time, so a log shows what each step took. In the
+  # background, so that a signal reaches the trap at once rather than after Molecule.
+  "$venv_bin/molecule" test -s "$scenario" 2>&1 | stamp &
+  if wait $!; then
     result=passed; passed=$((passed + 1))
   else
     result=FAILED; failed=$((failed + 1))
