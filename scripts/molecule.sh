@@ -76,16 +76,20 @@ stamp() {
 
 # Molecule destroys a scenario's hosts after a failed step, but not when it is itself
 # killed (an interrupt, a CI timeout): then the scenario under way is destroyed here.
+# Molecule runs in a session of its own, so that the signal reaches its ansible-playbook
+# children too (they would go on against the hosts being destroyed).
 current=""
+group_file=$(mktemp)
 destroy_on_signal() {
   trap - INT TERM
   if [ -n "$current" ]; then
     echo "molecule: interrupted during $current; destroying its hosts" >&2
-    pkill -TERM -f "molecule test -s $current\$" 2>/dev/null
+    kill -TERM -- "-$(cat "$group_file")" 2>/dev/null
     wait
     "$venv_bin/molecule" destroy -s "$current" >/dev/null 2>&1 ||
       echo "molecule: destroy -s $current failed; see 'podman ps -a'" >&2
   fi
+  rm -f "$group_file"
   exit 130
 }
 trap destroy_on_signal INT TERM
@@ -97,7 +101,8 @@ for scenario in "${scenarios[@]}"; do
   current=$scenario
   # Each line stamped with the time, so a log shows what each step took. In the
   # background, so that a signal reaches the trap at once rather than after Molecule.
-  "$venv_bin/molecule" test -s "$scenario" 2>&1 | stamp &
+  # setsid keeps the PID (the subshell leads no group), which is so the new group's id.
+  (echo "$BASHPID" >"$group_file"; exec setsid "$venv_bin/molecule" test -s "$scenario") 2>&1 | stamp &
   if wait $!; then
     result=passed; passed=$((passed + 1))
   else
@@ -106,6 +111,7 @@ for scenario in "${scenarios[@]}"; do
   report+=("$(printf '%-22s %-7s %4ss' "$scenario" "$result" $((SECONDS - begin)))")
 done
 
+rm -f "$group_file"
 echo
 echo "== molecule summary"
 printf '  %s\n' "${report[@]}"
