@@ -30,10 +30,11 @@ description:
     C(COMPLETING) are ending and only counted (RV(ending_slurm_jobs)).
   - I(Orphaned) jobs (RV(orphaned_jobs)) and containers (RV(orphaned_containers)) are live
     records (jobs C(Running); containers C(Locked) or C(Running)) with no Slurm job of their
-    name in two listings at least O(settle) seconds apart, and unchanged (same state,
-    C(started_at) and lock) when read again while the second listing is taken. A Slurm job
-    submitted between the two listings is in the second one, so its job or container is
-    never reported.
+    name in two listings at least O(settle) seconds apart, and whose row was not updated at
+    all (the same PostgreSQL row version, C(xmin)) when read again while the second listing
+    is taken. A Slurm job submitted between the two listings is in the second one, so its
+    job or container is never reported; nor is a record that anything updated meanwhile
+    (its state, a restart, its lock, or the progress a live process writes).
   - Absence from Slurm means orphaned only where the work runs under this Slurm. With
     O(orphans=evidence) (the default) orphans of a kind are reported only when at least one
     live record of that kind does have its Slurm job in a listing; otherwise none are, and

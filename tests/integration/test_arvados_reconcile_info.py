@@ -139,6 +139,23 @@ def test_a_job_that_finished_before_the_reread_is_not_orphaned(lab_env, slurm, r
     assert result["orphaned_jobs"] == []
 
 
+def test_a_job_whose_row_is_updated_between_the_listings_is_not_orphaned(lab_env, slurm, records, config, tmp_path):
+    # Still Running, same start and lock: only its row version (xmin) tells that something
+    # (a process at work, writing progress) updated it after the first read.
+    witness = records.job("Running")
+    touched = records.job("Running")
+    untouched = records.job("Running")
+    slurm.submit(witness, hold=True)
+
+    def touch():
+        records.conn.execute("UPDATE jobs SET modified_at = now() WHERE uuid = %s", (touched,))
+        records.conn.commit()
+
+    result, _calls = between_the_listings(lab_env, tmp_path, config, touch)
+    assert not result.get("failed"), result.get("msg")
+    assert rh.names(result["orphaned_jobs"]) == [untouched]
+
+
 def test_a_lost_job_with_finished_at_set_is_orphaned_too(lab_env, slurm, records, config, tmp_path):
     # Most live jobs lost: the re-read scans the unfinished ones (by the finished_at index)
     # and must look up the inconsistent Running row, which that scan cannot see, by UUID.

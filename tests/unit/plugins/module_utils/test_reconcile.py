@@ -17,6 +17,7 @@ from plugins.module_utils.reconcile import (
     CONTAINERS,
     JOBS,
     Listing,
+    OrphanSearch,
     Record,
     SlurmJob,
     parse_listing,
@@ -59,19 +60,26 @@ class FakeDatabase:
     def kind(self, uuid):
         return JOBS if "-8i9sb-" in uuid else CONTAINERS
 
+    @staticmethod
+    def versioned(row):
+        """The row as read, with a version that changes whenever a column does (xmin)."""
+        return row._replace(version=repr(tuple(row[:6])))
+
     def live(self, kind):
         self.statements += 1
         states = ("Running",) if kind == JOBS else ("Locked", "Running")
         for row in list(self.rows.values()):
             if self.kind(row.uuid) == kind and row.state in states:
-                yield row
+                yield self.versioned(row)
 
     def by_uuid(self, kind, uuids):
         self.statements += 1
-        return {uuid: self.rows[uuid] for uuid in uuids if uuid in self.rows and self.kind(uuid) == kind}
+        return {
+            uuid: self.versioned(self.rows[uuid]) for uuid in uuids if uuid in self.rows and self.kind(uuid) == kind
+        }
 
     def reread(self, kind, candidates, live):
-        return self.by_uuid(kind, candidates)
+        return {uuid: row.version for uuid, row in self.by_uuid(kind, candidates).items()}
 
     def lock_holders(self):
         self.statements += 1
@@ -266,6 +274,13 @@ def test_a_slurm_job_submitted_between_the_listings_saves_its_job():
     assert result["evidence"][JOBS]["with_slurm_job"] == 2
 
 
+def test_only_the_job_that_got_no_slurm_job_by_the_second_listing_is_orphaned():
+    db = FakeDatabase([job(JOB_A), job(JOB_B), job(JOB_C)])
+    result = reconcile(db, [[line("1", JOB_A)], [line("1", JOB_A), line("2", JOB_B)]])
+    assert uuids(result["orphaned_jobs"]) == [JOB_C]
+    assert result["evidence"][JOBS] == {"live": 3, "with_slurm_job": 2, "without_slurm_job": 1}
+
+
 def test_a_record_that_changed_before_the_reread_is_not_orphaned():
     db = FakeDatabase([job(JOB_A), job(JOB_B), job(JOB_C), container(CTR_A)])
 
@@ -429,38 +444,90 @@ def test_squeue_failing_or_hanging_is_an_error_naming_why():
     assert hung.handle.killed
 
 
-def test_candidates_are_reread_by_uuid_while_few_else_by_a_second_scan():
+class _VersionsConnection:
+    """A connection whose every statement answers (uuid, version) rows: those of `rows` the
+    statement asks for (by UUID, or the unfinished ones); it keeps the SQL."""
+
+    def __init__(self, rows):
+        self.rows = rows
+        self.executed = []
+        self.answer = []
+
+    def cursor(self):
+        return self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def execute(self, statement, params=None):
+        self.executed.append(statement)
+        if params is not None:
+            wanted = params["uuids"].split(",")
+            found = [row for row in self.rows.values() if row.uuid in wanted]
+        else:
+            found = [row for row in self.rows.values() if not row.finished]
+        self.answer = [(row.uuid, row.version) for row in found]
+
+    def fetchall(self):
+        return self.answer
+
+    def commit(self):
+        pass
+
+
+def _reader(rows):
     from plugins.module_utils.reconcile_db import DatabaseReader
 
-    reader = DatabaseReader(conn=None, batch_size=10)
-    rows = {JOB_A: job(JOB_A), JOB_B: job(JOB_B), JOB_C: job(JOB_C)}
-    calls = []
-    reader.by_uuid = lambda kind, uuids: calls.append("by_uuid") or {u: rows[u] for u in uuids}
+    conn = _VersionsConnection(rows)
+    return DatabaseReader(conn=conn, batch_size=10), conn
 
-    def scan(kind, unfinished_only=False):
-        calls.append("scan of the unfinished" if unfinished_only else "scan")
-        return iter(row for row in rows.values() if not (unfinished_only and row.finished))
 
-    reader.live = scan
-    assert reader.reread(JOBS, {JOB_A: rows[JOB_A]}, live=3) == {JOB_A: rows[JOB_A]}
-    assert reader.reread(JOBS, {JOB_A: rows[JOB_A], JOB_B: rows[JOB_B]}, live=3) == {
-        JOB_A: rows[JOB_A],
-        JOB_B: rows[JOB_B],
-    }
-    assert calls == ["by_uuid", "scan of the unfinished"]
+def test_candidates_are_reread_by_uuid_while_few_else_by_a_second_scan():
+    from plugins.module_utils.reconcile_db import SQL_VERSIONS_BY_UUID, SQL_VERSIONS_UNFINISHED
+
+    rows = {uuid: job(uuid)._replace(version=str(n)) for n, uuid in enumerate((JOB_C, JOB_A, JOB_B))}
+    reader, conn = _reader(rows)
+    assert reader.reread(JOBS, {JOB_A: rows[JOB_A]}, live=3) == {JOB_A: "1"}
+    versions = reader.reread(JOBS, {JOB_B: rows[JOB_B], JOB_A: rows[JOB_A]}, live=3)
+    assert versions == {JOB_A: "1", JOB_B: "2", JOB_C: "0"}
+    assert conn.executed == [SQL_VERSIONS_BY_UUID[JOBS], SQL_VERSIONS_UNFINISHED[JOBS]]
+    assert reader.statements == 2
 
 
 def test_a_live_candidate_with_finished_at_is_reread_by_uuid_beside_the_scan():
     # The scan of unfinished rows (an index scan for jobs) cannot see an inconsistent row.
-    from plugins.module_utils.reconcile_db import DatabaseReader
+    from plugins.module_utils.reconcile_db import SQL_VERSIONS_BY_UUID, SQL_VERSIONS_UNFINISHED
 
-    reader = DatabaseReader(conn=None, batch_size=10)
-    rows = {JOB_A: job(JOB_A), JOB_B: job(JOB_B)._replace(finished=True), JOB_C: job(JOB_C)}
-    asked = []
-    reader.by_uuid = lambda kind, uuids: asked.append(sorted(uuids)) or {u: rows[u] for u in uuids}
-    reader.live = lambda kind, unfinished_only=False: iter(r for r in rows.values() if not r.finished)
-    assert reader.reread(JOBS, dict(rows), live=3) == rows
-    assert asked == [[JOB_B]]
+    rows = {
+        JOB_A: job(JOB_A)._replace(version="7"),
+        JOB_B: job(JOB_B)._replace(finished=True, version="8"),
+        JOB_C: job(JOB_C)._replace(version="9"),
+    }
+    reader, conn = _reader(rows)
+    versions = reader.reread(JOBS, dict(rows), live=3)
+    assert versions == {JOB_A: "7", JOB_B: "8", JOB_C: "9"}
+    assert conn.executed == [SQL_VERSIONS_UNFINISHED[JOBS], SQL_VERSIONS_BY_UUID[JOBS]]
+
+
+def test_every_read_of_a_record_carries_its_row_version_last():
+    from plugins.module_utils.reconcile_db import SQL_BY_UUID, SQL_LIVE
+
+    for statement in list(SQL_LIVE.values()) + list(SQL_BY_UUID.values()):
+        columns = statement.split(" FROM ")[0].split(", ")
+        assert len(columns) == len(Record._fields)
+        assert columns[-1] == "xmin::text"
+
+
+def test_a_candidate_is_confirmed_only_with_the_version_of_its_first_read():
+    search = OrphanSearch(JOBS)
+    first = [job(uuid)._replace(version="5") for uuid in (JOB_C, JOB_A, JOB_B)]
+    search.offer_all(first, parse_listing("", P, (JOBS,)))
+    # JOB_B was updated (another version), JOB_C is gone; the confirmed come by UUID.
+    assert search.confirmed({JOB_B: "6", JOB_A: "5"}) == [first[1]]
+    assert search.confirmed({JOB_C: "5", JOB_B: "5", JOB_A: "5"}) == [first[1], first[2], first[0]]
 
 
 def test_the_cycle_collector_is_off_during_a_run_and_back_on_after_it():
