@@ -178,11 +178,12 @@ def run_latency(lab, args, contender, before, threshold, today_dir):
     checkpoint(lab)
     phase = ["before"]
     loads = [Load(lab, name, kind, chosen[kind], args.rate, phase) for kind in KINDS]
-    for load in loads:
-        load.start()
-    time.sleep(args.before_seconds)
+    # The watch polls pg_stat_activity ten times a second from this process: started with
+    # the loads, so that "before" and "during" pay the same for it.
     watch = SnapshotWatch(lab, name)
-    watch.start()
+    for thread in loads + [watch]:
+        thread.start()
+    time.sleep(args.before_seconds)
     code_dir = today_dir if contender == "today" else REPO
     argv, env, options_file = command_line(lab, name, before, BATCH_SIZE, code_dir, contender_args(contender))
     phase[0] = "during"
