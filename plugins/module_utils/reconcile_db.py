@@ -99,22 +99,23 @@ class DatabaseReader:
         return versions
 
     def _versions_by_uuid(self, kind: str, uuids: Iterable[str]) -> Dict[str, str]:
+        return dict(self._rows_by_uuid(SQL_VERSIONS_BY_UUID[kind], uuids))
+
+    def by_uuid(self, kind: str, uuids: Iterable[str]) -> Dict[str, Record]:
+        """The records of these UUIDs that exist."""
+        return {row[0]: Record._make(row) for row in self._rows_by_uuid(SQL_BY_UUID[kind], uuids)}
+
+    def _rows_by_uuid(self, statement: str, uuids: Iterable[str]) -> List[tuple]:
+        """The rows `statement` reads for these UUIDs, `batch_size` UUIDs a statement."""
         wanted = sorted(uuids)
-        versions: Dict[str, str] = {}
+        rows: List[tuple] = []
         with self.conn.cursor() as cursor:
             for start in range(0, len(wanted), self.batch_size):
                 self.statements += 1
-                cursor.execute(SQL_VERSIONS_BY_UUID[kind], {"uuids": ",".join(wanted[start : start + self.batch_size])})
-                versions.update(cursor.fetchall())
+                cursor.execute(statement, {"uuids": ",".join(wanted[start : start + self.batch_size])})
+                rows.extend(cursor.fetchall())
         self.conn.commit()
-        return versions
-
-    def by_uuid(self, kind: str, uuids: Iterable[str]) -> Dict[str, Record]:
-        wanted = sorted(uuids)
-        self.statements += -(-len(wanted) // self.batch_size)
-        found = records_by_uuid(self.conn, kind, wanted, self.batch_size)
-        self.conn.commit()
-        return found
+        return rows
 
     def lock_holders(self) -> List[Dict[str, Optional[str]]]:
         self.statements += 1
@@ -143,17 +144,6 @@ def read_live(conn, statement: str) -> List[Record]:
     with conn.cursor() as cursor:
         cursor.execute(statement)
         return list(map(Record._make, cursor.fetchall()))
-
-
-def records_by_uuid(conn, kind: str, uuids: Iterable[str], batch_size: int) -> Dict[str, Record]:
-    """The rows of these UUIDs that exist, in batches of `batch_size` UUIDs per statement."""
-    wanted = list(uuids)
-    found: Dict[str, Record] = {}
-    with conn.cursor() as cursor:
-        for start in range(0, len(wanted), batch_size):
-            cursor.execute(SQL_BY_UUID[kind], {"uuids": ",".join(wanted[start : start + batch_size])})
-            found.update((row[0], Record._make(row)) for row in cursor.fetchall())
-    return found
 
 
 def dispatch_lock_holders(conn) -> List[Dict[str, Optional[str]]]:

@@ -289,22 +289,20 @@ class Reconciler:
         search.offer_all(live, first)
         return search
 
-    def _prepare_orphans(
-        self, kind: str, search: OrphanSearch, versions: Mapping[str, str]
-    ) -> Tuple[List[Record], List[Dict[str, Any]]]:
-        """The candidates whose row the re-read found unchanged, and their report entries."""
+    def _prepare_orphans(self, kind: str, search: OrphanSearch, versions: Mapping[str, str]) -> List[Dict[str, Any]]:
+        """The report entries of the candidates whose row the re-read found unchanged."""
         confirmed = search.confirmed(versions)
         # One reason text per state, shared by every entry: there may be 100,000 of them.
         reasons = {
             state: orphan_reason(kind, state, self.options.settle) for state in {record.state for record in confirmed}
         }
-        return confirmed, _orphan_entries(kind, confirmed, reasons)
+        return _orphan_entries(kind, confirmed, reasons)
 
     def _judge(
         self,
         kind: str,
         search: OrphanSearch,
-        prepared: Tuple[List[Record], List[Dict[str, Any]]],
+        prepared: List[Dict[str, Any]],
         second: Listing,
         result: Dict[str, Any],
     ) -> None:
@@ -314,12 +312,12 @@ class Reconciler:
         result["stray_slurm_jobs"].extend(strays)
         result["ending_slurm_jobs"] += ending
         withheld = search.withheld_reason(self.options.orphans)
-        confirmed, entries = prepared
+        entries = prepared
         if withheld:
             entries = []
         elif present:
             candidates = search.candidates
-            entries = [entry for record, entry in zip(confirmed, entries) if record.uuid in candidates]
+            entries = [entry for entry in entries if entry["uuid"] in candidates]
         result["orphans_withheld"][kind] = withheld
         result["evidence"][kind] = {
             "live": search.live,
