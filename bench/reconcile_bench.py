@@ -7,15 +7,18 @@ live containers, finished containers and unknown UUIDs:
 
 (a) the reconciliation's read, exactly as the module runs it (reconcile_run.Reconciler with
     the real squeue and database), `settle` 0 so no time is spent waiting: two squeue
-    listings, a streamed scan per kind, the set-based read of names and candidates, the
+    listings, one scan per kind of the live records (streamed in chunks where psycopg and
+    libpq can), the re-read of the candidates, the set-based read of the names, the
     Dispatch lock;
 (b) the floor the issue names: one `squeue --all` (the same command line) and one
     set-based query of the same rows (the live jobs and the live containers, fetched
-    whole), measured together.
+    whole), measured together;
+(c) (b) with its rows streamed in chunks as (a) reads them, to tell what (a) gains from
+    the fetch alone.
 
-Rounds alternate (a) and (b) (`--rounds`, default 5); the report gives medians and spreads,
-the squeue calls and SQL statements of (a), and the peak Python heap of each, measured by
-tracemalloc in one more round each, not timed: (a) streams, (b) holds every row at once.
+Each round runs them in another order (`--rounds`, default 5); the report gives medians
+and spreads, the squeue calls and SQL statements of (a), and the peak Python heap of each,
+measured by tracemalloc in one more round each, not timed.
 
     .venv/bin/python -m bench.reconcile_bench                     # 1M jobs, 100k containers, 5000 Slurm jobs
     .venv/bin/python -m bench.reconcile_bench --jobs 100000 --running 10000 --containers 10000 \\
@@ -44,7 +47,7 @@ from psycopg import sql
 from lab import datagen, labctl
 from plugins.module_utils import uuids
 from plugins.module_utils.reconcile import CONTAINERS, JOBS, squeue_command
-from plugins.module_utils.reconcile_db import SQL_LIVE, DatabaseReader, make_read_only
+from plugins.module_utils.reconcile_db import LIVE_CHUNK_ROWS, SQL_LIVE, DatabaseReader, make_read_only
 from plugins.module_utils.reconcile_run import ReconcileOptions, Reconciler, SlurmLister
 from plugins.module_utils.slurm_queue import client_environment
 from plugins.module_utils.slurm_runner import SubprocessRunner, SystemClock
@@ -198,7 +201,11 @@ def contender_reconcile(lab, name: str, env, traced: bool) -> dict[str, object]:
     }
 
 
-def contender_floor(lab, name: str, env, traced: bool) -> dict[str, object]:
+def contender_floor_streamed(lab, name: str, env, traced: bool) -> dict[str, object]:
+    return contender_floor(lab, name, env, traced, streamed=True)
+
+
+def contender_floor(lab, name: str, env, traced: bool, streamed: bool = False) -> dict[str, object]:
     argv = squeue_command(options().squeue_path, None)
     squeue_env = client_environment(env)
     if traced:
@@ -207,7 +214,10 @@ def contender_floor(lab, name: str, env, traced: bool) -> dict[str, object]:
     listing = subprocess.run(argv, env=squeue_env, capture_output=True, text=True, timeout=60, check=True).stdout
     squeue_done = time.monotonic()
     with psycopg.connect(**lab.connection(name)) as conn:
-        rows = [conn.execute(SQL_LIVE[kind]).fetchall() for kind in (JOBS, CONTAINERS)]
+        if streamed:
+            rows = [list(conn.cursor().stream(SQL_LIVE[kind], size=LIVE_CHUNK_ROWS)) for kind in (JOBS, CONTAINERS)]
+        else:
+            rows = [conn.execute(SQL_LIVE[kind]).fetchall() for kind in (JOBS, CONTAINERS)]
     wall = time.monotonic() - began
     return {
         "wall": wall,
@@ -262,7 +272,8 @@ def main(argv=None) -> int:
     names = slurm_names(lab, name, args.slurm_jobs, args.seed)
     began = time.monotonic()
     job_ids: list[str] = []
-    rounds: dict[str, list[dict[str, object]]] = {"reconcile": [], "floor": []}
+    contenders = {"reconcile": contender_reconcile, "floor": contender_floor, "streamed": contender_floor_streamed}
+    rounds: dict[str, list[dict[str, object]]] = {contender: [] for contender in contenders}
     try:
         submit_held(env, names, job_ids)
         print("submitted %d held Slurm jobs in %.1f s" % (len(job_ids), time.monotonic() - began), flush=True)
@@ -270,10 +281,11 @@ def main(argv=None) -> int:
         # more than (b), so tracing would tax it unevenly. One more traced round each
         # measures the heap.
         for number in range(args.rounds + 1):
-            order = ["reconcile", "floor"] if number % 2 == 0 else ["floor", "reconcile"]
+            order = list(contenders)
+            # Each round in another order, so that no contender always follows the same one.
+            order = order[number % len(order) :] + order[: number % len(order)]
             for contender in order:
-                run = contender_reconcile if contender == "reconcile" else contender_floor
-                rounds[contender].append(run(lab, name, env, traced=number == args.rounds))
+                rounds[contender].append(contenders[contender](lab, name, env, traced=number == args.rounds))
     finally:
         cancel(env, job_ids)
     report(args, rounds, load)
@@ -282,9 +294,23 @@ def main(argv=None) -> int:
     return 0
 
 
+def table_row(label: str, timed: list[dict[str, object]], traced: dict[str, object], calls, statements) -> str:
+    return "| %s | %s | %s | %s | %s | %s | %.1f |" % (
+        label,
+        spread([r["wall"] for r in timed]),
+        spread([r["squeue_s"] for r in timed]),
+        spread([r["database_s"] for r in timed]),
+        calls,
+        statements,
+        traced["peak_mib"],
+    )
+
+
 def report(args, rounds, load) -> None:
     (*ours, ours_traced), (*floor, floor_traced) = rounds["reconcile"], rounds["floor"]
+    *streamed, streamed_traced = rounds["streamed"]
     ratios = [a["wall"] / b["wall"] for a, b in zip(ours, floor, strict=True)]
+    streamed_ratios = [a["wall"] / c["wall"] for a, c in zip(ours, streamed, strict=True)]
     jobs = "the jobs of %s" % args.jobs_from if args.jobs_from else "%d jobs (%d Running)" % (args.jobs, args.running)
     print(
         "\n%s, %d more containers (%d live), %d held Slurm jobs, %d rounds"
@@ -295,30 +321,19 @@ def report(args, rounds, load) -> None:
         " SQL statements | peak heap MiB |"
     )
     print("|---|---|---|---|---|---|---|")
-    print(
-        "| (a) reconciliation read | %s | %s | %s | %s | %s | %.1f |"
-        % (
-            spread([r["wall"] for r in ours]),
-            spread([r["squeue_s"] for r in ours]),
-            spread([r["database_s"] for r in ours]),
-            ours[0]["squeue_calls"],
-            ours[0]["statements"],
-            ours_traced["peak_mib"],
+    print(table_row("(a) reconciliation read", ours, ours_traced, ours[0]["squeue_calls"], ours[0]["statements"]))
+    print(table_row("(b) one squeue + one query", floor, floor_traced, 1, 2))
+    print(table_row("(c) = (b), its rows streamed in chunks as (a) reads them", streamed, streamed_traced, 1, 2))
+    for label, values in (("(a)/(b)", ratios), ("(a)/(c)", streamed_ratios)):
+        print(
+            "%s per round: %s; median %.2fx%s"
+            % (
+                label,
+                ", ".join("%.2f" % ratio for ratio in values),
+                statistics.median(values),
+                " (limit 1.5x)" if label == "(a)/(b)" else "",
+            )
         )
-    )
-    print(
-        "| (b) one squeue + one query | %s | %s | %s | 1 | 2 | %.1f |"
-        % (
-            spread([r["wall"] for r in floor]),
-            spread([r["squeue_s"] for r in floor]),
-            spread([r["database_s"] for r in floor]),
-            floor_traced["peak_mib"],
-        )
-    )
-    print(
-        "(a)/(b) per round: %s; median %.2fx (limit 1.5x)"
-        % (", ".join("%.2f" % ratio for ratio in ratios), statistics.median(ratios))
-    )
     print(
         "(b) read %d rows and %d squeue lines; (a) found %s, evidence %s"
         % (floor[0]["rows"], floor[0]["lines"], ours[0]["counts"], ours[0]["evidence"])

@@ -39,7 +39,8 @@ from __future__ import annotations
 
 import operator
 import re
-from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from itertools import compress, repeat
+from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
 from .slurm_queue import FIELD_SEPARATOR, FINISHED_STATES, LEAVING_STATES
 from .uuids import CONTAINER_INFIX, JOB_INFIX, check_prefix
@@ -88,7 +89,8 @@ class Record(NamedTuple):
 
     uuid: str
     state: Optional[str]
-    started_at: object
+    # ISO 8601 text, as the database wrote it (Arvados' timestamps are UTC without zone).
+    started_at: Optional[str]
     locked_by_uuid: Optional[str]
     priority: Optional[int]
     # Live, yet finished_at is set: an inconsistent row (the re-read looks it up by UUID).
@@ -99,6 +101,8 @@ class Record(NamedTuple):
 
 
 uuid_of = operator.itemgetter(0)
+version_of = operator.itemgetter(len(Record._fields) - 1)
+is_finished = operator.itemgetter(Record._fields.index("finished"))
 # Not a version: a record the re-read did not find is never confirmed, whatever its own.
 _ABSENT = object()
 
@@ -180,24 +184,21 @@ def stray_reason(kind: str, record: Optional[Record]) -> Optional[str]:
 class OrphanSearch:
     """The live records of one kind without a Slurm job, narrowed poll by poll.
 
-    The live records are offered all at once, as read; only those absent from the first
+    It starts from every live record of the kind, as read, at once (100,000 records cost
+    what a call per record costs for a few thousand); only those absent from the first
     listing are kept, with their row version for the re-read.
     """
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, records: Sequence[Record], first: Listing) -> None:
         self.kind = kind
-        self.live = 0
-        self.candidates: Dict[str, Record] = {}
-        self.with_slurm_job = 0
-
-    def offer_all(self, records: Sequence[Record], first: Listing) -> None:
-        """Every live record of the kind at once (one comprehension: 100,000 records cost
-        what a call per record costs for a few thousand)."""
-        listed = first.by_name
-        found = {record.uuid: record for record in records if record.uuid not in listed}
-        self.live += len(records)
-        self.with_slurm_job += len(records) - len(found)
-        self.candidates.update(found)
+        self.live = len(records)
+        # Built in C, then the few listed ones taken out: a filtering comprehension took
+        # twice as long.
+        self.candidates: Dict[str, Record] = dict(zip(map(uuid_of, records), records))
+        listed = [name for name in first.by_name if name in self.candidates]
+        for uuid in listed:
+            del self.candidates[uuid]
+        self.with_slurm_job = len(listed)
 
     def drop_present(self, second: Listing) -> List[str]:
         """Drops the candidates the second listing shows; returns their UUIDs."""
@@ -209,13 +210,10 @@ class OrphanSearch:
         return present
 
     def confirmed(self, versions: Mapping[str, str]) -> List[Record]:
-        """Candidates whose row, read again after the second listing, has the version it had
-        in the first read (`versions`: UUID -> version of the rows found live again); by UUID."""
-        version_now = versions.get
-        kept = [record for record in self.candidates.values() if version_now(record.uuid, _ABSENT) == record.version]
-        # By the UUID alone: comparing whole records (their datetimes) took three times longer.
-        kept.sort(key=uuid_of)
-        return kept
+        """The candidates the re-read confirms (see :func:`changed_since_read`), by UUID (alone:
+        comparing whole records took three times longer)."""
+        changed = changed_since_read(list(self.candidates.values()), versions)
+        return sorted((record for uuid, record in self.candidates.items() if uuid not in changed), key=uuid_of)
 
     def withheld_reason(self, rule: str) -> Optional[str]:
         """Why orphans of this kind are not reported under `rule`, or None."""
@@ -230,10 +228,25 @@ class OrphanSearch:
         return None
 
 
+def changed_since_read(records: Sequence[Record], versions: Mapping[str, str]) -> Set[str]:
+    """The UUIDs of the `records` whose row, read again after the second listing, has not
+    the version it had in the first read (`versions`: UUID -> version of the rows found
+    live again; a row not among them is gone, or no longer live).
+
+    Fastest with the records in the order they were read, which is near the order of
+    `versions` (both follow the table): for 97,500 records in UUID order, the look-ups
+    missed the processor's caches and took 0.10-0.15 s; in table order a third of that.
+    """
+    # Iterated in C (map, compress), not by a comprehension: half the time again.
+    now = map(versions.get, map(uuid_of, records), repeat(_ABSENT))
+    unchanged = map(operator.eq, now, map(version_of, records))
+    return set(map(uuid_of, compress(records, map(operator.not_, unchanged))))
+
+
 def orphan_reason(kind: str, state: str, settle: float) -> str:
     what = "job is Running" if kind == JOBS else "container is %s" % state
     return (
-        "%s, but no Slurm job of its name was queued in two listings %g s apart, and it "
+        "%s, but no Slurm job of its name was queued in two listings %g s apart, and "
         "its row was not updated when read again after the second" % (what, settle)
     )
 

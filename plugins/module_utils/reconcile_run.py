@@ -16,11 +16,12 @@ How a run goes (nothing is ever written, so check mode is the same run):
 4. Once ``settle`` seconds have passed since listing 1 began, listing 2, and while it runs
    the candidates' row versions (``xmin``) are read again, set-based: by UUID
    (``uuid = ANY``, ``batch_size`` a statement) while they are at most half the live
-   records, else by one scan of the unfinished live rows.
-5. Candidates in listing 2 drop out; the others must have the row version of the first
-   read: not updated at all since. The names in listing 2 are read, set-based, to judge
-   the strays.
-6. Whether a dispatcher holds the ``Dispatch`` advisory lock (pg_locks).
+   records, else by one scan of the unfinished live rows. While the server reads them, the
+   candidates' report entries are made (libpq's pipeline mode, where libpq has it).
+5. The names in listing 2 are read, set-based, to judge the strays, and whether a
+   dispatcher holds the ``Dispatch`` advisory lock (pg_locks), while the versions are
+   compared. Candidates in listing 2 drop out; the others must have the row version of
+   the first read: not updated at all since.
 
 So Slurm is asked exactly twice and the database a few times per kind, whatever the
 numbers of jobs: memory follows the live records and the Slurm queue, not the tables.
@@ -31,10 +32,11 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+import operator
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 from .arvados_db_config import CONNECTION_OPTIONS, resolve_database_settings
 from .errors import ConfigError, RecoveryError
@@ -43,10 +45,12 @@ from .reconcile import (
     EVIDENCE,
     JOBS,
     KINDS,
+    LIVE_STATES,
     ORPHAN_RULES,
     Listing,
     OrphanSearch,
     Record,
+    changed_since_read,
     orphan_reason,
     parse_listing,
     squeue_command,
@@ -193,6 +197,23 @@ class SlurmLister:
         return parse_listing(stdout, prefix, kinds)
 
 
+_uuid_of_entry = operator.itemgetter("uuid")
+
+
+@dataclass
+class _SecondPoll:
+    """Listing 2 and the database's answers as it was taken."""
+
+    listing: Listing
+    # By kind: the report entry of every candidate after listing 1, by UUID.
+    drafts: Dict[str, List[Dict[str, Any]]]
+    # By kind: the candidates whose row the re-read found updated, or no longer live.
+    changed: Dict[str, Set[str]]
+    # By kind: the records of the names in listing 2.
+    named: Dict[str, Dict[str, Record]]
+    holders: List[Dict[str, Any]]
+
+
 @dataclass
 class _Phase:
     """Seconds spent, for the report (and the benchmark)."""
@@ -219,25 +240,10 @@ class Reconciler:
         options = self.options
         prefix, prefix_source = self._prefix()
         first_began = self.clock.now()
-        # Each squeue runs while the database is read: the two wait on different servers.
-        first_squeue = self.lister.start()
-        live = {kind: self._timed_db(self._live, kind) for kind in options.kinds}
-        first = self._finish_listing(first_squeue, first_began, prefix)
-        searches = {kind: self._search(kind, live.pop(kind), first) for kind in options.kinds}
+        first, searches = self._first_poll(prefix)
         self.clock.sleep(max(0.0, first_began + options.settle - self.clock.now()))
-        second_began = self.clock.now()
-        second_squeue = self.lister.start()
-        # The candidates' versions are read again while the second squeue runs: one absent
-        # from that listing was live, not updated, as that listing was taken; one whose
-        # Slurm job came meanwhile is in the listing and drops out below.
-        reread = {
-            kind: self._timed_db(self.db.reread, kind, searches[kind].candidates, searches[kind].live)
-            for kind in options.kinds
-        }
-        # Still while the second squeue runs (it takes longer than the re-read): the candidates
-        # the re-read confirms, and their entries; those listing 2 shows are taken out after.
-        prepared = {kind: self._prepare_orphans(kind, searches[kind], reread[kind]) for kind in options.kinds}
-        second = self._finish_listing(second_squeue, second_began, prefix)
+        poll = self._second_poll(prefix, searches)
+        second = poll.listing
         result: Dict[str, Any] = {
             "changed": False,
             "cluster_prefix": prefix,
@@ -253,8 +259,8 @@ class Reconciler:
             "ending_slurm_jobs": 0,
         }
         for kind, search in searches.items():
-            self._judge(kind, search, prepared[kind], second, result)
-        result["dispatcher"] = self._dispatcher()
+            self._judge(kind, search, poll, result)
+        result["dispatcher"] = _dispatcher(poll.holders)
         result["slurm"] = {
             "squeue_calls": self.lister.calls,
             "first_listing": first.count(),
@@ -267,6 +273,46 @@ class Reconciler:
         result["database_statements"] = self.db.statements
         result["seconds"] = {"squeue": round(self.time.squeue, 6), "database": round(self.time.database, 6)}
         return result
+
+    def _first_poll(self, prefix: str) -> Tuple[Listing, Dict[str, OrphanSearch]]:
+        """(listing 1, the search of each kind): its squeue runs while the live records are
+        read, since the two wait on different servers."""
+        began = self.clock.now()
+        squeue = self.lister.start()
+        live = {kind: self._timed_db(self._live, kind) for kind in self.options.kinds}
+        first = self._finish_listing(squeue, began, prefix)
+        return first, {kind: OrphanSearch(kind, live.pop(kind), first) for kind in self.options.kinds}
+
+    def _second_poll(self, prefix: str, searches: Mapping[str, OrphanSearch]) -> _SecondPoll:
+        """Listing 2 and what the database says as it is taken, in one pipeline (where libpq
+        has one), so that the server and Python work at once: the candidates' versions are
+        read again while the second squeue runs, and their entries made meanwhile; then the
+        records of that listing's names and the Dispatch lock's holders are read while the
+        versions are compared. A candidate absent from that listing was live, not updated,
+        as the listing was taken; one whose Slurm job came meanwhile is in the listing and
+        drops out in _judge."""
+        began = self.clock.now()
+        squeue = self.lister.start()
+        with self.db.pipeline():
+            versions = {
+                kind: self._timed_db(self.db.send_reread, kind, search.candidates, search.live)
+                for kind, search in searches.items()
+            }
+            drafts = {kind: self._draft_orphans(kind, search) for kind, search in searches.items()}
+            second = self._finish_listing(squeue, began, prefix)
+            named = {kind: self._timed_db(self.db.send_by_uuid, kind, second.names(kind)) for kind in searches}
+            holders = self._timed_db(self.db.send_lock_holders)
+            changed = {
+                kind: changed_since_read(list(search.candidates.values()), self._timed_db(versions.pop(kind)))
+                for kind, search in searches.items()
+            }
+            return _SecondPoll(
+                listing=second,
+                drafts=drafts,
+                changed=changed,
+                named={kind: self._timed_db(named.pop(kind)) for kind in searches},
+                holders=self._timed_db(holders),
+            )
 
     def _prefix(self) -> Tuple[str, str]:
         if self.options.cluster_prefix:
@@ -283,41 +329,30 @@ class Reconciler:
     def _live(self, kind: str) -> List[Record]:
         return list(self.db.live(kind))
 
-    @staticmethod
-    def _search(kind: str, live: List[Record], first: Listing) -> OrphanSearch:
-        search = OrphanSearch(kind)
-        search.offer_all(live, first)
-        return search
+    def _draft_orphans(self, kind: str, search: OrphanSearch) -> List[Dict[str, Any]]:
+        """The report entries of every candidate, by UUID, before the re-read judges them."""
+        # One reason text per live state, shared by every entry: there may be 100,000 of them.
+        reasons = {state: orphan_reason(kind, state, self.options.settle) for state in LIVE_STATES[kind]}
+        entries = _orphan_entries(kind, list(search.candidates.values()), reasons)
+        entries.sort(key=_uuid_of_entry)
+        return entries
 
-    def _prepare_orphans(self, kind: str, search: OrphanSearch, versions: Mapping[str, str]) -> List[Dict[str, Any]]:
-        """The report entries of the candidates whose row the re-read found unchanged."""
-        confirmed = search.confirmed(versions)
-        # One reason text per state, shared by every entry: there may be 100,000 of them.
-        reasons = {
-            state: orphan_reason(kind, state, self.options.settle) for state in {record.state for record in confirmed}
-        }
-        return _orphan_entries(kind, confirmed, reasons)
-
-    def _judge(
-        self,
-        kind: str,
-        search: OrphanSearch,
-        prepared: List[Dict[str, Any]],
-        second: Listing,
-        result: Dict[str, Any],
-    ) -> None:
+    def _judge(self, kind: str, search: OrphanSearch, poll: _SecondPoll, result: Dict[str, Any]) -> None:
+        """The stray Slurm jobs of `kind` in listing 2, and its orphans: the candidates
+        neither in listing 2 nor changed since the first read, unless withheld."""
+        second = poll.listing
+        changed = poll.changed[kind]
         present = search.drop_present(second)
-        named = self._timed_db(self.db.by_uuid, kind, second.names(kind))
-        strays, ending = strays_of(kind, second, named, self.options.slurm_user)
+        strays, ending = strays_of(kind, second, poll.named[kind], self.options.slurm_user)
         result["stray_slurm_jobs"].extend(strays)
         result["ending_slurm_jobs"] += ending
         withheld = search.withheld_reason(self.options.orphans)
-        entries = prepared
+        entries = poll.drafts[kind]
         if withheld:
             entries = []
-        elif present:
+        elif present or changed:
             candidates = search.candidates
-            entries = [entry for entry in entries if entry["uuid"] in candidates]
+            entries = [entry for entry in entries if entry["uuid"] in candidates and entry["uuid"] not in changed]
         result["orphans_withheld"][kind] = withheld
         result["evidence"][kind] = {
             "live": search.live,
@@ -326,28 +361,28 @@ class Reconciler:
         }
         result["orphaned_jobs" if kind == JOBS else "orphaned_containers"] = entries
 
-    def _dispatcher(self) -> Dict[str, Any]:
-        holders = self._timed_db(self.db.lock_holders)
-        alive = bool(holders)
-        return {
-            "lock_key": DISPATCH_LOCK_KEY,
-            "lock_held": alive,
-            "holders": holders,
-            "reason": (
-                "a session holds the Dispatch advisory lock (%d): a dispatcher of Arvados "
-                "2.5 or later runs" % DISPATCH_LOCK_KEY
-                if alive
-                else "no session holds the Dispatch advisory lock (%d): no dispatcher of Arvados "
-                "2.5 or later runs (older ones take no lock: ask their service manager)" % DISPATCH_LOCK_KEY
-            ),
-        }
-
     def _timed_db(self, function, *arguments):
         began = self.clock.now()
         try:
             return function(*arguments)
         finally:
             self.time.database += self.clock.now() - began
+
+
+def _dispatcher(holders: List[Dict[str, Any]]) -> Dict[str, Any]:
+    alive = bool(holders)
+    return {
+        "lock_key": DISPATCH_LOCK_KEY,
+        "lock_held": alive,
+        "holders": holders,
+        "reason": (
+            "a session holds the Dispatch advisory lock (%d): a dispatcher of Arvados "
+            "2.5 or later runs" % DISPATCH_LOCK_KEY
+            if alive
+            else "no session holds the Dispatch advisory lock (%d): no dispatcher of Arvados "
+            "2.5 or later runs (older ones take no lock: ask their service manager)" % DISPATCH_LOCK_KEY
+        ),
+    }
 
 
 def _orphan_entries(kind: str, records: List[Record], reasons: Mapping[str, str]) -> List[Dict[str, Any]]:
@@ -358,7 +393,7 @@ def _orphan_entries(kind: str, records: List[Record], reasons: Mapping[str, str]
         {
             "uuid": record.uuid,
             "state": record.state,
-            "started_at": record.started_at.isoformat() if record.started_at else None,
+            "started_at": record.started_at,
             "reason": reasons[record.state],
             lock: record.locked_by_uuid,
         }

@@ -233,7 +233,8 @@ orphaned_jobs:
   contains:
     uuid: {description: Job UUID, type: str, returned: always, sample: zzzzz-8i9sb-0123456789abcde}
     state: {description: Always Running, type: str, returned: always, sample: Running}
-    started_at: {description: 'ISO 8601, UTC without zone; null when unset', type: str, returned: always, sample: "2026-11-30T10:00:00"}
+    started_at: {description: 'ISO 8601, UTC without zone, as PostgreSQL writes it (no trailing zeros in the fraction); null when unset',
+                 type: str, returned: always, sample: "2026-11-30T10:00:00.12"}
     is_locked_by_uuid: {description: The user whose token runs the job, type: str, returned: always, sample: zzzzz-tpzed-0123456789abcde}
     reason: {description: Why it is orphaned, type: str, returned: always, sample: "job is Running, but no Slurm job ..."}
   sample: []
@@ -245,7 +246,8 @@ orphaned_containers:
   contains:
     uuid: {description: Container UUID, type: str, returned: always, sample: zzzzz-dz642-0123456789abcde}
     state: {description: Locked or Running, type: str, returned: always, sample: Running}
-    started_at: {description: 'ISO 8601, UTC without zone; null when unset', type: str, returned: always, sample: "2026-11-30T10:00:00"}
+    started_at: {description: 'ISO 8601, UTC without zone, as PostgreSQL writes it (no trailing zeros in the fraction); null when unset',
+                 type: str, returned: always, sample: "2026-11-30T10:00:00.12"}
     locked_by_uuid: {description: The dispatcher's token UUID holding the lock, type: str, returned: always,
                      sample: zzzzz-gj3su-000000000000000}
     priority: {description: The container's priority, type: int, returned: always, sample: 1}

@@ -55,6 +55,11 @@ class Records:
         self.conn.commit()
         return uuid
 
+    def started_at(self, table: str, uuid: str):
+        row = self.conn.execute("SELECT started_at FROM %s WHERE uuid = %%s" % table, (uuid,)).fetchone()
+        self.conn.commit()
+        return row[0]
+
     def state(self, table: str, uuid: str) -> str | None:
         row = self.conn.execute("SELECT state FROM %s WHERE uuid = %%s" % table, (uuid,)).fetchone()
         self.conn.commit()

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import datetime
 
 import pytest
+from psycopg import sql
 
 from tests.integration import reconcile_helpers as rh
 from tests.integration.slurm_helpers import logged_calls, logging_client, wait_for
@@ -41,7 +43,10 @@ def between_the_listings(lab_env, tmp_path, config, action, settle=8):
     return outcome["result"], len(logged_calls(log))
 
 
-def test_live_work_is_left_alone_and_lost_work_is_orphaned(lab_env, slurm, records, config, tmp_path):
+def test_live_work_is_left_alone_and_lost_work_is_orphaned(lab_env, slurm, fresh_db, records, config, tmp_path):
+    # A server whose sessions write dates otherwise than ISO by default.
+    records.conn.execute(sql.SQL("ALTER DATABASE {} SET DateStyle = 'SQL, DMY'").format(sql.Identifier(fresh_db.name)))
+    records.conn.commit()
     live_job = records.job("Running")
     lost_job = records.job("Running")
     live_container = records.container("Running")
@@ -57,6 +62,16 @@ def test_live_work_is_left_alone_and_lost_work_is_orphaned(lab_env, slurm, recor
     assert rh.names(result["orphaned_containers"]) == [lost_container]
     assert result["orphaned_containers"][0]["locked_by_uuid"] == rh.DISPATCHER_TOKEN
     assert result["orphaned_jobs"][0]["reason"].startswith("job is Running, but no Slurm job")
+    # ISO 8601 as the server writes it (DateStyle ISO whatever the server's own), the
+    # database's instant exactly.
+    for key, table, uuid in (
+        ("orphaned_jobs", "jobs", lost_job),
+        ("orphaned_containers", "containers", lost_container),
+    ):
+        reported_start = result[key][0]["started_at"]
+        assert reported_start is None or "T" in reported_start
+        expected = records.started_at(table, uuid)
+        assert (datetime.fromisoformat(reported_start) if reported_start else None) == expected
     reported = {entry["name"] for entry in result["stray_slurm_jobs"]}
     assert not reported & {live_job, live_container}
     assert result["slurm"]["squeue_calls"] == 2

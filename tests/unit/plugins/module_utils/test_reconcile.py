@@ -7,7 +7,8 @@ whose rows a test may change between the two listings."""
 
 from __future__ import annotations
 
-from datetime import datetime
+import contextlib
+import re
 from typing import Callable, Dict, List, Optional
 
 import pytest
@@ -35,7 +36,7 @@ JOB_C = P + "-8i9sb-ccccccccccccccc"
 CTR_A = P + "-dz642-aaaaaaaaaaaaaaa"
 CTR_B = P + "-dz642-bbbbbbbbbbbbbbb"
 OTHER = "yyyyy-dz642-aaaaaaaaaaaaaaa"
-STARTED = datetime(2026, 11, 30, 10, 0, 0)
+STARTED = "2026-11-30T10:00:00"
 LOCK = P + "-gj3su-000000000000000"
 
 
@@ -78,12 +79,22 @@ class FakeDatabase:
             uuid: self.versioned(self.rows[uuid]) for uuid in uuids if uuid in self.rows and self.kind(uuid) == kind
         }
 
-    def reread(self, kind, candidates, live):
-        return {uuid: row.version for uuid, row in self.by_uuid(kind, candidates).items()}
+    @staticmethod
+    def pipeline():
+        return contextlib.nullcontext()
 
-    def lock_holders(self):
+    def send_reread(self, kind, candidates, live):
+        versions = {uuid: row.version for uuid, row in self.by_uuid(kind, candidates).items()}
+        return lambda: versions
+
+    def send_by_uuid(self, kind, uuids):
+        records = self.by_uuid(kind, uuids)
+        return lambda: records
+
+    def send_lock_holders(self):
         self.statements += 1
-        return self.holders
+        holders = list(self.holders)
+        return lambda: holders
 
     def cluster_prefix(self):
         return P
@@ -287,7 +298,7 @@ def test_a_record_that_changed_before_the_reread_is_not_orphaned():
     def change():
         db.rows[JOB_B] = job(JOB_B, "Failed")
         # Requeued and started again: another run of the job.
-        db.rows[JOB_C] = job(JOB_C)._replace(started_at=datetime(2026, 11, 30, 11, 0, 0))
+        db.rows[JOB_C] = job(JOB_C)._replace(started_at="2026-11-30T11:00:00")
         del db.rows[CTR_A]
 
     result = reconcile(
@@ -451,10 +462,18 @@ class _VersionsConnection:
     def __init__(self, rows):
         self.rows = rows
         self.executed = []
-        self.answer = []
 
     def cursor(self):
-        return self
+        return _VersionsCursor(self)
+
+    def commit(self):
+        pass
+
+
+class _VersionsCursor:
+    def __init__(self, conn):
+        self.conn = conn
+        self.answer = None
 
     def __enter__(self):
         return self
@@ -463,19 +482,16 @@ class _VersionsConnection:
         return False
 
     def execute(self, statement, params=None):
-        self.executed.append(statement)
+        self.conn.executed.append(statement)
         if params is not None:
             wanted = params["uuids"].split(",")
-            found = [row for row in self.rows.values() if row.uuid in wanted]
+            found = [row for row in self.conn.rows.values() if row.uuid in wanted]
         else:
-            found = [row for row in self.rows.values() if not row.finished]
+            found = [row for row in self.conn.rows.values() if not row.finished]
         self.answer = [(row.uuid, row.version) for row in found]
 
     def fetchall(self):
         return self.answer
-
-    def commit(self):
-        pass
 
 
 def _reader(rows):
@@ -516,15 +532,15 @@ def test_every_read_of_a_record_carries_its_row_version_last():
     from plugins.module_utils.reconcile_db import SQL_BY_UUID, SQL_LIVE
 
     for statement in list(SQL_LIVE.values()) + list(SQL_BY_UUID.values()):
-        columns = statement.split(" FROM ")[0].split(", ")
+        # Commas inside a call's parentheses part no columns.
+        columns = re.split(r",\s*(?![^()]*\))", statement.split(" FROM ")[0])
         assert len(columns) == len(Record._fields)
         assert columns[-1] == "xmin::text"
 
 
 def test_a_candidate_is_confirmed_only_with_the_version_of_its_first_read():
-    search = OrphanSearch(JOBS)
     first = [job(uuid)._replace(version="5") for uuid in (JOB_C, JOB_A, JOB_B)]
-    search.offer_all(first, parse_listing("", P, (JOBS,)))
+    search = OrphanSearch(JOBS, first, parse_listing("", P, (JOBS,)))
     # JOB_B was updated (another version), JOB_C is gone; the confirmed come by UUID.
     assert search.confirmed({JOB_B: "6", JOB_A: "5"}) == [first[1]]
     assert search.confirmed({JOB_C: "5", JOB_B: "5", JOB_A: "5"}) == [first[1], first[2], first[0]]
