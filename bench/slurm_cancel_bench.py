@@ -88,6 +88,7 @@ SUBMIT_THREADS = 4
 MAX_CONCURRENT_SCANCEL = CancelRequest().max_concurrent_scancel
 SQUEUE_FORMAT = "--format=%i|%j|%T"
 STOP_SCENARIO = "stop running containers"
+STOP_GONE_TIMEOUT = 600
 # Each stopping contender against its floor: (contender, floor).
 STOP_FLOORS = {"engine": "term", "engine, wait": "term, gone"}
 
@@ -221,14 +222,26 @@ class Queue:
         result = self._run(["squeue", "--noheader", "--all", "--states=all", "--format=%i"])
         return len(result.stdout.split())
 
+    def patient_listing(self, names: Sequence[str], timeout: float = 120) -> dict[str, tuple]:
+        """listing(), asked again while slurmctld, busy ending hundreds of jobs (their
+        epilogs), misses its MessageTimeout."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self.listing(names)
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+
     def wait_gone(self, names: Sequence[str], timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        while self.listing(names) and time.monotonic() < deadline:
+        while self.patient_listing(names) and time.monotonic() < deadline:
             time.sleep(0.2)
 
     def clear(self, names: Sequence[str], timeout: float = 60) -> int:
         """Cancel whatever of these is still queued; the number that was left."""
-        left = self.listing(names)
+        left = self.patient_listing(names)
         if left:
             self._run(["scancel", *left], check=False)
             deadline = time.monotonic() + timeout
@@ -495,8 +508,9 @@ def measure(
     if helper is not None:
         helper.join()
     if scenario == STOP_SCENARIO:
-        # A job sent TERM leaves on its own within seconds; what stays was not reached.
-        queue.wait_gone(names, timeout=60)
+        # A job sent TERM leaves on its own within seconds (minutes for 1,000 on this lab);
+        # what stays was not reached.
+        queue.wait_gone(names, timeout=STOP_GONE_TIMEOUT)
     left = queue.clear(names)
     # The loop's poller may start one last squeue after the last job was seen gone.
     calls = [call for call in clients.calls() if began_epoch <= call["start"] <= ended_epoch]
