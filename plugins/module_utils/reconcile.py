@@ -209,12 +209,6 @@ class OrphanSearch:
         self.with_slurm_job += len(present)
         return present
 
-    def confirmed(self, versions: Mapping[str, str]) -> List[Record]:
-        """The candidates the re-read confirms (see :func:`changed_since_read`), by UUID (alone:
-        comparing whole records took three times longer)."""
-        changed = changed_since_read(list(self.candidates.values()), versions)
-        return sorted((record for uuid, record in self.candidates.items() if uuid not in changed), key=uuid_of)
-
     def withheld_reason(self, rule: str) -> Optional[str]:
         """Why orphans of this kind are not reported under `rule`, or None."""
         if rule == NEVER:

@@ -111,11 +111,6 @@ class DatabaseReader:
         by_uuid = self._send_rows_by_uuid(SQL_VERSIONS_BY_UUID[kind], inconsistent)
         return _as_dict(lambda: scanned() + by_uuid())
 
-    def reread(self, kind: str, candidates: Mapping[str, Record], live: int) -> Dict[str, str]:
-        """The candidates' row versions now (see send_reread), in a transaction of its own."""
-        with self.pipeline():
-            return self.send_reread(kind, candidates, live)()
-
     def send_by_uuid(self, kind: str, uuids: Iterable[str]) -> Callable[[], Dict[str, Record]]:
         """Asks for the records of these UUIDs; returns the call that waits for those that exist."""
         rows = self._send_rows_by_uuid(SQL_BY_UUID[kind], uuids)

@@ -293,18 +293,19 @@ class Reconciler:
         drops out in _judge."""
         began = self.clock.now()
         squeue = self.lister.start()
+        # The candidates as read (table order), for the entries and for the comparison.
+        candidates = {kind: list(search.candidates.values()) for kind, search in searches.items()}
         with self.db.pipeline():
             versions = {
                 kind: self._timed_db(self.db.send_reread, kind, search.candidates, search.live)
                 for kind, search in searches.items()
             }
-            drafts = {kind: self._draft_orphans(kind, search) for kind, search in searches.items()}
+            drafts = {kind: self._draft_orphans(kind, records) for kind, records in candidates.items()}
             second = self._finish_listing(squeue, began, prefix)
             named = {kind: self._timed_db(self.db.send_by_uuid, kind, second.names(kind)) for kind in searches}
             holders = self._timed_db(self.db.send_lock_holders)
             changed = {
-                kind: changed_since_read(list(search.candidates.values()), self._timed_db(versions.pop(kind)))
-                for kind, search in searches.items()
+                kind: changed_since_read(candidates.pop(kind), self._timed_db(versions.pop(kind))) for kind in searches
             }
             return _SecondPoll(
                 listing=second,
@@ -329,11 +330,11 @@ class Reconciler:
     def _live(self, kind: str) -> List[Record]:
         return list(self.db.live(kind))
 
-    def _draft_orphans(self, kind: str, search: OrphanSearch) -> List[Dict[str, Any]]:
+    def _draft_orphans(self, kind: str, candidates: List[Record]) -> List[Dict[str, Any]]:
         """The report entries of every candidate, by UUID, before the re-read judges them."""
         # One reason text per live state, shared by every entry: there may be 100,000 of them.
         reasons = {state: orphan_reason(kind, state, self.options.settle) for state in LIVE_STATES[kind]}
-        entries = _orphan_entries(kind, list(search.candidates.values()), reasons)
+        entries = _orphan_entries(kind, candidates, reasons)
         entries.sort(key=_uuid_of_entry)
         return entries
 

@@ -18,9 +18,9 @@ from plugins.module_utils.reconcile import (
     CONTAINERS,
     JOBS,
     Listing,
-    OrphanSearch,
     Record,
     SlurmJob,
+    changed_since_read,
     parse_listing,
     squeue_command,
     stray_reason,
@@ -501,13 +501,18 @@ def _reader(rows):
     return DatabaseReader(conn=conn, batch_size=10), conn
 
 
+def _reread(reader, candidates, live):
+    with reader.pipeline():
+        return reader.send_reread(JOBS, candidates, live)()
+
+
 def test_candidates_are_reread_by_uuid_while_few_else_by_a_second_scan():
     from plugins.module_utils.reconcile_db import SQL_VERSIONS_BY_UUID, SQL_VERSIONS_UNFINISHED
 
     rows = {uuid: job(uuid)._replace(version=str(n)) for n, uuid in enumerate((JOB_C, JOB_A, JOB_B))}
     reader, conn = _reader(rows)
-    assert reader.reread(JOBS, {JOB_A: rows[JOB_A]}, live=3) == {JOB_A: "1"}
-    versions = reader.reread(JOBS, {JOB_B: rows[JOB_B], JOB_A: rows[JOB_A]}, live=3)
+    assert _reread(reader, {JOB_A: rows[JOB_A]}, live=3) == {JOB_A: "1"}
+    versions = _reread(reader, {JOB_B: rows[JOB_B], JOB_A: rows[JOB_A]}, live=3)
     assert versions == {JOB_A: "1", JOB_B: "2", JOB_C: "0"}
     assert conn.executed == [SQL_VERSIONS_BY_UUID[JOBS], SQL_VERSIONS_UNFINISHED[JOBS]]
     assert reader.statements == 2
@@ -523,7 +528,7 @@ def test_a_live_candidate_with_finished_at_is_reread_by_uuid_beside_the_scan():
         JOB_C: job(JOB_C)._replace(version="9"),
     }
     reader, conn = _reader(rows)
-    versions = reader.reread(JOBS, dict(rows), live=3)
+    versions = _reread(reader, dict(rows), live=3)
     assert versions == {JOB_A: "7", JOB_B: "8", JOB_C: "9"}
     assert conn.executed == [SQL_VERSIONS_UNFINISHED[JOBS], SQL_VERSIONS_BY_UUID[JOBS]]
 
@@ -540,10 +545,15 @@ def test_every_read_of_a_record_carries_its_row_version_last():
 
 def test_a_candidate_is_confirmed_only_with_the_version_of_its_first_read():
     first = [job(uuid)._replace(version="5") for uuid in (JOB_C, JOB_A, JOB_B)]
-    search = OrphanSearch(JOBS, first, parse_listing("", P, (JOBS,)))
-    # JOB_B was updated (another version), JOB_C is gone; the confirmed come by UUID.
-    assert search.confirmed({JOB_B: "6", JOB_A: "5"}) == [first[1]]
-    assert search.confirmed({JOB_C: "5", JOB_B: "5", JOB_A: "5"}) == [first[1], first[2], first[0]]
+    # JOB_B was updated (another version), JOB_C is gone: only JOB_A is confirmed.
+    assert changed_since_read(first, {JOB_B: "6", JOB_A: "5"}) == {JOB_B, JOB_C}
+    assert changed_since_read(first, {JOB_C: "5", JOB_B: "5", JOB_A: "5"}) == set()
+
+
+def test_the_confirmed_orphans_come_by_uuid():
+    db = FakeDatabase([job(JOB_C), job(JOB_A), job(JOB_B)])
+    result = reconcile(db, [[], []], orphans="always")
+    assert uuids(result["orphaned_jobs"]) == [JOB_A, JOB_B, JOB_C]
 
 
 def test_the_cycle_collector_is_off_during_a_run_and_back_on_after_it():
