@@ -13,10 +13,13 @@ cleanup of the 100,000 jobs, side by side in one run:
 each `--rate` times a second on a connection of its own. For each kind and phase (before,
 during) the report gives p50, p99 and max, with the cleanup's own time beside it, and the
 oldest snapshot of the cleanup's sessions (`backend_xmin` in `pg_stat_activity`, sampled
-every 0.1 s): its age in transactions and how long one `backend_xmin` stayed.
+every 0.1 s): its age in transactions and how long one `backend_xmin` stayed. Per phase it
+also prints what the API-like sessions waited for when seen busy (wait events), the
+machine's CPU time by kind and the server's checkpoints, buffer writes and WAL a second.
 
 Contenders: `today` (the command at --today-commit, the code before this change),
-`boot` (`--live false`), `live` (`--live true`), and `live`+pause for each of `--pauses`.
+`boot` (`--live false`), `live` (`--live true`), and `live` with settings joined by `+`
+(see contender_args): pause=<s>, batch=<jobs>, server=<setting>:<value>.
 
 No-op (`--noop`): the command's engine on a copy after a full cleanup, with the operating
 system's cache dropped and PostgreSQL restarted before each run (needs root), by the index
@@ -40,6 +43,7 @@ import time
 from pathlib import Path
 
 import psycopg
+from psycopg import sql
 
 from bench.fail_jobs_bench import (
     TEMPLATE,
@@ -56,6 +60,8 @@ from lab import labctl
 REPO = Path(__file__).resolve().parent.parent
 KINDS = ("job update", "job read", "log update", "log read")
 LOG_ROWS = 20000
+# The first columns of /proc/stat's cpu line.
+CPU_TIMES = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 # The command's own default, written out so that the benchmark's runs do not follow it.
 BATCH_SIZE = 1000
 SQL = {
@@ -109,25 +115,33 @@ class Load(threading.Thread):
 
 
 class SnapshotWatch(threading.Thread):
-    """The cleanup's sessions' backend_xmin: the largest age, and the longest one lived."""
+    """The cleanup's sessions' backend_xmin (the largest age, and the longest one lived), and
+    by phase what the API-like sessions were doing when seen busy: the wait event, or "CPU"
+    (on a core or waiting for one), counted over the samples."""
 
-    def __init__(self, lab, name):
+    def __init__(self, lab, name, phase):
         super().__init__(daemon=True)
         self.conn = psycopg.connect(**lab.superuser_connection(name), autocommit=True)
-        self.name = name
+        self.name, self.phase = name, phase
         self.max_age = 0
         self.seen = {}
+        self.waits = {}
         self.stop = threading.Event()
 
     def run(self):
         while not self.stop.is_set():
             now = time.monotonic()
-            for pid, xmin, age in self.conn.execute(
-                "SELECT pid, backend_xmin::text, age(backend_xmin) FROM pg_stat_activity "
-                "WHERE datname = %s AND application_name = 'arvados-fail-jobs' "
-                "AND backend_xmin IS NOT NULL",
+            for app, pid, xmin, age, wait in self.conn.execute(
+                "SELECT application_name, pid, backend_xmin::text, age(backend_xmin), "
+                "coalesce(wait_event_type || ':' || wait_event, 'CPU') FROM pg_stat_activity "
+                "WHERE datname = %s AND pid <> pg_backend_pid() AND ((application_name = 'arvados-fail-jobs' "
+                "AND backend_xmin IS NOT NULL) OR (application_name = 'bench-api' AND state = 'active'))",
                 (self.name,),
             ):
+                if app == "bench-api":
+                    counts = self.waits.setdefault(self.phase[0], {})
+                    counts[wait] = counts.get(wait, 0) + 1
+                    continue
                 self.max_age = max(self.max_age, age)
                 first, _last = self.seen.get((pid, xmin), (now, now))
                 self.seen[(pid, xmin)] = (first, now)
@@ -137,6 +151,39 @@ class SnapshotWatch(threading.Thread):
     @property
     def longest(self):
         return max([last - first for first, last in self.seen.values()] or [0.0])
+
+
+def machine_counters(lab, name):
+    """The machine's CPU time by kind (/proc/stat, in ticks) and the server's write counters:
+    taken at each phase's start and end, their differences say what the phase cost."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    cpu = dict(zip(CPU_TIMES, map(int, fields[: len(CPU_TIMES)]), strict=True))
+    with psycopg.connect(**lab.superuser_connection(name), autocommit=True) as conn:
+        (bgwriter,) = conn.execute(
+            "SELECT json_build_object('checkpoints', checkpoints_timed + checkpoints_req, "
+            "'backend buffer writes', buffers_backend, 'backend fsyncs', buffers_backend_fsync, "
+            "'bgwriter buffer writes', buffers_clean, 'checkpoint buffer writes', buffers_checkpoint) "
+            "FROM pg_stat_bgwriter"
+        ).fetchone()
+        # WAL by its position, exact at once; pg_stat_wal's counters wait for a session's
+        # next report (up to a minute, or never for a session cut short).
+        (wal,) = conn.execute(
+            "SELECT json_build_object('WAL MB', pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0') / 1048576.0, "
+            "'WAL full-page images', wal_fpi, 'WAL buffers full', wal_buffers_full, 'WAL syncs', wal_sync) "
+            "FROM pg_stat_wal"
+        ).fetchone()
+    return {**cpu, **bgwriter, **wal}
+
+
+def counter_report(start, end, seconds):
+    """What one phase cost, per second of it."""
+    ticks = {
+        key: end[key] - start[key] for key in ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+    }
+    total = sum(ticks.values()) or 1
+    shares = ", ".join("%s %.0f%%" % (key, 100.0 * value / total) for key, value in ticks.items() if value)
+    rates = ", ".join("%s %.1f/s" % (key, (end[key] - start[key]) / seconds) for key in start if key not in ticks)
+    return "cpu: %s; server: %s" % (shares, rates)
 
 
 def today_tree(commit):
@@ -149,8 +196,8 @@ def today_tree(commit):
 
 def contender_args(contender):
     """The command's flags for a contender: today, boot, live, or live with settings joined
-    by '+': pause=<seconds> (--batch-pause), batch=<jobs> (--batch-size); for example
-    pause=0.1+batch=200."""
+    by '+': pause=<seconds> (--batch-pause), batch=<jobs> (--batch-size), and
+    server=<setting>:<value> (see server_settings); for example pause=0.1+batch=200."""
     if contender == "today":
         return []
     if contender == "boot":
@@ -162,9 +209,34 @@ def contender_args(contender):
             flags += ["--batch-pause", value]
         elif name == "batch":
             flags += ["--batch-size", value]
+        elif name == "server":
+            pass  # server_settings(contender)
         elif setting != "live":
             raise SystemExit("unknown contender setting %r in %r" % (setting, contender))
     return flags
+
+
+def server_settings(contender):
+    """The server settings a contender runs under, {name: value}: what an operator could
+    change on the server (the run itself cannot: wal_compression, for one, is the
+    superuser's), set for the whole server for this contender's time only."""
+    settings = {}
+    for setting in contender.split("+"):
+        name, _, value = setting.partition("=")
+        if name == "server":
+            key, _, wanted = value.partition(":")
+            settings[key] = wanted
+    return settings
+
+
+def apply_server_settings(lab, name, settings):
+    with psycopg.connect(**lab.superuser_connection(name), autocommit=True) as conn:
+        for key, value in settings.items():
+            if value is None:
+                conn.execute(sql.SQL("ALTER SYSTEM RESET {}").format(sql.Identifier(key)))
+            else:
+                conn.execute(sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(key), sql.Literal(value)))
+        conn.execute("SELECT pg_reload_conf()")
 
 
 def run_latency(lab, args, contender, before, threshold, today_dir):
@@ -175,32 +247,48 @@ def run_latency(lab, args, contender, before, threshold, today_dir):
         chosen = targets(conn)
     warm(lab, name)
     jobs = running_count(lab, name, threshold)
+    settings = server_settings(contender)
+    apply_server_settings(lab, name, settings)
     checkpoint(lab)
     phase = ["before"]
     loads = [Load(lab, name, kind, chosen[kind], args.rate, phase) for kind in KINDS]
     # The watch polls pg_stat_activity ten times a second from this process: started with
     # the loads, so that "before" and "during" pay the same for it.
-    watch = SnapshotWatch(lab, name)
+    watch = SnapshotWatch(lab, name, phase)
     for thread in loads + [watch]:
         thread.start()
+    counters = [machine_counters(lab, name)]
     time.sleep(args.before_seconds)
+    counters.append(machine_counters(lab, name))
     code_dir = today_dir if contender == "today" else REPO
     argv, env, options_file = command_line(lab, name, before, BATCH_SIZE, code_dir, contender_args(contender))
     phase[0] = "during"
     began = time.monotonic()
     # `python -m` puts the working directory first on sys.path: the code's own tree.
-    child = subprocess.run(argv, cwd=code_dir, env=env, capture_output=True, text=True, check=False)
+    child = subprocess.Popen(argv, cwd=code_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _out, err = child.communicate(timeout=args.during_seconds)
+    except subprocess.TimeoutExpired:
+        # Cut short (--during-seconds): the run is safe to stop at any instant.
+        child.terminate()
+        _out, err = child.communicate()
+        child.returncode = 0
     seconds = time.monotonic() - began
+    counters.append(machine_counters(lab, name))
     phase[0] = "after"
     watch.stop.set()
     for load in loads:
         load.stop.set()
     for thread in loads + [watch]:
         thread.join()
+    apply_server_settings(lab, name, dict.fromkeys(settings))
     os.unlink(options_file)
     if child.returncode != 0:
-        raise SystemExit("%s failed: %s" % (contender, child.stderr.strip()))
+        raise SystemExit("%s failed: %s" % (contender, err.strip()))
+    done = jobs - running_count(lab, name, threshold)
     drop(lab, name)
+    # A run cut short is reported as the time the whole cleanup would take at its pace.
+    seconds = seconds * jobs / max(done, 1)
     row = {
         "contender": contender,
         "seconds": seconds,
@@ -212,11 +300,12 @@ def run_latency(lab, args, contender, before, threshold, today_dir):
         for phase_name in ("before", "during"):
             row[(load.kind, phase_name)] = sorted(load.samples.get(phase_name, []))
     print(
-        "%s: %d jobs in %.1f s; oldest snapshot %d xids, %.1f s; job update p99 %.0f -> %.0f ms"
+        "%s: %d jobs in %.1f s (%d done in the run); oldest snapshot %d xids, %.1f s; job update p99 %.0f -> %.0f ms"
         % (
             contender,
             jobs,
             seconds,
+            done,
             watch.max_age,
             watch.longest,
             1000 * pct(row[("job update", "before")], 99),
@@ -224,6 +313,23 @@ def run_latency(lab, args, contender, before, threshold, today_dir):
         ),
         flush=True,
     )
+    for phase_name, start, end, length in (
+        ("before", counters[0], counters[1], args.before_seconds),
+        ("during", counters[1], counters[2], seconds),
+    ):
+        busy = watch.waits.get(phase_name, {})
+        total = sum(busy.values()) or 1
+        print(
+            "  %s: API sessions seen busy %d times: %s"
+            % (
+                phase_name,
+                sum(busy.values()),
+                ", ".join(
+                    "%s %.0f%%" % (wait, 100.0 * n / total) for wait, n in sorted(busy.items(), key=lambda kv: -kv[1])
+                ),
+            )
+        )
+        print("  %s: %s" % (phase_name, counter_report(start, end, length)), flush=True)
     return row
 
 
@@ -365,6 +471,12 @@ def main(argv=None):
         "--contenders", default="today,boot,live", help="comma-separated: today, boot, live, pause=<seconds>"
     )
     parser.add_argument("--today-commit", default="79df00b")
+    parser.add_argument(
+        "--during-seconds",
+        type=float,
+        default=None,
+        help="stop each cleanup after this long; its time is then the whole cleanup's at its pace",
+    )
     parser.add_argument("--noop", action="store_true", help="the cold no-op runs instead")
     parser.add_argument("--keep", action="store_true", help="--noop: keep the cleaned copy, and reuse one kept before")
     args = parser.parse_args(argv)

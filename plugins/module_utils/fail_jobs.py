@@ -296,12 +296,15 @@ SQL_SET_LOCAL = """
 # merging beside the run (gin_clean_pending_list) chased the list's tail for minutes with
 # a snapshot open. At boot nobody else writes and the run keeps the list to itself.
 
-# Seconds between batches when live, unless batch_pause says otherwise. Measured on 2 cores
-# (bench/README.md, "arvados_fail_jobs beside a live API server"): live batches took the
-# API's update p99 from 267 times its level before the run to 5-10 times, whatever the
-# pause between 0 and 0.5 s (the cores the run shares with the API are what is left); the
-# pause is the operator's knob for a busier server.
-LIVE_BATCH_PAUSE = 0.2
+# Live, unless batch_size and batch_pause say otherwise: small batches, 2 s apart. An API
+# commit waits until all the WAL written before it is on disk, the run's too, and an
+# unpaced run writes about 100 kB of it per job (bench/README.md, "Where the API's time
+# goes"): batches of 1,000 with 0.2 s between them took the API's update p99 to 4-12 times
+# its level before the run; 100 a second apart, to 2.9-3.7 times; 100 2 s apart, to 1.3-2.8
+# times, for a run 14 times as long. With the API server up its latency comes first (the
+# issue's rule); at boot the run goes at full speed.
+LIVE_BATCH_SIZE = 100
+LIVE_BATCH_PAUSE = 2.0
 
 # Other sessions on the database than this run's own: the API server's (or a person's).
 SQL_OTHER_SESSIONS = """
@@ -345,7 +348,7 @@ class CleanupOptions:
         retry=False,
         revoke_tokens=True,
         message=None,
-        batch_size=DEFAULT_BATCH_SIZE,
+        batch_size=None,
         lock_wait=DEFAULT_LOCK_WAIT,
         check_mode=False,
         diff=False,
@@ -372,7 +375,8 @@ class CleanupOptions:
         self._validate()
 
     def _validate(self):
-        check_positive_int("batch_size", self.batch_size)
+        if self.batch_size is not None:
+            check_positive_int("batch_size", self.batch_size)
         check_seconds("lock_wait", self.lock_wait)
         check_seconds("row_lock_wait", self.row_lock_wait)
         if self.batch_pause is not None:
@@ -712,6 +716,11 @@ class JobCleaner:
             return self.options.batch_pause
         return LIVE_BATCH_PAUSE if self.result.live else 0.0
 
+    def _batch_size(self):
+        if self.options.batch_size is not None:
+            return self.options.batch_size
+        return LIVE_BATCH_SIZE if self.result.live else DEFAULT_BATCH_SIZE
+
     def _is_live(self):
         if self.options.live != "auto":
             return self.options.live
@@ -762,7 +771,7 @@ class JobCleaner:
         try:
             cursor.execute(query, params)
             while True:
-                page = cursor.fetchmany(self.options.batch_size)
+                page = cursor.fetchmany(self._batch_size())
                 if not page:
                     break
                 yield from page
@@ -771,14 +780,13 @@ class JobCleaner:
 
     def _qualifying_batches(self):
         """Yield lists of job UUIDs that qualify, a batch at a time, exempt ones apart."""
-        opts = self.options
         batch = []
         for uuid, started_at, finished_at in self._running_jobs():
             if finished_at is not None:
                 self.result.finished_set.append(uuid)
             if self._qualifies(uuid, started_at):
                 batch.append(uuid)
-            if len(batch) >= opts.batch_size:
+            if len(batch) >= self._batch_size():
                 yield batch
                 batch = []
         if batch:
@@ -810,9 +818,10 @@ class JobCleaner:
             self.sleep(min(delay, max(0.0, deadline - self.clock())))
             delay = min(delay * 2, 1.0)
             uuids, self._deferred = self._deferred, []
-            for start in range(0, len(uuids), opts.batch_size):
+            size = self._batch_size()
+            for start in range(0, len(uuids), size):
                 # The Slurm step was done when these jobs' batch first came: not again.
-                self._clean_batch(uuids[start : start + opts.batch_size], last=True, first_try=False)
+                self._clean_batch(uuids[start : start + size], last=True, first_try=False)
             if self._deferred and self.clock() >= deadline:
                 self.result.locked.extend(self._deferred)
                 self._note(

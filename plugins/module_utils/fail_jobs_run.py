@@ -22,6 +22,7 @@ from .fail_jobs import (
     DEFAULT_LOCK_WAIT,
     DEFAULT_ROW_LOCK_WAIT,
     LIVE_BATCH_PAUSE,
+    LIVE_BATCH_SIZE,
     CleanupOptions,
     JobCleaner,
     check_positive_int,
@@ -55,7 +56,11 @@ FAIL_JOBS_OPTIONS = {
     "revoke_tokens": {"type": "bool", "default": True, "help": "expire the jobs' API tokens (default: yes)"},
     # Not `message`: Ansible reserves that option name for itself.
     "log_message": {"type": "str", "default": None, "help": "the text of the log row written for each job"},
-    "batch_size": {"type": "int", "default": DEFAULT_BATCH_SIZE, "help": "jobs per transaction"},
+    "batch_size": {
+        "type": "int",
+        "default": None,
+        "help": "jobs per transaction (default: %d at boot, %d when live)" % (DEFAULT_BATCH_SIZE, LIVE_BATCH_SIZE),
+    },
     "lock_wait": {
         "type": "float",
         "default": DEFAULT_LOCK_WAIT,

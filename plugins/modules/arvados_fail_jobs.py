@@ -114,8 +114,8 @@ options:
   batch_size:
     description:
       - Jobs per transaction, for example V(500).
+      - Unset, V(1000) at boot and V(100) when live (see O(live)).
     type: int
-    default: 1000
   lock_wait:
     description:
       - Seconds to wait for another run of this cleanup (which holds the advisory lock) to
@@ -151,9 +151,20 @@ options:
         merge all of it inside its own request. Live, each batch keeps the server's limit
         and merges its own entries, which makes the run slower (see C(bench/README.md)).
         Measured on 2 cores beside 40 single-row API requests a second, 100,000 jobs - an API
-        update waited up to 11 s at boot speed and at most about 1 s live; the p99 of the API
-        updates rose from 2-3 ms before the run to 10-27 ms during it, and the run took
-        2.8 times as long.
+        update waited up to 11 s at boot speed and at most about 1 s live.
+      - Live, the batches are also smaller and paced (O(batch_size), O(batch_pause)), because
+        an API commit waits until all the write-ahead log (WAL) written before it is on
+        disk, the run's included. Seen from C(pg_stat_activity), the API's sessions spent
+        70-80% of their busy time during an unpaced run waiting for the WAL and 7-17% on the
+        CPU. Batches of 1000 jobs 0.2 s apart made the p99 of the API's updates 4-12 times
+        its level before the run (4-91 ms); the live defaults, 100 jobs 2 s apart, make it
+        1.3-2.8 times (8-10 ms), for a run 14 times as long (100,000 jobs - 35 minutes
+        instead of 2.5). A cleanup after a node reboot, a few hundred jobs at most, is done
+        in seconds either way. The curve is in C(bench/README.md).
+      - What else shortens those waits is on the server, for its administrator -
+        C(wal_compression) (C(lz4) took the p99 during an unpaced run from 91 to 29 ms), a
+        larger C(max_wal_size) (fewer checkpoints, so fewer index pages written whole to the
+        WAL again), the WAL on a fast disk.
       - V(false) is for boot, when nothing else writes; the run goes at full speed.
       - V(auto) is V(true) when other sessions are connected to the database
         (C(pg_stat_activity)), as the API server's are once it runs.
@@ -163,7 +174,7 @@ options:
     description:
       - Seconds to pause between batches, to leave the database to other clients, for
         example V(0.5). The run takes about that much longer per O(batch_size) jobs.
-      - Unset, V(0.2) when live (see O(live)) and V(0) at boot.
+      - Unset, V(2) when live (see O(live)) and V(0) at boot.
     type: float
   db_wait:
     description:

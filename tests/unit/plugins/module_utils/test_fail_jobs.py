@@ -31,7 +31,7 @@ NO_FILES = {"config_file": "", "database_yml": "", "db_name": "arvados_test", "c
 # -- CleanupOptions -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("batch_size", [0, -1, True, "5", 2.5, None])
+@pytest.mark.parametrize("batch_size", [0, -1, True, "5", 2.5])
 def test_batch_size_must_be_a_positive_integer(batch_size):
     with pytest.raises(RecoveryError, match="batch_size must be a positive integer"):
         CleanupOptions(batch_size=batch_size)
@@ -419,6 +419,33 @@ def test_the_pause_between_batches_is_the_live_default_unless_given(live, batch_
     cleaner = fail_jobs.JobCleaner(None, None, CleanupOptions(batch_pause=batch_pause))
     cleaner.result.live = live
     assert cleaner._batch_pause() == expected  # pylint: disable=protected-access
+
+
+@pytest.mark.parametrize(
+    "live, batch_size, expected",
+    [
+        (True, None, fail_jobs.LIVE_BATCH_SIZE),
+        (False, None, fail_jobs.DEFAULT_BATCH_SIZE),
+        (True, 500, 500),
+        (False, 7, 7),
+    ],
+)
+def test_the_batch_size_is_the_live_default_unless_given(live, batch_size, expected):
+    cleaner = fail_jobs.JobCleaner(None, None, CleanupOptions(batch_size=batch_size))
+    cleaner.result.live = live
+    assert cleaner._batch_size() == expected  # pylint: disable=protected-access
+
+
+def test_a_run_that_turns_live_goes_on_in_live_batches():
+    cleaner = fail_jobs.JobCleaner(None, None, CleanupOptions())
+    jobs = [(JOB % n, None, None) for n in range(fail_jobs.DEFAULT_BATCH_SIZE + 3 * fail_jobs.LIVE_BATCH_SIZE)]
+    cleaner._running_jobs = lambda: iter(jobs)  # pylint: disable=protected-access
+    cleaner.result.live = False
+    sizes = []
+    for batch in cleaner._qualifying_batches():  # pylint: disable=protected-access
+        sizes.append(len(batch))
+        cleaner.result.live = True  # as _notice_other_sessions does after a batch
+    assert sizes == [fail_jobs.DEFAULT_BATCH_SIZE] + [fail_jobs.LIVE_BATCH_SIZE] * 3
 
 
 class SessionsConnection:

@@ -32,7 +32,7 @@ def test_with_defaults_fills_every_option():
     full = fail_jobs_run.with_defaults({"retry": True, "before": None})
     assert set(full) == set(fail_jobs_run.ALL_OPTIONS)
     assert full["retry"] is True
-    assert full["revoke_tokens"] is True and full["batch_size"] == 1000
+    assert full["revoke_tokens"] is True and full["batch_size"] is None
     assert full["cancel_slurm_jobs"] == "auto"
 
 
