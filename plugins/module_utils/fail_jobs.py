@@ -712,6 +712,10 @@ class JobCleaner:
             self._note("other sessions connected to the database: going on as live")
 
     def _batch_pause(self):
+        """Seconds between batches. Check mode writes nothing, so nobody waits for its WAL:
+        it does not pause."""
+        if self.options.check_mode:
+            return 0.0
         if self.options.batch_pause is not None:
             return self.options.batch_pause
         return LIVE_BATCH_PAUSE if self.result.live else 0.0

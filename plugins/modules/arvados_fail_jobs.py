@@ -175,6 +175,7 @@ options:
       - Seconds to pause between batches, to leave the database to other clients, for
         example V(0.5). The run takes about that much longer per O(batch_size) jobs.
       - Unset, V(2) when live (see O(live)) and V(0) at boot.
+      - Check mode writes nothing and does not pause.
     type: float
   db_wait:
     description:

@@ -421,6 +421,13 @@ def test_the_pause_between_batches_is_the_live_default_unless_given(live, batch_
     assert cleaner._batch_pause() == expected  # pylint: disable=protected-access
 
 
+@pytest.mark.parametrize("batch_pause", [None, 1.5])
+def test_check_mode_does_not_pause_between_batches(batch_pause):
+    cleaner = fail_jobs.JobCleaner(None, None, CleanupOptions(batch_pause=batch_pause, check_mode=True))
+    cleaner.result.live = True
+    assert cleaner._batch_pause() == 0.0  # pylint: disable=protected-access
+
+
 @pytest.mark.parametrize(
     "live, batch_size, expected",
     [
