@@ -177,9 +177,7 @@ def machine_counters(lab, name):
 
 def counter_report(start, end, seconds):
     """What one phase cost, per second of it."""
-    ticks = {
-        key: end[key] - start[key] for key in ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
-    }
+    ticks = {key: end[key] - start[key] for key in CPU_TIMES}
     total = sum(ticks.values()) or 1
     shares = ", ".join("%s %.0f%%" % (key, 100.0 * value / total) for key, value in ticks.items() if value)
     rates = ", ".join("%s %.1f/s" % (key, (end[key] - start[key]) / seconds) for key in start if key not in ticks)
@@ -273,7 +271,7 @@ def run_latency(lab, args, contender, before, threshold, today_dir):
         child.terminate()
         _out, err = child.communicate()
         child.returncode = 0
-    seconds = time.monotonic() - began
+    elapsed = time.monotonic() - began
     counters.append(machine_counters(lab, name))
     phase[0] = "after"
     watch.stop.set()
@@ -288,7 +286,7 @@ def run_latency(lab, args, contender, before, threshold, today_dir):
     done = jobs - running_count(lab, name, threshold)
     drop(lab, name)
     # A run cut short is reported as the time the whole cleanup would take at its pace.
-    seconds = seconds * jobs / max(done, 1)
+    seconds = elapsed * jobs / max(done, 1)
     row = {
         "contender": contender,
         "seconds": seconds,
@@ -315,7 +313,7 @@ def run_latency(lab, args, contender, before, threshold, today_dir):
     )
     for phase_name, start, end, length in (
         ("before", counters[0], counters[1], args.before_seconds),
-        ("during", counters[1], counters[2], seconds),
+        ("during", counters[1], counters[2], elapsed),
     ):
         busy = watch.waits.get(phase_name, {})
         total = sum(busy.values()) or 1

@@ -297,8 +297,8 @@ SQL_SET_LOCAL = """
 # a snapshot open. At boot nobody else writes and the run keeps the list to itself.
 
 # Live, unless batch_size and batch_pause say otherwise: small batches, 2 s apart. An API
-# commit waits until all the WAL written before it is on disk, the run's too, and an
-# unpaced run writes about 100 kB of it per job (bench/README.md, "Where the API's time
+# commit waits until all the WAL written before it is on disk, the run's too, and the run
+# writes about 100 kB of it per job, paced or not (bench/README.md, "Where the API's time
 # goes"): batches of 1,000 with 0.2 s between them took the API's update p99 to 4-12 times
 # its level before the run; 100 a second apart, to 2.9-3.7 times; 100 2 s apart, to 1.3-2.8
 # times, for a run 14 times as long. With the API server up its latency comes first (the
