@@ -19,7 +19,7 @@ machine's CPU time by kind and the server's checkpoints, buffer writes and WAL a
 
 Contenders: `today` (the command at --today-commit, the code before this change),
 `boot` (`--live false`), `live` (`--live true`), and `live` with settings joined by `+`
-(see contender_args): pause=<s>, batch=<jobs>, server=<setting>:<value>.
+(see contender_settings): pause=<s>, batch=<jobs>, server=<setting>:<value>.
 
 No-op (`--noop`): the command's engine on a copy after a full cleanup, with the operating
 system's cache dropped and PostgreSQL restarted before each run (needs root), by the index
@@ -192,15 +192,17 @@ def today_tree(commit):
     return directory
 
 
-def contender_args(contender):
-    """The command's flags for a contender: today, boot, live, or live with settings joined
-    by '+': pause=<seconds> (--batch-pause), batch=<jobs> (--batch-size), and
-    server=<setting>:<value> (see server_settings); for example pause=0.1+batch=200."""
+def contender_settings(contender):
+    """(the command's flags, server settings {name: value}) of a contender: today, boot, live,
+    or live with settings joined by '+': pause=<seconds> (--batch-pause), batch=<jobs>
+    (--batch-size), server=<setting>:<value> (what an operator could change on the server,
+    and the run itself cannot: wal_compression, for one, is the superuser's; set for the
+    whole server for this contender's time only); for example pause=0.1+batch=200."""
     if contender == "today":
-        return []
+        return [], {}
     if contender == "boot":
-        return ["--live", "false"]
-    flags = ["--live", "true"]
+        return ["--live", "false"], {}
+    flags, server = ["--live", "true"], {}
     for setting in contender.split("+"):
         name, _, value = setting.partition("=")
         if name == "pause":
@@ -208,23 +210,11 @@ def contender_args(contender):
         elif name == "batch":
             flags += ["--batch-size", value]
         elif name == "server":
-            pass  # server_settings(contender)
+            key, _, wanted = value.partition(":")
+            server[key] = wanted
         elif setting != "live":
             raise SystemExit("unknown contender setting %r in %r" % (setting, contender))
-    return flags
-
-
-def server_settings(contender):
-    """The server settings a contender runs under, {name: value}: what an operator could
-    change on the server (the run itself cannot: wal_compression, for one, is the
-    superuser's), set for the whole server for this contender's time only."""
-    settings = {}
-    for setting in contender.split("+"):
-        name, _, value = setting.partition("=")
-        if name == "server":
-            key, _, wanted = value.partition(":")
-            settings[key] = wanted
-    return settings
+    return flags, server
 
 
 def apply_server_settings(lab, name, settings):
@@ -245,7 +235,7 @@ def run_latency(lab, args, contender, before, threshold, today_dir):
         chosen = targets(conn)
     warm(lab, name)
     jobs = running_count(lab, name, threshold)
-    settings = server_settings(contender)
+    flags, settings = contender_settings(contender)
     apply_server_settings(lab, name, settings)
     checkpoint(lab)
     phase = ["before"]
@@ -259,7 +249,7 @@ def run_latency(lab, args, contender, before, threshold, today_dir):
     time.sleep(args.before_seconds)
     counters.append(machine_counters(lab, name))
     code_dir = today_dir if contender == "today" else REPO
-    argv, env, options_file = command_line(lab, name, before, BATCH_SIZE, code_dir, contender_args(contender))
+    argv, env, options_file = command_line(lab, name, before, BATCH_SIZE, code_dir, flags)
     phase[0] = "during"
     began = time.monotonic()
     # `python -m` puts the working directory first on sys.path: the code's own tree.

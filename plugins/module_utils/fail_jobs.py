@@ -785,14 +785,17 @@ class JobCleaner:
     def _qualifying_batches(self):
         """Yield lists of job UUIDs that qualify, a batch at a time, exempt ones apart."""
         batch = []
+        # Asked again after each batch only: a run turns live between batches.
+        size = self._batch_size()
         for uuid, started_at, finished_at in self._running_jobs():
             if finished_at is not None:
                 self.result.finished_set.append(uuid)
             if self._qualifies(uuid, started_at):
                 batch.append(uuid)
-            if len(batch) >= self._batch_size():
+            if len(batch) >= size:
                 yield batch
                 batch = []
+                size = self._batch_size()
         if batch:
             yield batch
 
