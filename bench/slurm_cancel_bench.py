@@ -292,9 +292,11 @@ def run_engine(clients: Clients, names: list[str], grace_period: float = 0.0) ->
     }
 
 
-def run_engine_stop(clients: Clients, names: list[str], wait: bool) -> dict:
+def run_engine_stop(clients: Clients, names: list[str], wait: bool, timeout: float | None = None) -> dict:
     """The engine's default stop: containers' jobs get TERM on their batch step."""
-    request = CancelRequest(names=tuple(names), squeue_path=clients.squeue, scancel_path=clients.scancel, wait=wait)
+    request = CancelRequest(
+        names=tuple(names), squeue_path=clients.squeue, scancel_path=clients.scancel, wait=wait, timeout=timeout
+    )
     result = cancel_jobs(request, environ=clients.env)
     if result.slurm_error or result.failed:
         print("engine: %s" % result.msg, file=sys.stderr, flush=True)
@@ -614,14 +616,25 @@ def table(rows: list[Measurement]) -> str:
     return "\n".join(lines)
 
 
-def measure_stopping(queue: Queue, env: dict[str, str], workdir: Path, size: int, reverse: bool) -> list[Measurement]:
+STOP_CONTENDERS = ("term", "engine", "term, gone", "engine, wait")
+
+
+def stop_contender(name: str, engine_timeout: float | None) -> Callable[[Clients, list[str]], dict]:
+    wait = name.endswith(("gone", "wait"))
+    if name.startswith("engine"):
+        return lambda clients, names: run_engine_stop(clients, names, wait, engine_timeout)
+    return lambda clients, names: run_term(clients, names, wait)
+
+
+def measure_stopping(
+    queue: Queue, env: dict[str, str], workdir: Path, size: int, arguments: argparse.Namespace
+) -> list[Measurement]:
     contenders = [
-        ("term", lambda clients, names: run_term(clients, names, wait=False)),
-        ("engine", lambda clients, names: run_engine_stop(clients, names, wait=False)),
-        ("term, gone", lambda clients, names: run_term(clients, names, wait=True)),
-        ("engine, wait", lambda clients, names: run_engine_stop(clients, names, wait=True)),
+        (name, stop_contender(name, arguments.stop_timeout))
+        for name in STOP_CONTENDERS
+        if name in arguments.stop_contenders
     ]
-    if reverse:
+    if arguments.reverse:
         contenders.reverse()
     rows = []
     for contender, run in contenders:
@@ -659,12 +672,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--stop-sizes", type=int, nargs="*", default=[200], help="N running containers to stop (issue 10); none to skip"
     )
+    parser.add_argument(
+        "--stop-contenders",
+        nargs="+",
+        choices=list(STOP_CONTENDERS),
+        default=list(STOP_CONTENDERS),
+        metavar="NAME",
+        help="which stopping contenders run (default all: %s); each engine needs its floor"
+        % ", ".join(STOP_CONTENDERS),
+    )
+    parser.add_argument(
+        "--stop-timeout",
+        type=float,
+        help="the engine's timeout when stopping (default its own, 240 s with TERM); a single scancel "
+        "of 1,000 running jobs takes minutes on the 2-CPU lab",
+    )
     parser.add_argument("--no-ansible", action="store_true", help="skip the run through ansible-playbook")
     parser.add_argument(
         "--reverse", action="store_true", help="run the contenders of each scenario in the opposite order"
     )
     parser.add_argument("--json", type=Path, help="also write the measurements here")
     arguments = parser.parse_args(argv)
+    unmatched = [
+        name for name in arguments.stop_contenders if STOP_FLOORS.get(name, name) not in arguments.stop_contenders
+    ]
+    if unmatched:
+        parser.error(
+            "--stop-contenders: %s need(s) its floor (%s)"
+            % (", ".join(unmatched), ", ".join(STOP_FLOORS[name] for name in unmatched))
+        )
 
     lab = labctl.lab_settings()
     env = lab.slurm_env()
@@ -697,7 +733,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if arguments.stop_sizes:
             with Oversubscribed(queue):
                 for size in arguments.stop_sizes:
-                    rows.extend(measure_stopping(queue, env, workdir, size, arguments.reverse))
+                    rows.extend(measure_stopping(queue, env, workdir, size, arguments))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(table(rows))

@@ -23,8 +23,11 @@ How a call goes:
   pending ids first; calls holding only running jobs start once every call
   holding pending ones has returned, so freed CPUs cannot start jobs about
   to be cancelled. At most ``max_job_ids_per_scancel`` ids per call, which
-  keeps one call well within ``command_timeout`` and confines a failure to
-  its own ids.
+  confines a failure to its own ids.
+* scancel sends one request per id, ten at a time, so a call may take
+  ``command_timeout`` (one request's bound) per ten ids before it is killed,
+  but never beyond the call's deadline (or ``command_timeout`` after its
+  start, for one started just before it).
 * ``scancel`` starts are spaced by a token bucket of one token refilled at
   ``max_scancel_per_second``; at most ``max_concurrent_scancel`` are alive
   at once, and ``squeue`` runs alone, so Slurm sees at most that plus one.
@@ -46,6 +49,7 @@ How a call goes:
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple
@@ -79,6 +83,12 @@ SCANCEL_CHECK_INTERVAL = 0.005
 # Never sleep less, so that a rounding error cannot turn the loop into a spin.
 MIN_SLEEP = 0.001
 _EPSILON = 1e-9
+# scancel sends one REQUEST_KILL_JOB per job id, at most this many at once
+# (MAX_THREADS in src/scancel/scancel.c, 10 from Slurm 22.05 to 25.11; only
+# --ctld, never used here, sends one request for all). Under load each
+# request may take up to MessageTimeout, and scancel adds up to 1 s before
+# each once slurmctld answers slowly.
+SCANCEL_REQUESTS_AT_ONCE = 10
 _MAX_JOBS_IN_MESSAGE = 10
 
 # What one scancel asks of Slurm; one kind per call.
@@ -87,6 +97,8 @@ REMOVE_PENDING = "remove_pending"  # scancel --state=PENDING ID...
 TERMINATE = "terminate"  # scancel --signal=TERM --batch ID...
 SIGNAL = "signal"  # scancel --signal=SIGNAL [--batch] ID...
 _KIND_ORDER = (REMOVE_PENDING, CANCEL, TERMINATE, SIGNAL)
+# Lines of a client's stderr kept in a message.
+_MAX_STDERR_LINES = 3
 
 
 class PollSchedule:
@@ -189,12 +201,23 @@ class _CommandOutcome:
     def ok(self) -> bool:
         return self.returncode == 0 and not self.timed_out
 
-    def error_text(self, command_timeout: float) -> str:
-        said = " ".join(self.stderr.split())
+    def error_text(self, time_limit: float) -> str:
+        said = _slurm_words(self.stderr)
         if self.timed_out:
-            reason = "%s did not finish within %g s and was killed" % (self.program, command_timeout)
+            reason = "%s did not finish within %g s and was killed" % (self.program, round(time_limit, 1))
             return "%s: %s" % (reason, said) if said else reason
         return said or "%s exited with status %s" % (self.program, self.returncode)
+
+
+def _slurm_words(stderr: str) -> str:
+    """A client's stderr on one line, without scancel's notes on its own backoff
+    ("_add_delay: adding delay in RPC send"), and only its first few lines: an
+    scancel of 500 ids under load prints a line per failed id."""
+    lines = [" ".join(line.split()) for line in stderr.splitlines() if line.strip() and "_add_delay:" not in line]
+    said = " ".join(lines[:_MAX_STDERR_LINES])
+    if len(lines) > _MAX_STDERR_LINES:
+        said += " (and %d more lines)" % (len(lines) - _MAX_STDERR_LINES)
+    return said
 
 
 @dataclass
@@ -204,6 +227,7 @@ class _ScancelCall:
     job_ids: List[str]
     holds_pending: bool
     kill_at: float
+    time_limit: float
 
 
 def cancel_jobs(
@@ -417,7 +441,8 @@ class _Canceller:
         job_ids = [entry.job_id for entry in batch]
         handle = self.runner.start(self._scancel_argv(kind, job_ids), self.env)
         self.result.scancel_calls += 1
-        self.live.append(_ScancelCall(handle, kind, job_ids, holds_pending, now + request.command_timeout))
+        time_limit = self._scancel_time_limit(len(job_ids), now)
+        self.live.append(_ScancelCall(handle, kind, job_ids, holds_pending, now + time_limit, time_limit))
         outlived_term = []
         for job_id in job_ids:
             job = self.jobs[job_id]
@@ -430,6 +455,12 @@ class _Canceller:
                 "%d Slurm job(s) still queued %g s after their TERM, cancelled outright: %s"
                 % (len(outlived_term), request.terminate_grace, _shown(outlived_term))
             )
+
+    def _scancel_time_limit(self, job_count: int, now: float) -> float:
+        """Seconds an scancel of this many ids may run before it is killed."""
+        command_timeout = self.request.command_timeout
+        rounds_of_requests = math.ceil(job_count / SCANCEL_REQUESTS_AT_ONCE)
+        return max(command_timeout, min(command_timeout * rounds_of_requests, self.deadline - now))
 
     def _scancel_argv(self, kind: str, job_ids: List[str]) -> List[str]:
         request = self.request
@@ -470,7 +501,7 @@ class _Canceller:
         if outcome.ok:
             self.scancel_error = ""
         else:
-            self.scancel_error = outcome.error_text(request.command_timeout)
+            self.scancel_error = outcome.error_text(call.time_limit)
             self._log_error("scancel", "scancel of %d job(s) failed: %s" % (len(call.job_ids), self.scancel_error))
         # Pending jobs leave at once and running ones within moments: look soon.
         self.polls.reset()

@@ -56,9 +56,12 @@ class CancelRequestError(ConfigError):
 class CancelRequest:
     """Make the Slurm jobs with these names or ids absent.
 
-    Durations are seconds. ``timeout`` bounds the whole call; each squeue or
-    scancel is also killed after ``command_timeout`` (set it to Slurm's
-    MessageTimeout), so a call never lasts longer than their sum. Without
+    Durations are seconds. ``timeout`` bounds the whole call. A squeue is
+    killed after ``command_timeout`` (set it to Slurm's MessageTimeout), an
+    scancel after ``command_timeout`` per ten of its ids (scancel sends one
+    request per id, ten at once), but not past the deadline unless it started
+    less than ``command_timeout`` before it; so a call never lasts longer
+    than ``timeout`` plus ``command_timeout``. Without
     ``timeout`` the deadline is ``BASE_TIMEOUT``, plus ``terminate_grace``
     when a job may be sent TERM first.
 

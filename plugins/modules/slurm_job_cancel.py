@@ -113,8 +113,12 @@ options:
     type: float
   command_timeout:
     description:
-      - Seconds after which one C(squeue) or C(scancel) is killed, for example V(20). Set it to
-        Slurm's C(MessageTimeout), after which the clients give up on their own.
+      - Seconds after which one C(squeue) is killed, for example V(20). Set it to Slurm's
+        C(MessageTimeout), after which the clients give up on their own.
+      - An C(scancel) sends one request per job id, ten at a time, each bounded by
+        C(MessageTimeout), so it may take O(command_timeout) per ten of its ids, for example
+        50 s for 500 ids at the default, before it is killed; never past O(timeout), unless it
+        started less than O(command_timeout) before it.
     type: float
     default: 10
   max_scancel_per_second:
@@ -131,8 +135,8 @@ options:
     default: 3
   max_job_ids_per_scancel:
     description:
-      - Job ids given to one C(scancel), for example V(100). Keeps each call well within
-        O(command_timeout) and a failure confined to its own ids.
+      - Job ids given to one C(scancel), for example V(100). Keeps a failure confined to its own
+        ids.
     type: int
     default: 500
   log_interval:

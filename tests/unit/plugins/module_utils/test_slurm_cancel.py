@@ -361,6 +361,53 @@ def test_a_hung_scancel_is_killed_within_the_bound(slurm):
     assert "scancel did not finish within 10 s" in result.msg
 
 
+def test_an_scancel_of_many_ids_has_command_timeout_per_ten_of_them(slurm):
+    # scancel sends one request per id, ten at once: 25 ids are three rounds of requests.
+    for number in range(25):
+        slurm.add(100 + number, uuid(number), "PENDING")
+    slurm.script("scancel", Scripted(returncode=0, duration=25.0))
+    result = run(slurm, names=[uuid(number) for number in range(25)], timeout=300, command_timeout=10)
+    assert not result.failed and len(result.cancelled) == 25
+    assert not slurm.calls("scancel")[0].killed and result.scancel_calls == 1
+
+
+def test_an_scancel_of_ten_ids_still_has_command_timeout(slurm):
+    for number in range(10):
+        slurm.add(100 + number, uuid(number), "PENDING")
+    slurm.script("scancel", Scripted(returncode=0, duration=25.0, takes_effect=False))
+    result = run(slurm, names=[uuid(number) for number in range(10)], timeout=300, command_timeout=10)
+    first = slurm.calls("scancel")[0]
+    assert first.killed and first.ends == pytest.approx(first.started + 10)
+    assert "scancel did not finish within 10 s and was killed" in result.messages[0]
+
+
+def test_a_failing_scancel_is_quoted_in_a_few_lines_without_its_backoff_notes(slurm):
+    slurm.add(11, uuid(1), "RUNNING")
+    stderr = "".join(
+        "scancel: _add_delay: adding delay in RPC send of 1000000 usec\n"
+        "scancel: error: Kill job error on job id %d: Socket timed out on send/recv operation\n" % job_id
+        for job_id in range(11, 16)
+    )
+    slurm.script("scancel", Scripted(returncode=1, stderr=stderr, takes_effect=False))
+    result = run(slurm, names=[uuid(1)], timeout=5, stop="cancel")
+    assert result.slurm_error == (
+        "scancel: error: Kill job error on job id 11: Socket timed out on send/recv operation "
+        "scancel: error: Kill job error on job id 12: Socket timed out on send/recv operation "
+        "scancel: error: Kill job error on job id 13: Socket timed out on send/recv operation "
+        "(and 2 more lines)"
+    )
+
+
+def test_an_scancel_of_many_ids_is_killed_at_the_deadline(slurm):
+    for number in range(500):
+        slurm.add(1000 + number, uuid(number), "RUNNING")
+    slurm.script("scancel", Scripted(returncode=0, duration=400.0, takes_effect=False))
+    result = run(slurm, names=[uuid(number) for number in range(500)], timeout=40, command_timeout=10, stop="cancel")
+    assert slurm.calls("scancel")[0].killed
+    assert result.failed and result.elapsed == pytest.approx(40, abs=0.1)
+    assert "scancel did not finish within 40 s and was killed" in result.msg
+
+
 @pytest.mark.parametrize("program", ["squeue", "scancel"])
 def test_a_missing_client_is_an_immediate_clear_error(slurm, program):
     slurm.add(11, uuid(1))
