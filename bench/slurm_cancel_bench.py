@@ -50,6 +50,11 @@ Run against the shared lab (`lab/labctl.py start`):
 
     .venv/bin/python -m bench.slurm_cancel_bench --sizes 200 1000
     .venv/bin/python -m bench.slurm_cancel_bench --sizes --stop-sizes 100    # stopping only
+    .venv/bin/python -m bench.slurm_cancel_bench --sizes --stop-sizes 1000 \
+        --stop-contenders term engine --stop-timeout 1200                    # ~25 min here
+
+One scancel of 1,000 running jobs takes minutes on the lab's 2 CPUs, longer than the engine's
+default deadline (240 s with TERM): `--stop-timeout` gives the engine a longer one.
 """
 
 from __future__ import annotations
