@@ -117,7 +117,7 @@ options:
         C(MessageTimeout), after which the clients give up on their own.
       - An C(scancel) sends one request per job id, ten at a time, each bounded by
         C(MessageTimeout), so it may take O(command_timeout) per ten of its ids, for example
-        50 s for 500 ids at the default, before it is killed; never past O(timeout), unless it
+        500 s for 500 ids at the default, before it is killed; never past O(timeout), unless it
         started less than O(command_timeout) before it.
     type: float
     default: 10
