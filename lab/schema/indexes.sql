@@ -71,3 +71,4 @@ CREATE INDEX index_containers_on_reuse_columns ON public.containers USING btree 
 CREATE INDEX index_containers_on_runtime_status ON public.containers USING gin (runtime_status);
 CREATE INDEX index_containers_on_secret_mounts_md5 ON public.containers USING btree (secret_mounts_md5);
 CREATE UNIQUE INDEX index_containers_on_uuid ON public.containers USING btree (uuid);
+CREATE UNIQUE INDEX index_pipeline_instances_on_uuid ON public.pipeline_instances USING btree (uuid);

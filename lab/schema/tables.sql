@@ -219,3 +219,33 @@ ALTER SEQUENCE public.containers_id_seq OWNED BY public.containers.id;
 ALTER TABLE ONLY public.containers
     ALTER COLUMN id SET DEFAULT nextval('public.containers_id_seq'::regclass);
 ALTER TABLE ONLY public.containers ADD CONSTRAINT containers_pkey PRIMARY KEY (id);
+
+
+-- crunch v1 pipelines: the cleanup leaves a token alone while a pipeline instance of its
+-- user runs on the server (crunch-dispatch.rb made those tokens too).
+CREATE TABLE public.pipeline_instances (
+    id bigint NOT NULL,
+    uuid character varying(255),
+    owner_uuid character varying(255),
+    created_at timestamp without time zone NOT NULL,
+    modified_by_client_uuid character varying(255),
+    modified_by_user_uuid character varying(255),
+    modified_at timestamp without time zone,
+    pipeline_template_uuid character varying(255),
+    name character varying(255),
+    components text,
+    updated_at timestamp without time zone NOT NULL,
+    properties text,
+    state character varying(255),
+    components_summary text,
+    started_at timestamp without time zone,
+    finished_at timestamp without time zone,
+    description character varying(524288)
+);
+
+CREATE SEQUENCE public.pipeline_instances_id_seq
+    START WITH 1 INCREMENT BY 1 NO MINVALUE NO MAXVALUE CACHE 1;
+ALTER SEQUENCE public.pipeline_instances_id_seq OWNED BY public.pipeline_instances.id;
+ALTER TABLE ONLY public.pipeline_instances
+    ALTER COLUMN id SET DEFAULT nextval('public.pipeline_instances_id_seq'::regclass);
+ALTER TABLE ONLY public.pipeline_instances ADD CONSTRAINT pipeline_instances_pkey PRIMARY KEY (id);

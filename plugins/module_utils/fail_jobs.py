@@ -40,8 +40,10 @@ A session-level advisory lock keeps two runs (the boot unit and a playbook) apar
 from __future__ import annotations
 
 import bisect
+import hashlib
 import json
 import math
+import re
 import time
 from datetime import datetime
 from typing import NamedTuple, Optional
@@ -123,6 +125,7 @@ REQUIRED_COLUMNS = {
     ),
     "users": ("id", "uuid"),
     "containers": ("auth_uuid",),
+    "pipeline_instances": ("uuid", "state", "modified_by_user_uuid", "created_at"),
 }
 
 # Arvados stores UTC in `timestamp without time zone`; the database's own clock decides
@@ -173,25 +176,51 @@ class BatchJob(NamedTuple):
     started_at: Optional[datetime]
     # The dispatcher's user, whose token the job ran with.
     is_locked_by_uuid: Optional[str]
+    # The user a requeued job will run as (see SQL_RUN_AS); None when the row names none.
+    run_as: Optional[str]
+    # The whole row before and after the change (jsonb as dicts), for the `update` audit
+    # row; None in check mode, which changes nothing.
+    old_row: Optional[dict] = None
+    new_row: Optional[dict] = None
 
 
-BATCH_COLUMNS = BatchJob._fields
+BATCH_COLUMNS = BatchJob._fields[:5]
 
 
 def batch_columns(alias):
     return ", ".join("%s.%s" % (alias, column) for column in BATCH_COLUMNS)
 
 
-SQL_BATCH_JOBS = "SELECT {columns} FROM jobs j WHERE {where}".format(columns=batch_columns("j"), where=SQL_QUALIFYING)
+# The user a requeued job runs as next time. crunch-dispatch.rb makes a queued job's token
+# for the user `jobs.modified_by_user_uuid` names (get_authorization, 1.1.0 to 1.4.3
+# services/api/lib/crunch_dispatch.rb), so a requeue that wrote the system user there
+# would run the job with an admin token. The row keeps the user who last changed it (the
+# job's own user while it ran: crunch-job updates the job with the job's token); where that
+# is the system user or empty, the user whose token ran it (`is_locked_by_uuid`, locked by
+# crunch-job with the token made for modified_by_user_uuid). A job with neither is not
+# requeued: it is failed (see SQL_FAIL_UNRUNNABLE), as nobody can be known to run it as.
+SQL_USER_UUID = "^[0-9a-z]{5}-tpzed-[0-9a-z]{15}$"
+SQL_SYSTEM_USER_SUFFIX = "-tpzed-000000000000000"
+SQL_RUN_AS = """
+    CASE WHEN {alias}.modified_by_user_uuid ~ '{user}'
+              AND right({alias}.modified_by_user_uuid, {length}) <> '{system}'
+         THEN {alias}.modified_by_user_uuid
+         WHEN {alias}.is_locked_by_uuid ~ '{user}' AND right({alias}.is_locked_by_uuid, {length}) <> '{system}'
+         THEN {alias}.is_locked_by_uuid
+    END
+"""
 
-# Row locks: a batch never waits for a job row another transaction holds (an API request
-# updating that job, a SELECT ... FOR UPDATE): SKIP LOCKED takes the rows it can and the
-# others are tried again after the other batches, for at most `row_lock_wait` seconds.
-# Waiting on the row instead (lock_timeout for the batch) would hold the batch's other
-# rows, and so stall the API server's writes to those jobs, as long as it waited, and a
-# timeout would roll back the whole batch without telling which row was locked. Other
-# locks (tokens, a table locked by a migration) are bounded by lock_timeout for the batch.
-SQL_LOCK_JOBS = SQL_BATCH_JOBS + " FOR UPDATE OF j SKIP LOCKED"
+
+def run_as(alias):
+    return SQL_RUN_AS.format(
+        alias=alias, user=SQL_USER_UUID, system=SQL_SYSTEM_USER_SUFFIX, length=len(SQL_SYSTEM_USER_SUFFIX)
+    ).strip()
+
+
+SQL_BATCH_JOBS = "SELECT {columns}, {run_as} FROM jobs j WHERE {where}".format(
+    columns=batch_columns("j"), run_as=run_as("j"), where=SQL_QUALIFYING
+)
+
 SQL_STILL_QUALIFYING = "SELECT j.uuid FROM jobs j WHERE " + SQL_QUALIFYING
 # lock_not_available: a lock waited for longer than lock_timeout.
 SQLSTATE_LOCK_TIMEOUT = "55P03"
@@ -215,53 +244,131 @@ SQL_TOKEN_CANDIDATES = """
       AND NOT EXISTS (SELECT 1 FROM containers c WHERE c.auth_uuid = a.uuid)
 """.format(now=SQL_NOW_UTC)
 
+# A token in a cleaned job's window may be another job's: the dispatcher made each job's
+# token for the same user, as it dispatched the job, and a sibling job dispatched while
+# this one was queued has its token in this one's window; so do the tokens crunch-dispatch.rb
+# made for arv-run-pipeline-instance (get_authorization and update_pipelines, 1.4.3
+# services/api/lib/crunch_dispatch.rb: api_client_id 0, no expiry, for the
+# modified_by_user_uuid of the job or of a RunningOnServer pipeline instance). So a token
+# is left alone, and reported, when it could belong to work this run does not end: another
+# job of the user whose own window [created_at, started_at] holds the token's creation and
+# that is Running (not one this run cleans up) or finished after the token was made (not
+# by a cleanup: a `dispatch` log row written after the token, by this collection or by
+# Arvados' own fail_job, says its job was ended), or a pipeline instance of the user
+# running on the server since before the token. The jobs are found by the started_at
+# index (a window holding a token started after it) or, unstarted, the finished_at one.
+SQL_TOKEN_OTHER_OWNERS = """
+    SELECT t.id, other.uuid
+    FROM unnest(%(ids)s::bigint[], %(users)s::text[], %(made)s::timestamp[]) AS t(id, user_uuid, made)
+    CROSS JOIN LATERAL (
+        (SELECT o.uuid FROM jobs o
+         WHERE (o.started_at >= t.made OR (o.started_at IS NULL AND o.finished_at IS NULL))
+           AND o.created_at <= t.made
+           AND (o.is_locked_by_uuid = t.user_uuid OR o.modified_by_user_uuid = t.user_uuid)
+           AND (o.state = 'Running' OR o.finished_at > t.made)
+           AND o.uuid <> ALL(%(batch)s::text[])
+           AND NOT (o.state = 'Running'
+                    AND (%(run_uuids)s::text[] IS NULL OR o.uuid = ANY(%(run_uuids)s::text[]))
+                    AND (%(every_row)s OR o.finished_at IS NULL)
+                    AND (%(threshold)s::timestamp IS NULL OR o.started_at < %(threshold)s::timestamp))
+           AND NOT EXISTS (SELECT 1 FROM logs l WHERE l.object_uuid = o.uuid
+                           AND l.event_type = 'dispatch' AND l.created_at >= t.made)
+         ORDER BY o.uuid LIMIT 1)
+        UNION ALL
+        (SELECT p.uuid FROM pipeline_instances p
+         WHERE p.state = 'RunningOnServer' AND p.modified_by_user_uuid = t.user_uuid
+           AND p.created_at <= t.made
+         ORDER BY p.uuid LIMIT 1)
+        LIMIT 1
+    ) AS other
+"""
+
 SQL_REVOKE_TOKENS = """
     UPDATE api_client_authorizations SET expires_at = {now}, updated_at = {now}
     WHERE id = ANY(%(ids)s::bigint[]) AND (expires_at IS NULL OR expires_at > {now})
     RETURNING uuid
 """.format(now=SQL_NOW_UTC)
 
+# Row locks: a batch never waits for a job row another transaction holds (an API request
+# updating that job, a SELECT ... FOR UPDATE): SKIP LOCKED takes the rows it can and the
+# others are tried again after the other batches, for at most `row_lock_wait` seconds.
+# Waiting on the row instead (lock_timeout for the batch) would hold the batch's other
+# rows, and so stall the API server's writes to those jobs, as long as it waited, and a
+# timeout would roll back the whole batch without telling which row was locked. Other
+# locks (tokens, a table locked by a migration) are bounded by lock_timeout for the batch.
+#
 # The update locks, re-checks and changes each row in one pass (a separate SELECT ... FOR
-# UPDATE would write every row twice) and returns the rows as they were: failing leaves
-# the returned columns as they are, so the updated row itself tells them.
+# UPDATE would write every row twice). It returns the row as it was (`o`, the locked row
+# read by the subquery) and as it is now (`j`), whole, for the `update` audit row.
+SQL_LOCKED_ROWS = "SELECT j.*, {run_as} AS run_as FROM jobs j WHERE {where} FOR UPDATE OF j SKIP LOCKED"
+SQL_CHANGED_ROWS = "{columns}, o.run_as, to_jsonb(o) - 'run_as', to_jsonb(j)".format(columns=batch_columns("o"))
+
+# Failing is what Arvados' fail_job did as the system user (act_as_system_user, 1.4.3
+# services/api/lib/crunch_dispatch.rb): the model then wrote the system user as modifier.
 SQL_FAIL_JOBS = """
     UPDATE jobs AS j SET state = 'Failed', running = false, success = false,
         finished_at = COALESCE(j.finished_at, {now}),
         modified_at = {now}, updated_at = {now},
         modified_by_user_uuid = %(system_user)s, modified_by_client_uuid = NULL
-    FROM (SELECT j.uuid FROM jobs j WHERE {where} FOR UPDATE OF j SKIP LOCKED) AS l
-    WHERE j.uuid = l.uuid
-    RETURNING {columns}
-""".format(now=SQL_NOW_UTC, where=SQL_QUALIFYING, columns=batch_columns("j"))
+    FROM ({locked}) AS o
+    WHERE j.uuid = o.uuid
+    RETURNING {changed}
+""".format(
+    now=SQL_NOW_UTC,
+    locked=SQL_LOCKED_ROWS.format(run_as=run_as("j"), where=SQL_QUALIFYING),
+    changed=SQL_CHANGED_ROWS,
+)
 
-# Arvados' model forbids Running -> Queued, so a retry writes the row as a new job's. It
-# empties started_at and is_locked_by_uuid, which the token look-up needs: they are read
-# from the row as it was, joined in.
+# With `retry`, the jobs of a batch that name no user to run as (SQL_RUN_AS) are failed
+# instead, in the same transaction: only those, so that a job another transaction held
+# during the requeue and released since is not failed in its place.
+SQL_FAIL_UNRUNNABLE = SQL_FAIL_JOBS.replace("WHERE j.uuid = o.uuid", "WHERE j.uuid = o.uuid AND o.run_as IS NULL")
+
+# Arvados' model forbids Running -> Queued, so a retry writes the row as a new job's,
+# keeping the user it runs as (SQL_RUN_AS). It empties started_at and is_locked_by_uuid,
+# which the token look-up needs: they are read from the row as it was (`o`).
 SQL_REQUEUE_JOBS = """
     UPDATE jobs AS j SET state = 'Queued', running = false, success = NULL,
         started_at = NULL, finished_at = NULL, cancelled_at = NULL, is_locked_by_uuid = NULL,
         log = NULL, output = NULL, tasks_summary = '{{}}',
         modified_at = {now}, updated_at = {now},
-        modified_by_user_uuid = %(system_user)s, modified_by_client_uuid = NULL
-    FROM ({batch}) AS o
-    WHERE j.uuid = o.uuid
-    RETURNING {columns}
-""".format(now=SQL_NOW_UTC, batch=SQL_LOCK_JOBS, columns=batch_columns("o"))
+        modified_by_user_uuid = o.run_as, modified_by_client_uuid = NULL
+    FROM ({locked}) AS o
+    WHERE j.uuid = o.uuid AND o.run_as IS NOT NULL
+    RETURNING {changed}
+""".format(
+    now=SQL_NOW_UTC,
+    locked=SQL_LOCKED_ROWS.format(run_as=run_as("j"), where=SQL_QUALIFYING),
+    changed=SQL_CHANGED_ROWS,
+)
 
 SQL_DELETE_TASKS = "DELETE FROM job_tasks WHERE job_uuid = ANY(%(uuids)s::text[])"
 
+# The log rows Arvados wrote for a job it failed (1.4.3): fail_job's `dispatch` row
+# (services/api/lib/crunch_dispatch.rb: owner the job's owner, no object_owner_uuid, the
+# message as summary and as properties' text), then the save's `update` audit row
+# (app/models/arvados_model.rb log_update, app/models/log.rb fill_object and update_to:
+# owner the acting (system) user, object_owner_uuid the job's owner, summary "update of
+# <uuid>", event_at the job's new modified_at, the old and new attributes and etags).
+# Websocket clients and Workbench react to the `update` row, which they read by the id
+# NOTIFY sends them. Rows are inserted in the order given, so ids follow Arvados' order.
 SQL_INSERT_LOGS = """
     WITH inserted AS (
         INSERT INTO logs (uuid, owner_uuid, modified_by_client_uuid, modified_by_user_uuid,
                           object_uuid, object_owner_uuid, event_at, event_type, summary,
                           properties, created_at, updated_at, modified_at)
-        SELECT l.uuid, l.owner_uuid, NULL, l.system_user, l.job_uuid, l.owner_uuid,
-               {now}, 'dispatch', %(summary)s, %(properties)s, {now}, {now}, {now}
+        SELECT l.uuid, l.owner_uuid, NULL, l.system_user, l.object_uuid, l.object_owner_uuid,
+               COALESCE(l.event_at, {now}), l.event_type, l.summary, l.properties, {now}, {now}, {now}
         FROM unnest(%(log_uuids)s::text[], %(owners)s::text[], %(system_users)s::text[],
-                    %(uuids)s::text[]) AS l(uuid, owner_uuid, system_user, job_uuid)
+                    %(objects)s::text[], %(object_owners)s::text[], %(event_ats)s::timestamp[],
+                    %(event_types)s::text[], %(summaries)s::text[], %(properties)s::text[])
+             WITH ORDINALITY
+             AS l(uuid, owner_uuid, system_user, object_uuid, object_owner_uuid, event_at,
+                  event_type, summary, properties, position)
+        ORDER BY l.position
         RETURNING id, uuid
     )
-    SELECT uuid, pg_notify('logs', id::text) FROM inserted ORDER BY uuid
+    SELECT uuid, pg_notify('logs', id::text) FROM inserted ORDER BY id
 """.format(now=SQL_NOW_UTC)
 
 
@@ -460,6 +567,11 @@ class CleanupResult:
         self.finished_set = []
         # Jobs another transaction kept locked for longer than row_lock_wait: few by nature.
         self.locked = []
+        # With retry, jobs failed instead, as their rows name no user (SQL_RUN_AS); and
+        # tokens another's work could own (SQL_TOKEN_OTHER_OWNERS): few, and always listed,
+        # as each needs a person's look.
+        self.not_requeued = []
+        self.tokens_left_alone = []
         self.slurm = {}
         self.batches = 0
         self.live = None
@@ -468,7 +580,15 @@ class CleanupResult:
 
     @property
     def changed(self):
-        return bool(self.done_jobs.count)
+        return bool(self.done_jobs.count or self.not_requeued)
+
+    def add_batch(self, outcome):
+        self.done_jobs.extend(outcome.done)
+        self.skipped.extend(outcome.skipped)
+        self.not_requeued.extend(outcome.not_requeued)
+        self.revoked_tokens.extend(outcome.tokens)
+        self.tokens_left_alone.extend(outcome.tokens_left_alone)
+        self.log_uuids.extend(outcome.logs)
 
     def add_slurm(self, part):
         if not self.options.keep_uuids:
@@ -490,22 +610,27 @@ class CleanupResult:
             "locked_jobs": sorted(self.locked),
             "running_with_finished_at": sorted(self.finished_set),
             "revoked_tokens": self.revoked_tokens.as_list(),
+            "tokens_left_alone": sorted(self.tokens_left_alone, key=lambda token: token["uuid"]),
             "log_uuids": self.log_uuids.as_list(),
             "counts": {
                 "jobs": self.done_jobs.count,
                 "skipped_jobs": self.skipped.count,
                 "revoked_tokens": self.revoked_tokens.count,
+                "tokens_left_alone": len(self.tokens_left_alone),
                 "logs": self.log_uuids.count,
             },
             "slurm": dict(self.slurm),
             "batches": self.batches,
             "live": self.live,
         }
+        if opts.retry:
+            result["not_requeued"] = sorted(self.not_requeued)
         if opts.diff:
-            after = opts.target_state
+            after = dict((u, opts.target_state) for u in done)
+            after.update((u, JOB_STATE_FAILED) for u in self.not_requeued)
             result["diff"] = {
-                "before": "".join("%s: %s\n" % (u, JOB_STATE_RUNNING) for u in done),
-                "after": "".join("%s: %s\n" % (u, after) for u in done),
+                "before": "".join("%s: %s\n" % (u, JOB_STATE_RUNNING) for u in sorted(after)),
+                "after": "".join("%s: %s\n" % (u, after[u]) for u in sorted(after)),
             }
         return result
 
@@ -524,6 +649,98 @@ def merge_slurm_results(results):
             else:
                 merged[key] = value
     return merged
+
+
+class BatchOutcome:
+    """What one batch did (in check mode, would do): what the transaction committed."""
+
+    def __init__(self, done, skipped, not_requeued=()):
+        self.done = done
+        self.skipped = skipped
+        self.not_requeued = list(not_requeued)
+        self.tokens = []
+        self.tokens_left_alone = []
+        self.logs = []
+
+
+# The `dispatch` row's message for a job `retry` failed instead (SQL_RUN_AS).
+UNRUNNABLE_NOTE = (
+    " It was not put back in the queue: its row names no user to run it as "
+    "(modified_by_user_uuid and is_locked_by_uuid are empty or the system user), and a "
+    "requeued job runs as that user."
+)
+
+# The columns of SQL_INSERT_LOGS that differ from row to row, in its parameters' names.
+LOG_ROW_FIELDS = ("owners", "objects", "object_owners", "event_ats", "event_types", "summaries", "properties")
+
+# The job columns Arvados' model serializes (1.4.3 app/models/job.rb `serialize ..., Hash`):
+# the audit row holds them as objects, not as their JSON text.
+SERIALIZED_JOB_COLUMNS = ("components", "script_parameters", "runtime_constraints", "tasks_summary")
+
+
+def dispatch_log_row(job, message):
+    """fail_job's row: owned by the job's owner, no object owner (1.4.3 crunch_dispatch.rb)."""
+    return (job.owner_uuid, job.uuid, None, None, "dispatch", message, json.dumps({"text": message}))
+
+
+def update_log_row(job):
+    """The `update` audit row of the job's save (1.4.3 arvados_model.rb log_update)."""
+    old, new = audit_attributes(job.old_row), audit_attributes(job.new_row)
+    properties = {
+        "old_etag": audit_etag(old),
+        "old_attributes": old,
+        "new_etag": audit_etag(new),
+        "new_attributes": new,
+    }
+    event_at = db_timestamp(job.new_row["modified_at"])
+    owner = system_user_uuid(job.uuid[:5])
+    return (owner, job.uuid, job.owner_uuid, event_at, "update", "update of %s" % job.uuid, json.dumps(properties))
+
+
+def audit_attributes(row):
+    """A job row (jsonb, as PostgreSQL writes it) as Arvados' audit rows hold attributes:
+    timestamps as its API writes them (1.4.3 config/initializers/time_format.rb:
+    %Y-%m-%dT%H:%M:%S.%NZ) and serialized columns as objects. A serialized column still
+    in the YAML Arvados wrote before 2017 stays text: this collection reads no YAML."""
+    attributes = {}
+    for column, value in sorted(row.items()):
+        if column in SERIALIZED_JOB_COLUMNS and isinstance(value, str) and value[:1] in ("{", "["):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                pass
+        elif isinstance(value, str) and TIMESTAMP_TEXT_RE.match(value):
+            value = api_timestamp(value)
+        attributes[column] = value
+    return attributes
+
+
+# A `timestamp without time zone` as to_jsonb writes it.
+TIMESTAMP_TEXT_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?\Z")
+
+
+def api_timestamp(text):
+    """'2026-11-30T10:00:00.12' -> '2026-11-30T10:00:00.120000000Z'."""
+    seconds, _dot, fraction = text.partition(".")
+    return "%s.%sZ" % (seconds, (fraction + "000000000")[:9])
+
+
+def db_timestamp(text):
+    return datetime.strptime(text.partition(".")[0], "%Y-%m-%dT%H:%M:%S").replace(
+        microsecond=int((text.partition(".")[2] + "000000")[:6])
+    )
+
+
+def audit_etag(attributes):
+    """An etag in Arvados' form: an MD5 digest in base 36 (1.4.3 lib/kind_and_etag.rb).
+    Arvados digests Ruby's inspect of the attributes, which Python cannot write; this
+    digests their JSON, so it changes exactly when the attributes do."""
+    digest = int(hashlib.md5(json.dumps(attributes, sort_keys=True).encode("utf-8")).hexdigest(), 16)
+    text = ""
+    while digest:
+        digest, digit = divmod(digest, 36)
+        text = "0123456789abcdefghijklmnopqrstuvwxyz"[digit] + text
+    return text or "0"
 
 
 class JobWindows:
@@ -603,6 +820,16 @@ def check_schema(conn):
         )
 
 
+def check_primary(conn):
+    """Refuse a standby, before anything changes (Slurm included): it refuses writes, and
+    its rows may lag behind the primary's, so even check mode would predict from the past."""
+    if conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]:
+        raise RecoveryError(
+            "the database server is a standby (pg_is_in_recovery() is true): the cleanup "
+            "writes, and a standby's rows may lag behind the primary's; connect to the primary"
+        )
+
+
 # Seconds between the progress lines while locked jobs are waited for.
 PROGRESS_WHILE_WAITING = 5.0
 
@@ -678,6 +905,7 @@ class JobCleaner:
             conn.commit()
         self.step = "checking the schema"
         check_schema(self.conn)
+        check_primary(self.conn)
         self.conn.rollback()
         self.step = "taking the cleanup lock (pg_try_advisory_lock)"
         take_advisory_lock(self.conn, opts.lock_wait)
@@ -845,23 +1073,25 @@ class JobCleaner:
         outcome = self._batch_transaction(uuids, last)
         if outcome is None:
             # A lock (a token's, a table's) was waited for longer than row_lock_wait.
-            done, skipped, tokens, logs = [], [], [], []
+            outcome = BatchOutcome([], [])
             locked = list(uuids)
         else:
             # Only what has been committed (or, in check mode, what would be) is reported.
-            done, skipped, tokens, logs = outcome
+            skipped = outcome.skipped
             locked = self._still_qualifying(skipped) if skipped and not opts.check_mode else []
-            skipped = [u for u in skipped if u not in set(locked)]
+            outcome.skipped[:] = [u for u in skipped if u not in set(locked)]
         self._deferred.extend(locked)
         if locked and first_try:
             self._note(
                 "%d job(s) locked by another transaction, tried again after the "
                 "others: %s" % (len(locked), _first(locked))
             )
-        self.result.done_jobs.extend(done)
-        self.result.skipped.extend(skipped)
-        self.result.revoked_tokens.extend(tokens)
-        self.result.log_uuids.extend(logs)
+        self.result.add_batch(outcome)
+        if outcome.tokens_left_alone:
+            self._note(
+                "%d token(s) left valid: another job or pipeline instance of their user could own them: %s"
+                % (len(outcome.tokens_left_alone), _first([t["uuid"] for t in outcome.tokens_left_alone]))
+            )
 
     def _batch_transaction(self, uuids, last):
         """The batch's outcome, committed (in check mode rolled back); None when a lock
@@ -914,31 +1144,64 @@ class JobCleaner:
     def _write_batch(self, uuids):
         """All of one batch's statements, in the transaction the caller ends."""
         opts = self.options
-        params = {
+        params = self._batch_params(uuids)
+        if opts.check_mode:
+            jobs = self._batch_jobs(SQL_BATCH_JOBS, params)
+            unrunnable = [job for job in jobs if opts.retry and job.run_as is None]
+        elif opts.retry:
+            jobs = self._batch_jobs(SQL_REQUEUE_JOBS, params)
+            unrunnable = self._batch_jobs(SQL_FAIL_UNRUNNABLE, params)
+        else:
+            jobs, unrunnable = self._batch_jobs(SQL_FAIL_JOBS, params), []
+        ended = jobs if opts.check_mode else jobs + unrunnable
+        unrunnable_set = set(job.uuid for job in unrunnable)
+        done = [job.uuid for job in ended if job.uuid not in unrunnable_set]
+        ended_set = set(job.uuid for job in ended)
+        skipped = [u for u in uuids if u not in ended_set]
+        outcome = BatchOutcome(done, skipped, not_requeued=sorted(unrunnable_set))
+        if not ended:
+            return outcome
+        if opts.revoke_tokens:
+            self._tokens(ended, uuids, outcome)
+        if opts.check_mode:
+            return outcome
+        if opts.retry and done:
+            self.conn.execute(SQL_DELETE_TASKS, {"uuids": done})
+        outcome.logs.extend(self._insert_logs(jobs, unrunnable))
+        return outcome
+
+    def _batch_params(self, uuids):
+        opts = self.options
+        return {
             "uuids": uuids,
             "threshold": None if opts.threshold is None else opts.threshold.to_db_timestamp(),
             "system_user": system_user_uuid(uuids[0][:5]),
         }
-        if opts.check_mode:
-            statement = SQL_BATCH_JOBS
-        else:
-            statement = SQL_REQUEUE_JOBS if opts.retry else SQL_FAIL_JOBS
-        jobs = [BatchJob(*row) for row in self.conn.execute(statement, params).fetchall()]
-        done = [job.uuid for job in jobs]
-        done_set = set(done)
-        skipped = [u for u in uuids if u not in done_set]
-        if not jobs:
-            return done, skipped, [], []
-        tokens = self._tokens(jobs) if opts.revoke_tokens else []
-        if opts.check_mode:
-            return done, skipped, tokens, []
-        if opts.retry:
-            self.conn.execute(SQL_DELETE_TASKS, {"uuids": done})
-        logs = self._insert_logs(jobs)
-        return done, skipped, tokens, logs
 
-    def _tokens(self, jobs):
-        """The batch's job tokens: revoked, or in check mode listed."""
+    def _batch_jobs(self, statement, params):
+        return [BatchJob(*row) for row in self.conn.execute(statement, params).fetchall()]
+
+    def _tokens(self, jobs, batch, outcome):
+        """The batch's job tokens into `outcome`: revoked, or in check mode listed. Those
+        that could be another's (SQL_TOKEN_OTHER_OWNERS) are left alone and reported."""
+        candidates = self._token_candidates(jobs)
+        if not candidates:
+            return
+        others = self._other_owners(candidates, batch)
+        outcome.tokens_left_alone.extend(
+            {"uuid": token_uuid, "user_uuid": user_uuid, "could_belong_to": others[token_id]}
+            for token_id, token_uuid, user_uuid, _made in candidates
+            if token_id in others
+        )
+        tokens = [(token_id, token_uuid) for token_id, token_uuid, _user, _made in candidates if token_id not in others]
+        if self.options.check_mode or not tokens:
+            outcome.tokens.extend(token_uuid for _token_id, token_uuid in tokens)
+            return
+        revoked = self.conn.execute(SQL_REVOKE_TOKENS, {"ids": [token_id for token_id, _uuid in tokens]})
+        outcome.tokens.extend(row[0] for row in revoked)
+
+    def _token_candidates(self, jobs):
+        """(id, uuid, user uuid, created_at) of the tokens in the jobs' windows."""
         users = sorted(set(job.is_locked_by_uuid for job in jobs if job.is_locked_by_uuid is not None))
         user_ids = dict(self.conn.execute(SQL_USER_IDS, {"uuids": users}).fetchall()) if users else {}
         windows = JobWindows(
@@ -948,25 +1211,37 @@ class JobCleaner:
         )
         if not windows:
             return []
+        user_uuids = dict((user_id, user_uuid) for user_uuid, user_id in user_ids.items())
         candidates = self.conn.execute(SQL_TOKEN_CANDIDATES, windows.bounds()).fetchall()
-        tokens = [
-            (token_id, uuid)
+        return [
+            (token_id, uuid, user_uuids[user_id], created_at)
             for token_id, uuid, user_id, created_at in candidates
             if windows.contain(user_id, created_at)
         ]
-        if self.options.check_mode:
-            return [uuid for _token_id, uuid in tokens]
-        revoked = self.conn.execute(SQL_REVOKE_TOKENS, {"ids": [token_id for token_id, _uuid in tokens]})
-        return [row[0] for row in revoked]
 
-    def _insert_logs(self, jobs):
-        message = self.options.message
+    def _other_owners(self, candidates, batch):
+        """{token id: uuid of a job or pipeline instance, not ended by this run, that could own it}."""
+        opts = self.options
         params = {
-            "uuids": [job.uuid for job in jobs],
-            "owners": [job.owner_uuid for job in jobs],
-            "system_users": [system_user_uuid(job.uuid[:5]) for job in jobs],
-            "log_uuids": [new_uuid(job.uuid[:5], LOG_INFIX) for job in jobs],
-            "summary": message,
-            "properties": json.dumps({"text": message}),
+            "ids": [c[0] for c in candidates],
+            "users": [c[2] for c in candidates],
+            "made": [c[3] for c in candidates],
+            "batch": list(batch),
+            "run_uuids": opts.uuids,
+            "every_row": opts.uuids is not None or opts.full_scan,
+            "threshold": None if opts.threshold is None else opts.threshold.to_db_timestamp(),
         }
+        return dict(self.conn.execute(SQL_TOKEN_OTHER_OWNERS, params).fetchall())
+
+    def _insert_logs(self, jobs, unrunnable):
+        """Arvados' two rows per job (SQL_INSERT_LOGS): every `dispatch` row, then every
+        `update` row."""
+        message = self.options.message
+        dispatch = [(job, message) for job in jobs] + [(job, message + UNRUNNABLE_NOTE) for job in unrunnable]
+        rows = [dispatch_log_row(job, text) for job, text in dispatch]
+        rows += [update_log_row(job) for job, _text in dispatch]
+        columns = list(zip(*rows))
+        params = dict(zip(LOG_ROW_FIELDS, (list(column) for column in columns)))
+        params["system_users"] = [system_user_uuid(job_uuid[:5]) for job_uuid in params["objects"]]
+        params["log_uuids"] = [new_uuid(job_uuid[:5], LOG_INFIX) for job_uuid in params["objects"]]
         return [row[0] for row in self.conn.execute(SQL_INSERT_LOGS, params)]

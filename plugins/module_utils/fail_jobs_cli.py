@@ -171,6 +171,17 @@ def summary_lines(result, check_mode):
         lines.append("threshold: none (every Running job qualifies)")
     lines.append("jobs %s%s: %d" % (would, verb, counts["jobs"]))
     lines.append("tokens %srevoked: %d" % (would, counts["revoked_tokens"]))
+    left_alone = result.get("tokens_left_alone") or []
+    if left_alone:
+        lines.append(
+            "tokens left valid (another job or pipeline of their user could own them): %d (%s)"
+            % (len(left_alone), ", ".join("%s: %s" % (t["uuid"], t["could_belong_to"]) for t in left_alone[:5]))
+        )
+    if result.get("not_requeued"):
+        lines.append(
+            "%sfailed, not requeued (no user to run them as): %d (%s)"
+            % (would, len(result["not_requeued"]), ", ".join(result["not_requeued"][:5]))
+        )
     lines.append("exempt (started after the threshold): %d" % result["exempt"]["count"])
     if result["no_started_at"]:
         lines.append(

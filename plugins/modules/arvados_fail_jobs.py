@@ -32,8 +32,13 @@ description:
     absent first (see O(cancel_slurm_jobs)); then one transaction locks the rows,
     re-checks that each job is still C(Running) and qualifies (others are listed in
     RV(skipped_jobs)), expires the jobs' API tokens, marks the jobs C(Failed) (or, with
-    O(retry), puts them back in the queue scrubbed and deletes their tasks), writes one
-    C(logs) row per job and notifies C(logs) listeners (the websocket server).
+    O(retry), puts them back in the queue scrubbed and deletes their tasks), writes the two
+    C(logs) rows Arvados wrote when it failed a job and notifies C(logs) listeners (the
+    websocket server), which are crunch-dispatch.rb's C(dispatch) row with the message (owned by the
+    job's owner), then the model's C(update) audit row with the job's old and new
+    attributes, which the websocket server forwards to Workbench and other clients
+    (Arvados 1.4.3 C(services/api/lib/crunch_dispatch.rb) C(fail_job),
+    C(app/models/arvados_model.rb) C(log_update)).
   - A batch never waits for a job row another transaction holds locked (an API request
     updating the job); it skips it (C(SKIP LOCKED)) and does the others. The skipped jobs
     are tried again after the other batches, for at most O(row_lock_wait) seconds; those
@@ -51,6 +56,21 @@ description:
     and is not a container's token (C(containers.auth_uuid)). A job without C(started_at) has
     no such window, so no token is revoked for it. Token secrets are never read into the
     result, only token UUIDs.
+  - Such a token may be another's, and is then left valid and listed in
+    RV(tokens_left_alone), since crunch-dispatch.rb made every job's token the same way, so a
+    sibling job of the same user dispatched while this one was queued has its token in this
+    job's window, and so do the tokens it made for C(arv-run-pipeline-instance). A token is
+    left alone when another job of its user, not ended by this run, holds it in its own
+    window and is C(Running) or finished after the token was made (not by a cleanup; a
+    C(dispatch) log row written after the token says a job was ended), or when a pipeline
+    instance of the user has been C(RunningOnServer) since before the token. With one job
+    per user at a time, the job's own token is still found and revoked.
+  - On a database of Arvados 3.0 or later, every new token has C(api_client_id=0), so the
+    value no longer tells a dispatcher's token from a login's. The rule stays sound there, as
+    no crunch v1 job has started since the cluster ran 1.x, and a job's window closes at its
+    start, so no token made since falls in one.
+  - A database server in recovery (a standby, C(pg_is_in_recovery())) is refused before
+    anything is done, Slurm included, as it takes no writes and its rows may lag behind.
   - The same cleanup is available without Ansible as the C(arvados-fail-jobs) command
     (see the C(boot_recovery) role), with the same options as flags.
 author:
@@ -97,16 +117,24 @@ options:
         (C(state=Queued), C(running=false), C(success), C(started_at), C(finished_at),
         C(cancelled_at), C(is_locked_by_uuid), C(log) and C(output) emptied,
         C(tasks_summary) reset) and the job's C(job_tasks) are deleted.
+      - The requeued row keeps naming the user the job runs as, in
+        C(modified_by_user_uuid), since crunch-dispatch.rb makes the next run's token for that
+        user (Arvados 1.4.3 C(get_authorization)), so the system user there would run the job
+        with an admin token. Where the row names the system user or nobody there, the user
+        in C(is_locked_by_uuid) (whose token ran it); a job that names neither is failed
+        instead, listed in RV(not_requeued), with a C(dispatch) row that says why.
     type: bool
     default: false
   revoke_tokens:
     description:
-      - Expire the jobs' API tokens (C(expires_at) set to now).
+      - Expire the jobs' API tokens (C(expires_at) set to now), except those another job or
+        pipeline instance could own (see the description), which are listed in
+        RV(tokens_left_alone).
     type: bool
     default: true
   log_message:
     description:
-      - The text of the C(logs) row written for each job (C(summary) and
+      - The text of the C(dispatch) C(logs) row written for each job (C(summary) and
         C(properties.text)).
       - The default says the job was left C(Running) by a server going down and was marked
         C(Failed) (or put back in the queue).
@@ -333,24 +361,44 @@ running_with_finished_at:
   type: list
   elements: str
   sample: []
+not_requeued:
+  description: With O(retry), the jobs failed instead of requeued because their row names no
+    user to run them as (see O(retry)); in check mode, that would be.
+  returned: when O(retry=true)
+  type: list
+  elements: str
+  sample: []
 revoked_tokens:
   description: UUIDs of the API tokens expired (in check mode, that would be). Never the secrets.
   returned: always
   type: list
   elements: str
   sample: ["zzzzz-gj3su-0k6v1i2mxn9x3cq"]
+tokens_left_alone:
+  description: Tokens in a cleaned job's window that another job or pipeline instance, not
+    ended by this run, could own; left valid. Each needs a person's look.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    uuid: {description: The token's UUID (never its secret), type: str, returned: always, sample: zzzzz-gj3su-0k6v1i2mxn9x3cq}
+    user_uuid: {description: Its user, type: str, returned: always, sample: zzzzz-tpzed-0123456789abcde}
+    could_belong_to: {description: The job or pipeline instance that could own it, type: str, returned: always,
+                      sample: zzzzz-8i9sb-l1813b3logug6pr}
+  sample: []
 log_uuids:
-  description: UUIDs of the C(logs) rows written, one per job; empty in check mode.
+  description: UUIDs of the C(logs) rows written, two per job (C(dispatch) and C(update));
+    empty in check mode.
   returned: always
   type: list
   elements: str
-  sample: ["zzzzz-57u5n-6y0f4x4fmaz7w0e"]
+  sample: ["zzzzz-57u5n-6y0f4x4fmaz7w0e", "zzzzz-57u5n-9a0d0l1k2mxz7w1"]
 counts:
-  description: How many jobs were done, skipped, tokens revoked and log rows written (in
-    check mode, would be).
+  description: How many jobs were done, skipped, tokens revoked and left alone, and log rows
+    written (in check mode, would be).
   returned: always
   type: dict
-  sample: {"jobs": 19, "skipped_jobs": 0, "revoked_tokens": 19, "logs": 19}
+  sample: {"jobs": 19, "skipped_jobs": 0, "revoked_tokens": 19, "tokens_left_alone": 0, "logs": 38}
 slurm:
   description:
     - The results of the Slurm cancel engine, summed over the batches (the keys of

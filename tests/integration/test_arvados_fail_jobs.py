@@ -12,6 +12,9 @@ import json
 import re
 import socket
 import time
+from datetime import datetime
+
+import yaml
 
 from lab import datagen
 from plugins.module_utils import fail_jobs
@@ -61,19 +64,66 @@ def assert_failed_row(before, after, started, finished):
     }
 
 
-def assert_log_rows(rows, job_rows, message, started, finished):
-    """One logs row per job, shaped as Arvados' own cleanup wrote them."""
-    assert sorted(r["object_uuid"] for r in rows) == sorted(job_rows)
+def assert_log_rows(rows, before, after, message, started, finished):
+    """Two logs rows per job, as Arvados wrote them when it failed a job (1.4.3): fail_job's
+    `dispatch` row (services/api/lib/crunch_dispatch.rb), then the save's `update` audit row
+    (app/models/arvados_model.rb log_update, app/models/log.rb fill_object/update_to)."""
+    by_kind = {"dispatch": {}, "update": {}}
     for row in rows:
-        job = job_rows[row["object_uuid"]]
         assert LOG_UUID_RE.match(row["uuid"]), row["uuid"]
-        assert row["event_type"] == "dispatch"
-        assert row["owner_uuid"] == job["owner_uuid"]
-        assert row["object_owner_uuid"] == job["owner_uuid"]
-        assert row["summary"] == message
-        assert json.loads(row["properties"]) == {"text": message}
-        for column in ("event_at", "created_at", "updated_at", "modified_at"):
+        assert row["object_uuid"] not in by_kind[row["event_type"]], "two rows of one kind"
+        by_kind[row["event_type"]][row["object_uuid"]] = row
+        assert row["modified_by_user_uuid"] == SYSTEM_USER
+        assert row["modified_by_client_uuid"] is None
+        for column in ("created_at", "updated_at", "modified_at"):
             assert started <= row[column] <= finished
+    assert sorted(by_kind["dispatch"]) == sorted(before) == sorted(by_kind["update"])
+    for job_uuid, dispatch in by_kind["dispatch"].items():
+        update = by_kind["update"][job_uuid]
+        assert dispatch["id"] < update["id"], "fail_job logged before it saved the job"
+        assert dispatch["owner_uuid"] == before[job_uuid]["owner_uuid"]
+        assert dispatch["object_owner_uuid"] is None
+        assert dispatch["summary"] == message
+        assert json.loads(dispatch["properties"]) == {"text": message}
+        assert started <= dispatch["event_at"] <= finished
+        assert update["owner_uuid"] == SYSTEM_USER
+        assert update["object_owner_uuid"] == before[job_uuid]["owner_uuid"]
+        assert update["summary"] == "update of %s" % job_uuid
+        assert update["event_at"] == after[job_uuid]["modified_at"]
+        assert_audit_properties(json.loads(update["properties"]), before[job_uuid], after[job_uuid])
+        for row in (dispatch, update):
+            assert_websocket_reads(row)
+
+
+def assert_audit_properties(properties, before, after):
+    assert sorted(properties) == ["new_attributes", "new_etag", "old_attributes", "old_etag"]
+    for age, row in (("old", before), ("new", after)):
+        attributes = properties[age + "_attributes"]
+        assert sorted(attributes) == sorted(row)
+        for column, value in row.items():
+            if isinstance(value, datetime):
+                # 1.4.3 config/initializers/time_format.rb: %Y-%m-%dT%H:%M:%S.%NZ
+                assert attributes[column] == value.strftime("%Y-%m-%dT%H:%M:%S.%f000Z"), column
+            elif column in ("components", "script_parameters", "runtime_constraints", "tasks_summary") and value:
+                # serialized as Hash (1.4.3 app/models/job.rb): an object, not text
+                assert attributes[column] == json.loads(value), column
+            else:
+                assert attributes[column] == value, column
+        assert re.match(r"^[0-9a-z]{1,25}$", properties[age + "_etag"])
+    assert properties["old_etag"] != properties["new_etag"]
+
+
+def assert_websocket_reads(row):
+    """What arvados-ws does with a log row it is notified of (1.4.3 services/ws/event.go
+    Detail, session_v0.go EventMessage): a non-null event_at, properties that decode (as
+    YAML) to a mapping, and for an update the state from the attributes it forwards."""
+    assert isinstance(row["event_at"], datetime)
+    properties = yaml.safe_load(row["properties"])
+    assert isinstance(properties, dict)
+    if properties.get("text") is None:
+        assert properties["old_attributes"]["state"] == "Running"
+        assert properties["new_attributes"]["state"] in ("Failed", "Queued")
+        assert properties["new_attributes"]["owner_uuid"]
 
 
 # -- 1. fail mode -------------------------------------------------------------------------
@@ -111,7 +161,9 @@ def test_fail_mode_fails_exactly_the_jobs_started_before_the_threshold(fresh_db,
     assert h.tasks_by_job(conn) == tasks_before
 
     log_rows = h.logs(conn)
-    assert_log_rows(log_rows, {u: jobs_before[u] for u in failed}, fail_jobs.DEFAULT_FAIL_MESSAGE, started, finished)
+    assert_log_rows(
+        log_rows, {u: jobs_before[u] for u in failed}, jobs_after, fail_jobs.DEFAULT_FAIL_MESSAGE, started, finished
+    )
     assert sorted(result["log_uuids"]) == sorted(r["uuid"] for r in log_rows)
 
     notifications = list(listener.notifies(timeout=5, stop_after=len(log_rows)))
@@ -230,7 +282,12 @@ def test_retry_requeues_and_scrubs_the_jobs_and_deletes_their_tasks(fresh_db, la
     assert not requeued & set(tasks_after)
     assert tasks_after == {u: t for u, t in tasks_before.items() if u not in requeued}
     assert_log_rows(
-        h.logs(conn), {u: jobs_before[u] for u in requeued}, fail_jobs.DEFAULT_RETRY_MESSAGE, started, finished
+        h.logs(conn),
+        {u: jobs_before[u] for u in requeued},
+        jobs_after,
+        fail_jobs.DEFAULT_RETRY_MESSAGE,
+        started,
+        finished,
     )
     assert result["revoked_tokens"] == sorted(summary.job_token_uuids[u] for u in requeued)
 
@@ -245,7 +302,7 @@ def test_exactly_the_failed_jobs_tokens_are_revoked_and_every_decoy_is_untouched
     decoys = {u for kind in datagen.DECOY_KINDS for u in summary.decoy_token_uuids[kind]}
     assert len(decoys) == 5 * (12 - 1)
     conn = fresh_db.connect()
-    tokens_before = h.tokens(conn)
+    tokens_before, jobs_before = h.tokens(conn), h.jobs(conn)
     secrets = h.api_token_secrets(conn)
     message = "lab test: failed after a reboot"
     started = h.db_now(conn)
@@ -270,7 +327,7 @@ def test_exactly_the_failed_jobs_tokens_are_revoked_and_every_decoy_is_untouched
     # decoys, the exempt and unstarted jobs' tokens, finished jobs' tokens: whole rows equal
     assert decoys <= set(tokens_after)
     assert h.unchanged_except(tokens_before, tokens_after, job_tokens) == []
-    assert_log_rows(h.logs(conn), {u: h.jobs(conn)[u] for u in failed}, message, started, finished)
+    assert_log_rows(h.logs(conn), {u: jobs_before[u] for u in failed}, h.jobs(conn), message, started, finished)
     output = json.dumps(result) + completed.stdout + completed.stderr
     assert [s for s in secrets if s in output] == []
 
@@ -391,7 +448,8 @@ def test_check_mode_writes_nothing_and_predicts_the_real_run_which_a_rerun_does_
             == sorted(c["name"] for c in predicted["slurm"]["cancelled"])
             == sorted(summary.running_before_boot[:2])
         )
-        assert len(real["log_uuids"]) == len(real["failed_jobs"])
+        # a `dispatch` and an `update` row per job, as Arvados wrote (1.4.3 crunch_dispatch.rb, arvados_model.rb)
+        assert len(real["log_uuids"]) == 2 * len(real["failed_jobs"])
 
         assert not rerun.get("failed"), rerun.get("msg")
         assert rerun["changed"] is False

@@ -73,7 +73,8 @@ def test_summary_exit_status_and_rerun(fresh_db, lab_env, tmp_path):
     assert rerun.returncode == 0, rerun.stderr
     assert "jobs failed: 0" in rerun.stdout.splitlines()
     assert rerun.stdout.splitlines()[-1] == "changed: no"
-    assert len(h.logs(conn)) == 6
+    # a `dispatch` and an `update` row per job (1.4.3 crunch_dispatch.rb fail_job, arvados_model.rb log_update)
+    assert len(h.logs(conn)) == 2 * 6
 
 
 def test_json_output_matches_the_database_and_holds_no_secret(fresh_db, lab_env, tmp_path):
@@ -253,9 +254,12 @@ KILL_BATCH = 50
 def consistency(conn, summary):
     """(done job uuids, still-Running job uuids); asserts nothing is half done."""
     states = {u: row["state"] for u, row in h.jobs(conn).items()}
-    log_objects = [row["object_uuid"] for row in h.logs(conn)]
+    log_rows = [(row["object_uuid"], row["event_type"]) for row in h.logs(conn)]
+    log_objects = [uuid for uuid, _kind in log_rows]
     expired = {u for u, row in h.tokens(conn).items() if row["expires_at"] is not None}
-    assert len(log_objects) == len(set(log_objects)), "duplicate log rows"
+    assert len(log_rows) == len(set(log_rows)), "duplicate log rows"
+    # Arvados' two rows per job (1.4.3 crunch_dispatch.rb fail_job, arvados_model.rb log_update), or none
+    assert sorted(log_rows) == sorted((u, kind) for u in set(log_objects) for kind in ("dispatch", "update"))
     done = {u for u in summary.running_uuids if states[u] == "Failed"}
     running = {u for u in summary.running_uuids if states[u] == "Running"}
     assert done | running == set(summary.running_uuids)
@@ -355,7 +359,7 @@ def test_the_2017_schema(lab, lab_env, tmp_path, fresh_db):
                     "WHERE table_schema = 'public' AND column_name = 'id'"
                 ).fetchall()
             )
-            assert set(id_types.values()) == {"integer"} and len(id_types) == 6
+            assert set(id_types.values()) == {"integer"} and len(id_types) == 7
             assert (
                 conn.execute(
                     "SELECT count(*) FROM pg_indexes WHERE indexname = 'jobs_full_text_search_idx'"
@@ -400,9 +404,23 @@ def test_the_2017_schema(lab, lab_env, tmp_path, fresh_db):
                     if k not in drop
                 }
 
+            def norm_log(row):
+                """An `update` row's new attributes hold the run's clock too, and its etag."""
+                row = norm(row, ("uuid",))
+                if row["event_type"] == "update":
+                    properties = json.loads(row["properties"])
+                    old, new = properties["old_attributes"], properties.pop("new_etag") and properties["new_attributes"]
+                    for column in ("modified_at", "updated_at", "finished_at"):
+                        if new[column] != old[column]:
+                            new[column] = "now"
+                    row["properties"] = properties
+                return row
+
             jobs = {u: norm(row) for u, row in h.jobs(conn).items()}
             tokens = {u: norm(row, ("refreshes_at",)) for u, row in h.tokens(conn).items()}
-            logs = sorted((norm(row, ("uuid",)) for row in h.logs(conn)), key=lambda row: row["object_uuid"])
+            logs = sorted(
+                (norm_log(row) for row in h.logs(conn)), key=lambda row: (row["object_uuid"], row["event_type"])
+            )
             return jobs, h.tasks_by_job(conn), tokens, logs
 
         outcomes, results = [], []
@@ -430,7 +448,7 @@ def test_the_2017_schema(lab, lab_env, tmp_path, fresh_db):
         )
         assert {u for u, row in tokens.items() if row["expires_at"] == "now"} == set(result["revoked_tokens"])
         assert [(row["object_uuid"], row["event_type"]) for row in logs] == [
-            (u, "dispatch") for u in sorted(summary.running_before_boot)
+            (u, kind) for u in sorted(summary.running_before_boot) for kind in ("dispatch", "update")
         ]
 
         assert run(name)["changed"] is False

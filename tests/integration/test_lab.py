@@ -158,6 +158,14 @@ EXPECTED_COLUMNS: dict[str, dict[str, Column]] = {
         "is_admin": Column(BOOLEAN),
         "is_active": Column(BOOLEAN),
     },
+    # What the cleanup reads of crunch v1 pipelines (a running one may own a token).
+    "pipeline_instances": {
+        "id": Column(ANY_INT, True, NEXTVAL),
+        **{name: Column(VARCHAR) for name in ("uuid", "owner_uuid", "modified_by_user_uuid", "state")},
+        "created_at": required(TIMESTAMP),
+        "updated_at": required(TIMESTAMP),
+        **{name: Column(TIMESTAMP) for name in ("modified_at", "started_at", "finished_at")},
+    },
 }
 
 
@@ -228,6 +236,7 @@ EXPECTED_INDEXES = [
     Index("api_client_authorizations", "btree", "api_token", unique=True),
     Index("api_client_authorizations", "btree", "uuid", unique=True),
     *(Index("api_client_authorizations", "btree", column) for column in ("api_client_id", "expires_at", "user_id")),
+    Index("pipeline_instances", "btree", "uuid", unique=True),
 ]
 
 # The 22 text columns of the trigram index, in Arvados' order.

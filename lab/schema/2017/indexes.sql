@@ -72,3 +72,4 @@ CREATE INDEX logs_search_index ON public.logs USING btree (uuid, owner_uuid, mod
 CREATE INDEX containers_search_index ON public.containers USING btree (uuid, owner_uuid, modified_by_client_uuid, modified_by_user_uuid, state, log, cwd, output_path, output, container_image, auth_uuid, locked_by_uuid);
 CREATE INDEX index_containers_on_owner_uuid ON public.containers USING btree (owner_uuid);
 CREATE UNIQUE INDEX index_containers_on_uuid ON public.containers USING btree (uuid);
+CREATE UNIQUE INDEX index_pipeline_instances_on_uuid ON public.pipeline_instances USING btree (uuid);

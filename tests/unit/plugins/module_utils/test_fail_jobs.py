@@ -18,6 +18,7 @@ from plugins.module_utils.fail_jobs import (
     ADVISORY_LOCK_KEY,
     DEFAULT_FAIL_MESSAGE,
     DEFAULT_RETRY_MESSAGE,
+    BatchOutcome,
     CleanupOptions,
     CleanupResult,
     merge_slurm_results,
@@ -66,18 +67,28 @@ def test_default_messages_and_target_state_follow_retry():
 def test_result_dict_names_the_job_list_after_the_mode_and_diffs_each_job():
     result = CleanupResult(CleanupOptions(retry=True, diff=True))
     result.done_jobs.extend([JOB % 1, JOB % 2])
+    result.not_requeued.append(JOB % 4)
     result.exempt = [JOB % 3]
     as_dict = result.to_dict()
     assert as_dict["changed"] is True
     assert as_dict["requeued_jobs"] == [JOB % 1, JOB % 2]
+    assert as_dict["not_requeued"] == [JOB % 4]
     assert "failed_jobs" not in as_dict
     assert as_dict["exempt"] == {"count": 1, "uuids": [JOB % 3]}
     assert as_dict["threshold"] is None and as_dict["threshold_source"] is None
     assert as_dict["slurm"] == {}
-    assert as_dict["counts"] == {"jobs": 2, "skipped_jobs": 0, "revoked_tokens": 0, "logs": 0}
+    assert as_dict["tokens_left_alone"] == []
+    assert as_dict["counts"] == {
+        "jobs": 2,
+        "skipped_jobs": 0,
+        "revoked_tokens": 0,
+        "tokens_left_alone": 0,
+        "logs": 0,
+    }
+    # A job retry could not requeue is failed, and the diff says so.
     assert as_dict["diff"] == {
-        "before": "%s: Running\n%s: Running\n" % (JOB % 1, JOB % 2),
-        "after": "%s: Queued\n%s: Queued\n" % (JOB % 1, JOB % 2),
+        "before": "%s: Running\n%s: Running\n%s: Running\n" % (JOB % 1, JOB % 2, JOB % 4),
+        "after": "%s: Queued\n%s: Queued\n%s: Failed\n" % (JOB % 1, JOB % 2, JOB % 4),
     }
     nothing = CleanupResult(CleanupOptions()).to_dict()
     assert nothing["changed"] is False and nothing["failed_jobs"] == []
@@ -319,7 +330,7 @@ def test_nothing_is_set_when_the_server_gives_more():
 def test_a_batch_raises_the_settings_unless_it_only_reads(check_mode):
     conn = SettingsConnection({"gin_pending_list_limit": 4096, "work_mem": 4096})
     cleaner = fail_jobs.JobCleaner(conn, None, CleanupOptions(check_mode=check_mode))
-    cleaner._write_batch = lambda uuids: (uuids, [], [], [])  # pylint: disable=protected-access
+    cleaner._write_batch = lambda uuids: BatchOutcome(uuids, [])  # pylint: disable=protected-access
 
     cleaner._clean_batch([JOB % 1], last=False)  # pylint: disable=protected-access
 
@@ -352,7 +363,7 @@ class LockingCleaner(fail_jobs.JobCleaner):
         self.transactions.append(list(uuids))
         held = self.clock() < self.released_at
         done = [u for u in uuids if not (held and u in self.locked)]
-        return done, [u for u in uuids if u not in done], [], []
+        return BatchOutcome(done, [u for u in uuids if u not in done])
 
     def _still_qualifying(self, uuids):
         return [u for u in uuids if u in self.locked]
@@ -390,7 +401,7 @@ def test_a_job_unlocked_while_waiting_is_done_in_the_same_run():
 def test_a_batch_that_waited_too_long_for_another_lock_is_deferred_whole():
     clock = FakeClock()
     cleaner = LockingCleaner([], released_at=0, row_lock_wait=1, clock=clock)
-    outcomes = iter([None, ([JOB % 1, JOB % 2], [], [], [])])
+    outcomes = iter([None, BatchOutcome([JOB % 1, JOB % 2], [])])
     cleaner._batch_transaction = lambda uuids, last: next(outcomes)  # pylint: disable=protected-access
     cleaner._clean_batch([JOB % 1, JOB % 2], last=False)  # pylint: disable=protected-access
     assert cleaner._deferred == [JOB % 1, JOB % 2]  # pylint: disable=protected-access
@@ -484,3 +495,14 @@ def test_a_run_told_it_is_at_boot_stays_so():
     cleaner.result.live = cleaner._is_live()  # pylint: disable=protected-access
     cleaner._notice_other_sessions()  # pylint: disable=protected-access
     assert cleaner.result.live is False
+
+
+# -- a standby ----------------------------------------------------------------------------
+
+
+def test_a_standby_is_refused_before_anything_is_done():
+    standby, primary = LockConnection([True]), LockConnection([False])
+    with pytest.raises(RecoveryError, match=r"standby \(pg_is_in_recovery\(\) is true\).*connect to the primary"):
+        fail_jobs.check_primary(standby)
+    fail_jobs.check_primary(primary)
+    assert [call[1] for call in standby.calls] == ["SELECT pg_is_in_recovery()"]

@@ -184,10 +184,17 @@ def test_summary_of_a_check_mode_retry_without_threshold():
         slurm={"skipped": "cancel_slurm_jobs is false"},
     )
     values["requeued_jobs"] = values.pop("failed_jobs")
+    values["not_requeued"] = [JOB % 8]
+    values["tokens_left_alone"] = [
+        {"uuid": "zzzzz-gj3su-000000000000002", "user_uuid": "zzzzz-tpzed-000000000000009", "could_belong_to": JOB % 9}
+    ]
     assert fail_jobs_cli.summary_lines(values, True) == [
         "threshold: none (every Running job qualifies)",
         "jobs would be requeued: 2",
         "tokens would be revoked: 1",
+        "tokens left valid (another job or pipeline of their user could own them): 1 (zzzzz-gj3su-000000000000002: %s)"
+        % (JOB % 9),
+        "would be failed, not requeued (no user to run them as): 1 (%s)" % (JOB % 8),
         "exempt (started after the threshold): 1",
         "Running without started_at: 7 (%s)" % ", ".join(JOB % i for i in range(5)),
         "slurm: not asked (cancel_slurm_jobs is false)",

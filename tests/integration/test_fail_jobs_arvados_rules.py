@@ -1,0 +1,327 @@
+"""arvados_fail_jobs against what Arvados' own code does with the rows it writes: who a
+requeued job runs as, whose tokens are revoked, and the log rows Arvados' readers see.
+
+Each test writes its cluster row by row, with times relative to the database's clock, so
+that each window and token is exactly where the rule needs it. The runs are real
+`ansible-playbook` runs of the module on the lab's PostgreSQL (Slurm is not needed:
+`cancel_slurm_jobs: false`).
+"""
+
+from __future__ import annotations
+
+import uuid as uuid_module
+from datetime import timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from lab import datagen, labctl
+from plugins.module_utils import fail_jobs
+from plugins.module_utils.uuids import JOB_INFIX, TOKEN_INFIX, USER_INFIX, new_uuid
+from tests.integration import fail_jobs_helpers as h
+from tests.integration.conftest import FreshDatabase
+
+PREFIX = "zzzzz"
+SYSTEM_USER = "zzzzz-tpzed-000000000000000"
+PIPELINE_INFIX = "d1hrv"
+
+
+class Cluster:
+    """Users, jobs, tokens and pipeline instances of one test, at times relative to `now`
+    (the database's clock), written as the 1.4.3 dispatcher would have left them."""
+
+    def __init__(self, conn: psycopg.Connection) -> None:
+        self.conn = conn
+        self.now = h.db_now(conn)
+        self._next_user_id = 1000
+
+    def ago(self, **delta) -> object:
+        return self.now - timedelta(**delta)
+
+    def user(self, is_admin: bool = False) -> str:
+        uuid = new_uuid(PREFIX, USER_INFIX)
+        self._next_user_id += 1
+        self.conn.execute(
+            "INSERT INTO users (id, uuid, owner_uuid, created_at, updated_at, is_admin, is_active)"
+            " VALUES (%s, %s, %s, %s, %s, %s, true)",
+            (self._next_user_id, uuid, SYSTEM_USER, self.ago(days=30), self.ago(days=30), is_admin),
+        )
+        self.conn.commit()
+        return uuid
+
+    def job(self, user, created, state="Running", started=None, finished=None, modified_by=None, locked_by=None):
+        """A job as crunch-job left it: locked by (and last modified by) its user."""
+        uuid = new_uuid(PREFIX, JOB_INFIX)
+        self.conn.execute(
+            "INSERT INTO jobs (uuid, owner_uuid, state, running, success, created_at, updated_at,"
+            " modified_at, started_at, finished_at, is_locked_by_uuid, modified_by_user_uuid,"
+            " script_parameters, tasks_summary, runtime_constraints, components)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            (
+                uuid,
+                user,
+                state,
+                state == "Running",
+                True if state == "Complete" else None,
+                created,
+                started or created,
+                started or created,
+                started,
+                finished,
+                user if locked_by is None else locked_by or None,
+                user if modified_by is None else modified_by or None,
+                '{"input": "x"}',
+                '{"failed":0,"todo":1,"running":1,"done":0}',
+                "{}",
+                "{}",
+            ),
+        )
+        self.conn.commit()
+        return uuid
+
+    def token(self, user, created, api_client_id=0):
+        """A token as get_authorization made it (1.4.3 crunch_dispatch.rb): api_client_id 0,
+        no expiry. api_client_id None leaves the column's default, as 3.0's API does."""
+        uuid = new_uuid(PREFIX, TOKEN_INFIX)
+        columns = "uuid, api_token, user_id, created_at, updated_at"
+        values = [uuid, new_uuid(PREFIX, "xxxxx") + "secret", self._user_id(user), created, created]
+        if api_client_id is not None:
+            columns += ", api_client_id"
+            values.append(api_client_id)
+        self.conn.execute(
+            "INSERT INTO api_client_authorizations (%s) VALUES (%s)" % (columns, ", ".join(["%s"] * len(values))),
+            values,
+        )
+        self.conn.commit()
+        return uuid
+
+    def pipeline(self, user, created, state="RunningOnServer"):
+        uuid = new_uuid(PREFIX, PIPELINE_INFIX)
+        self.conn.execute(
+            "INSERT INTO pipeline_instances (uuid, owner_uuid, created_at, updated_at, modified_at,"
+            " modified_by_user_uuid, state) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            (uuid, user, created, created, created, user, state),
+        )
+        self.conn.commit()
+        return uuid
+
+    def _user_id(self, user):
+        row = self.conn.execute("SELECT id FROM users WHERE uuid = %s", (user,)).fetchone()
+        self.conn.commit()
+        return row[0]
+
+    def valid(self, token) -> bool:
+        row = self.conn.execute(
+            "SELECT expires_at IS NULL OR expires_at > now() AT TIME ZONE 'UTC'"
+            " FROM api_client_authorizations WHERE uuid = %s",
+            (token,),
+        ).fetchone()
+        self.conn.commit()
+        return row[0]
+
+    def job_row(self, uuid):
+        return h.jobs(self.conn)[uuid]
+
+
+def run(arvados_db, lab_env, tmp_path, check=False, **args):
+    base = {"config_file": str(h.write_config(arvados_db, tmp_path)), "cancel_slurm_jobs": False, "db_wait": 5}
+    base.update(args)
+    result = h.run_module(lab_env, tmp_path, base, check=check)
+    assert not result.get("failed"), result.get("msg")
+    return result
+
+
+def before_epoch(moment) -> str:
+    return "@%d" % int((moment - datagen.EPOCH).total_seconds())
+
+
+SCHEMA_2017 = h.REPO_ROOT / "lab" / "schema" / "2017"
+
+
+@pytest.fixture(params=["today", "2017"])
+def arvados_db(request, lab):
+    """A database of today's schema (a clone of the lab's template: bigint ids, 2.6 on) or
+    of the 2017 one (integer ids, as the crunch v1 releases had them): jobs ran on both."""
+    if request.param == "today":
+        yield request.getfixturevalue("fresh_db")
+        return
+    name = "lab_test_2017_%s" % uuid_module.uuid4().hex[:12]
+    with psycopg.connect(**lab.superuser_connection("postgres"), autocommit=True) as admin:
+        admin.execute(
+            sql.SQL("CREATE DATABASE {} OWNER {} TEMPLATE template0").format(
+                sql.Identifier(name), sql.Identifier(labctl.DB_ROLE)
+            )
+        )
+    try:
+        with psycopg.connect(**lab.connection(name), autocommit=True) as conn:
+            for file_name in ("tables.sql", "indexes.sql"):
+                conn.execute(Path(SCHEMA_2017, file_name).read_text())
+        yield FreshDatabase(name, lab)
+    finally:
+        with psycopg.connect(**lab.superuser_connection("postgres"), autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def cluster(arvados_db):
+    conn = arvados_db.connect()
+    yield Cluster(conn)
+    conn.close()
+
+
+# -- 1. who a requeued job runs as ---------------------------------------------------------
+# 1.4.3 services/api/lib/crunch_dispatch.rb get_authorization: the next run's token is made
+# for User.where(uuid: job.modified_by_user_uuid); writing the system user there ran the
+# requeued job with an admin token.
+
+
+def crunch_dispatch_runs_as(conn, job_uuid):
+    """What get_authorization reads: the user named by the queued job's modified_by_user_uuid."""
+    row = conn.execute(
+        "SELECT u.uuid, u.is_admin FROM jobs j JOIN users u ON u.uuid = j.modified_by_user_uuid"
+        " WHERE j.uuid = %s AND j.state = 'Queued'",
+        (job_uuid,),
+    ).fetchone()
+    conn.commit()
+    return row
+
+
+def test_a_requeued_job_runs_as_the_user_it_ran_as_never_the_system_user(arvados_db, lab_env, tmp_path, cluster):
+    cluster.user(is_admin=True)  # an admin exists: the system user's token is an admin's
+    alice, bob = cluster.user(), cluster.user()
+    kept = cluster.job(alice, cluster.ago(hours=3), started=cluster.ago(hours=2))
+    # modified last by the system user (e.g. an earlier cleanup): the user whose token ran it
+    by_lock = cluster.job(bob, cluster.ago(hours=3), started=cluster.ago(hours=2), modified_by=SYSTEM_USER)
+    # no user anywhere: nobody can be known to run it as, so it is failed, not requeued
+    nobody = cluster.job(bob, cluster.ago(hours=3), started=cluster.ago(hours=2), modified_by=SYSTEM_USER, locked_by="")
+
+    predicted = run(arvados_db, lab_env, tmp_path, check=True, retry=True, uuids=[kept, by_lock, nobody])
+    result = run(arvados_db, lab_env, tmp_path, retry=True, uuids=[kept, by_lock, nobody])
+
+    assert predicted["requeued_jobs"] == result["requeued_jobs"] == sorted([kept, by_lock])
+    assert predicted["not_requeued"] == result["not_requeued"] == [nobody]
+    assert crunch_dispatch_runs_as(cluster.conn, kept) == (alice, False)
+    assert crunch_dispatch_runs_as(cluster.conn, by_lock) == (bob, False)
+    assert cluster.job_row(nobody)["state"] == "Failed"
+    summaries = {row["object_uuid"]: row["summary"] for row in h.logs(cluster.conn) if row["event_type"] == "dispatch"}
+    assert summaries[nobody] == fail_jobs.DEFAULT_RETRY_MESSAGE + fail_jobs.UNRUNNABLE_NOTE
+    assert summaries[kept] == fail_jobs.DEFAULT_RETRY_MESSAGE
+    rerun = run(arvados_db, lab_env, tmp_path, retry=True, uuids=[kept, by_lock, nobody])
+    assert rerun["changed"] is False
+
+
+# -- 2. tokens that could be another job's ------------------------------------------------
+# 1.4.3 services/api/lib/crunch_dispatch.rb: get_authorization makes each job's token as it
+# dispatches it (api_client_id 0, no expiry, for the job's user), so a sibling dispatched
+# while this job was queued has its token in this job's window; update_pipelines makes
+# tokens of the same kind for RunningOnServer pipeline instances.
+
+
+def sibling_cluster(cluster, sibling_started):
+    """J1 and its sibling J2 of one user: J2 was dispatched (T2) while J1 was queued and is
+    still running; J1 was dispatched (T1) an hour ago and started then."""
+    user = cluster.user()
+    j1 = cluster.job(user, cluster.ago(hours=3), started=cluster.ago(hours=1))
+    j2 = cluster.job(user, cluster.ago(hours=2, minutes=30), started=sibling_started)
+    t2 = cluster.token(user, cluster.ago(hours=2))
+    t1 = cluster.token(user, cluster.ago(hours=1, seconds=5))
+    return user, j1, j2, t1, t2
+
+
+@pytest.mark.parametrize("retry", [False, True], ids=["fail", "retry"])
+@pytest.mark.parametrize("select", ["uuids", "before"])
+def test_a_sibling_job_still_running_keeps_its_token(arvados_db, lab_env, tmp_path, cluster, retry, select):
+    if select == "uuids":
+        # after a node reboot: J1 was on the node, J2 elsewhere, started soon after T2
+        user, j1, j2, t1, t2 = sibling_cluster(cluster, cluster.ago(hours=1, minutes=59))
+        selection = {"uuids": [j1]}
+    else:
+        # after the API host's reboot: J2 waited for nodes and started after the boot
+        user, j1, j2, t1, t2 = sibling_cluster(cluster, cluster.ago(minutes=10))
+        selection = {"before": before_epoch(cluster.ago(minutes=30))}
+
+    predicted = run(arvados_db, lab_env, tmp_path, check=True, retry=retry, **selection)
+    result = run(arvados_db, lab_env, tmp_path, retry=retry, **selection)
+
+    assert result["requeued_jobs" if retry else "failed_jobs"] == [j1]
+    assert cluster.job_row(j2)["state"] == "Running"
+    # T2 lies in both windows: J2, still running, could own it. Never revoked, reported.
+    assert cluster.valid(t2)
+    left_alone = {t["uuid"]: t for t in result["tokens_left_alone"]}
+    assert left_alone[t2] == {"uuid": t2, "user_uuid": user, "could_belong_to": j2}
+    assert predicted["tokens_left_alone"] == result["tokens_left_alone"]
+    assert predicted["revoked_tokens"] == result["revoked_tokens"]
+    if select == "uuids":
+        # T1 lies in J1's window only (J2 had started an hour before it): J1's own, revoked.
+        assert result["revoked_tokens"] == [t1] and not cluster.valid(t1)
+    else:
+        # J2 waited for nodes until after the boot, so its window holds T1 too: left alone.
+        assert result["revoked_tokens"] == [] and cluster.valid(t1)
+        assert sorted(left_alone) == sorted([t1, t2])
+    assert result["counts"]["tokens_left_alone"] == len(left_alone)
+
+
+def test_a_token_a_finished_job_or_a_running_pipeline_could_own_is_left_alone(arvados_db, lab_env, tmp_path, cluster):
+    alice, bob = cluster.user(), cluster.user()
+    stale_a = cluster.job(alice, cluster.ago(hours=5), started=cluster.ago(hours=3))
+    # Alice's other job: queued when stale_a was dispatched, finished after that token
+    done = cluster.job(
+        alice, cluster.ago(hours=4), state="Complete", started=cluster.ago(hours=2), finished=cluster.ago(hours=1)
+    )
+    token_a = cluster.token(alice, cluster.ago(hours=3, seconds=5))
+    stale_b = cluster.job(bob, cluster.ago(hours=5), started=cluster.ago(hours=3))
+    pipeline = cluster.pipeline(bob, cluster.ago(hours=6))
+    token_b = cluster.token(bob, cluster.ago(hours=3, seconds=5))
+    # a pipeline that is not running on the server makes no token
+    carol = cluster.user()
+    stale_c = cluster.job(carol, cluster.ago(hours=5), started=cluster.ago(hours=3))
+    cluster.pipeline(carol, cluster.ago(hours=6), state="Complete")
+    token_c = cluster.token(carol, cluster.ago(hours=3, seconds=5))
+
+    result = run(arvados_db, lab_env, tmp_path, uuids=[stale_a, stale_b, stale_c])
+
+    assert result["failed_jobs"] == sorted([stale_a, stale_b, stale_c])
+    assert {t["uuid"]: t["could_belong_to"] for t in result["tokens_left_alone"]} == {token_a: done, token_b: pipeline}
+    assert result["revoked_tokens"] == [token_c]
+    assert cluster.valid(token_a) and cluster.valid(token_b) and not cluster.valid(token_c)
+
+
+def test_the_jobs_of_one_run_do_not_shield_each_others_tokens_across_batches(arvados_db, lab_env, tmp_path, cluster):
+    """Two stale jobs of one user with overlapping windows, one per batch: each is ended by
+    this run, so neither can own the other's token (their `dispatch` rows say so)."""
+    user = cluster.user()
+    first = cluster.job(user, cluster.ago(hours=4), started=cluster.ago(hours=2))
+    second = cluster.job(user, cluster.ago(hours=3), started=cluster.ago(hours=1))
+    token_first = cluster.token(user, cluster.ago(hours=2, seconds=5))
+    token_second = cluster.token(user, cluster.ago(hours=1, seconds=5))
+
+    result = run(arvados_db, lab_env, tmp_path, before=before_epoch(cluster.ago(minutes=30)), batch_size=1)
+
+    assert result["batches"] == 2
+    assert result["failed_jobs"] == sorted([first, second])
+    assert result["revoked_tokens"] == sorted([token_first, token_second])
+    assert result["tokens_left_alone"] == []
+
+
+def test_on_a_3_0_schema_an_ordinary_token_of_the_user_is_never_revoked(fresh_db, lab_env, tmp_path):
+    """From 3.0.0 every new token has api_client_id 0 (3.0.0 services/api/db/migrate/
+    20240627201747_set_default_api_client_id.rb), so the value no longer marks a dispatcher's
+    token. No crunch v1 job started since the cluster ran 1.x, and a job's window closes at
+    its start: a token made since then is outside every window and stays valid."""
+    admin = fresh_db.connect(superuser=True)
+    admin.execute("ALTER TABLE api_client_authorizations ALTER COLUMN api_client_id SET DEFAULT 0")
+    admin.commit()
+    admin.close()
+    cluster = Cluster(fresh_db.connect())
+    user = cluster.user()
+    stale = cluster.job(user, cluster.ago(days=400), started=cluster.ago(days=399))
+    own = cluster.token(user, cluster.ago(days=399, seconds=5))
+    login = cluster.token(user, cluster.ago(minutes=5), api_client_id=None)
+
+    result = run(fresh_db, lab_env, tmp_path, before=before_epoch(cluster.ago(minutes=30)))
+
+    assert result["failed_jobs"] == [stale]
+    assert result["revoked_tokens"] == [own]
+    assert cluster.valid(login) and not cluster.valid(own)
