@@ -35,12 +35,18 @@ How a call goes:
   stopped as crunch-dispatch-slurm stops a container: pending, it is
   removed with ``scancel --state=PENDING`` (which leaves it alone if it has
   started meanwhile; the next round sees it running); suspended, it is
-  cancelled (Slurm 22.05 refuses to signal a suspended job's batch step and
+  left alone (Slurm 22.05 refuses to signal a suspended job's batch step and
   scancel then retries for minutes, where the dispatcher sends it TERM);
-  running, it gets ``scancel --signal=TERM --batch`` once, and only if a listing that
-  began ``terminate_grace`` after Slurm took that TERM still shows it queued
-  is it cancelled outright, then like any other job. Each scancel holds one
-  kind of request, so a call never mixes a TERM with a cancel.
+  running, it gets ``scancel --signal=TERM --batch``. What follows while a
+  job stays is ``after_term``'s choice. By default (``term_again``), as the
+  dispatcher does, TERM again whenever a listing that began ``term_interval``
+  after Slurm took the last one still shows it running, until it leaves or
+  the deadline; a job still there then, or suspended, is reported in
+  ``left_running`` and the call fails, but nothing of it was killed. With
+  ``cancel``, a job a listing shows queued ``terminate_grace`` after Slurm
+  took its TERM is cancelled outright, then like any other job, and a
+  suspended one at once. Each scancel holds one kind of request, so a call
+  never mixes a TERM with a cancel.
 * With ``signal``, running (and suspended) jobs get the signal once: the job
   is not expected to leave, so a signal that was delivered is never sent
   again. ``wait`` then waits for the signalled jobs to leave the queue.
@@ -156,6 +162,7 @@ class CancelResult:
     skipped_other_user: List[Dict[str, str]] = field(default_factory=list)
     skipped_pending: List[Dict[str, str]] = field(default_factory=list)
     remaining: List[Dict[str, Optional[str]]] = field(default_factory=list)
+    left_running: List[Dict[str, Any]] = field(default_factory=list)
     scancel_calls: int = 0
     squeue_calls: int = 0
     elapsed: float = 0.0
@@ -182,6 +189,10 @@ class _TrackedJob:
     acknowledged: Set[str] = field(default_factory=set)
     # Earliest start of a listing that may lead to the job's next scancel.
     eligible_at: float = 0.0
+    # TERMs Slurm took for the job's batch step (scancel exited 0).
+    terms: int = 0
+    # Whether the message on its first scancel after a TERM it outlived was written.
+    outlived_term_noted: bool = False
     next_log_at: Optional[float] = None
 
     def action_entry(self) -> Dict[str, str]:
@@ -303,7 +314,10 @@ class _Canceller:
         return self._finish()
 
     def _done(self) -> bool:
-        return self.listing is not None and not self.live and not self._unfinished()
+        """Nothing left to do: the jobs are gone, or only those no scancel may touch are left."""
+        if self.listing is None or self.live:
+            return False
+        return all(self._left_suspended(entry) for entry in self._unfinished())
 
     def _sleep_until_next_event(self, now: float, left_waiting: bool) -> None:
         wake = self.deadline
@@ -386,23 +400,49 @@ class _Canceller:
         if self.signal_mode:
             return SIGNAL if not entry.is_pending and SIGNAL not in job.acknowledged else None
         kind = CANCEL
-        if job.terminate and entry.is_pending:
-            kind = REMOVE_PENDING
-        elif job.terminate and entry.is_suspended:
-            # Slurm refuses to signal a suspended job's batch step ("Job can not be altered
-            # now") and scancel retries for minutes; a cancel resumes the job and ends it.
-            kind = CANCEL
-        elif job.terminate and TERMINATE not in job.acknowledged:
-            return TERMINATE
-        elif job.terminate and not self.request.wait:
-            # Slurm took the TERM; without wait nobody stays to cancel it outright.
-            return None
+        if job.terminate:
+            kind = self._terminating_kind(entry, job)
+            if kind is None or kind == TERMINATE:
+                return kind
         return kind if self.request.wait or kind not in job.acknowledged else None
+
+    def _terminating_kind(self, entry: QueueEntry, job: _TrackedJob) -> Optional[str]:
+        """The next scancel of a job that ``stop`` terminates."""
+        request = self.request
+        if entry.is_pending:
+            return REMOVE_PENDING
+        if entry.is_suspended:
+            # Slurm refuses to signal a suspended job's batch step ("Job can not be altered
+            # now") and scancel retries for minutes; only a cancel ends it, resuming it.
+            return CANCEL if request.cancels_after_term else None
+        if TERMINATE not in job.acknowledged:
+            return TERMINATE
+        if not request.wait:
+            # Slurm took the TERM; without wait nobody stays to repeat it or cancel.
+            return None
+        return CANCEL if request.cancels_after_term else TERMINATE
+
+    def _left_suspended(self, entry: QueueEntry) -> bool:
+        """A suspended job that by default neither a TERM reaches nor a cancel may end."""
+        job = self.jobs[entry.job_id]
+        return job.terminate and entry.is_suspended and not self.request.cancels_after_term
 
     def _unfinished(self) -> List[QueueEntry]:
         if not self.request.wait:
-            return self._actionable()
+            return self._actionable() + [entry for entry in self._ours() if self._left_suspended(entry)]
         return [entry for entry in self._ours() if not self._skipped_pending(entry)]
+
+    def _left_running(self, entry: QueueEntry) -> bool:
+        """Still there, and by default never cancelled: it outlived its TERMs or is suspended."""
+        job = self.jobs[entry.job_id]
+        if not job.terminate or self.request.cancels_after_term or entry.is_leaving or entry.is_pending:
+            return False
+        return entry.is_suspended or job.terms > 0
+
+    def _left_running_entry(self, entry: QueueEntry) -> Dict[str, Any]:
+        described: Dict[str, Any] = dict(entry.describe())
+        described["terms"] = self.jobs[entry.job_id].terms
+        return described
 
     def _skipped_pending(self, entry: QueueEntry) -> bool:
         return self.signal_mode and entry.is_pending and not self.jobs[entry.job_id].sent
@@ -437,7 +477,6 @@ class _Canceller:
         return batches
 
     def _start_scancel(self, kind: str, batch: List[QueueEntry], holds_pending: bool, now: float) -> None:
-        request = self.request
         job_ids = [entry.job_id for entry in batch]
         handle = self.runner.start(self._scancel_argv(kind, job_ids), self.env)
         self.result.scancel_calls += 1
@@ -447,14 +486,29 @@ class _Canceller:
         for job_id in job_ids:
             job = self.jobs[job_id]
             job.in_flight = True
-            if kind == CANCEL and TERMINATE in job.acknowledged and CANCEL not in job.sent:
+            if kind in (CANCEL, TERMINATE) and TERMINATE in job.acknowledged and not job.outlived_term_noted:
                 outlived_term.append(job_id)
+                job.outlived_term_noted = True
             job.sent.add(kind)
         if outlived_term:
-            self.result.messages.append(
-                "%d Slurm job(s) still queued %g s after their TERM, cancelled outright: %s"
-                % (len(outlived_term), request.terminate_grace, _shown(outlived_term))
+            self._note_outlived_term(kind, outlived_term)
+
+    def _note_outlived_term(self, kind: str, job_ids: List[str]) -> None:
+        """One message per job when it first gets more than its TERM."""
+        request = self.request
+        if kind == CANCEL:
+            message = "%d Slurm job(s) still queued %g s after their TERM, cancelled outright: %s" % (
+                len(job_ids),
+                request.terminate_grace,
+                _shown(job_ids),
             )
+        else:
+            message = (
+                "%d Slurm job(s) still running %g s after their TERM, sent TERM again (every %g s until they "
+                "leave or the timeout; never cancelled outright, after_term=%s): %s"
+                % (len(job_ids), request.term_interval, request.term_interval, request.after_term, _shown(job_ids))
+            )
+        self.result.messages.append(message)
 
     def _scancel_time_limit(self, job_count: int, now: float) -> float:
         """Seconds an scancel of this many ids may run before it is killed."""
@@ -489,12 +543,13 @@ class _Canceller:
         request = self.request
         delay = request.retry_delay if outcome.ok else request.error_retry_delay
         if outcome.ok and call.kind == TERMINATE:
-            delay = request.terminate_grace
+            delay = request.terminate_grace if request.cancels_after_term else request.term_interval
         for job_id in call.job_ids:
             job = self.jobs[job_id]
             job.in_flight = False
             if outcome.ok:
                 job.acknowledged.add(call.kind)
+                job.terms += call.kind == TERMINATE
             job.eligible_at = now + delay
             if job.next_log_at is None:
                 job.next_log_at = now + request.retry_delay
@@ -550,7 +605,12 @@ class _Canceller:
             result.already_absent = [name for name in self.request.names if name not in self.seen_names]
             result.already_absent_job_ids = [i for i in self.request.job_ids if i not in self.seen_job_ids]
             result.skipped_pending = [entry.describe() for entry in self._ours() if self._skipped_pending(entry)]
-            result.remaining = [] if self.request.check_mode else [e.describe() for e in self._unfinished()]
+            remaining = self._unfinished()
+            if self.request.check_mode:
+                # Of a real run's leftovers only the suspended jobs it may not touch are certain.
+                remaining = [entry for entry in remaining if self._left_suspended(entry)]
+            result.remaining = [entry.describe() for entry in remaining]
+            result.left_running = [self._left_running_entry(entry) for entry in remaining if self._left_running(entry)]
         elif self.request.names or self.request.job_ids:
             result.remaining = self._unknown_remaining()
         result.skipped_other_user = [entry.describe() for entry in self.others.values()]
@@ -580,7 +640,7 @@ class _Canceller:
         if self.listing is None:
             return ()
         if self.request.check_mode and not self.signal_mode:
-            return [entry for entry in self.listing if not self._is_ours(entry)]
+            return [entry for entry in self.listing if not self._is_ours(entry) or self._left_suspended(entry)]
         if not self.request.wait and not self.signal_mode:
             return [
                 entry
@@ -609,9 +669,28 @@ class _Canceller:
             return done
         shown = _shown(["%s (%s, %s)" % (job["job_id"], job["name"], job["state"]) for job in result.remaining])
         message = "%s; %d still queued after %g s: %s" % (done, len(result.remaining), self.request.timeout, shown)
+        if result.left_running:
+            message += "; " + _left_running_note(result.left_running)
         if result.slurm_error:
             message += "; Slurm said: " + result.slurm_error
         return message
+
+
+def _left_running_note(left: List[Dict[str, Any]]) -> str:
+    """Why jobs were left queued, and the choice that would have cancelled them."""
+    reasons = [
+        "%s (%s)"
+        % (
+            job["job_id"],
+            "suspended: no TERM reaches it" if job["state"] == "SUSPENDED" else "TERM taken %d time(s)" % job["terms"],
+        )
+        for job in left
+    ]
+    return (
+        "%d left running, not cancelled, as crunch-dispatch-slurm leaves them (after_term=term_again): %s; "
+        "after_term=cancel cancels them outright, killing crunch-run, whose Docker container then outlives "
+        "it unsaved" % (len(left), _shown(reasons))
+    )
 
 
 def _shown(items: List[str]) -> str:

@@ -443,6 +443,7 @@ def test_the_result_as_a_dict_has_every_documented_key(slurm):
         "skipped_other_user",
         "skipped_pending",
         "remaining",
+        "left_running",
         "scancel_calls",
         "squeue_calls",
         "elapsed",
