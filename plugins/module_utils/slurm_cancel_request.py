@@ -25,8 +25,15 @@ from .uuids import CONTAINER_UUID_RE
 DEFAULT_NAME_PATTERN = r"^[0-9a-z]{5}-[0-9a-z]{5}-[0-9a-z]{15}$"
 
 _JOB_ID = re.compile(r"[0-9]+(?:_[0-9]+)?", re.ASCII)
-# Slurm accepts a signal by name, with or without SIG, or by number (RTMIN+3 too).
-_SIGNAL = re.compile(r"[0-9]{1,2}|(?:SIG)?[A-Z][A-Z0-9]*(?:[+-][0-9]+)?", re.ASCII)
+# The signal names scancel knows, with or without SIG (sig_name2num in Slurm's
+# src/common/proc_args.c; XCPU is there from 22.05, checked on the lab's 22.05, which
+# refuses any other name, RTMIN+3 too, with "Unknown job signal"). Numbers: Linux's 1 to 64
+# (scancel refuses 0 and passes any other number on to slurmd).
+SLURM_SIGNAL_NAMES = (
+    "HUP", "INT", "QUIT", "ABRT", "KILL", "ALRM", "TERM", "USR1",
+    "USR2", "URG", "CONT", "STOP", "TSTP", "TTIN", "TTOU", "XCPU",
+)  # fmt: skip
+MAX_SIGNAL_NUMBER = 64
 _CLUSTERS = re.compile(r"[A-Za-z0-9_.-]+(?:,[A-Za-z0-9_.-]+)*", re.ASCII)
 
 # How a queued job is stopped (option ``stop``):
@@ -128,7 +135,7 @@ class CancelRequest:
         self._set("names", _unique(_checked_name(name, pattern) for name in _sequence("names", self.names)))
         self._set("job_ids", _unique(_checked_job_id(job_id) for job_id in _sequence("job_ids", self.job_ids)))
         self._set("user", _optional_word("user", self.user))
-        self._set("signal", _optional_match("signal", self.signal, _SIGNAL))
+        self._set("signal", _checked_signal(self.signal))
         self._set("clusters", _optional_match("clusters", self.clusters, _CLUSTERS))
         for flag in ("wait", "batch", "check_mode"):
             _require_bool(flag, getattr(self, flag))
@@ -264,6 +271,20 @@ def _require_word(option: str, value: Any) -> None:
 def _require_path(option: str, value: Any) -> None:
     if not isinstance(value, str) or not value or any(unicodedata.category(char) == "Cc" for char in value):
         raise CancelRequestError("%s %r must be a non-empty path without control characters" % (option, value))
+
+
+def _checked_signal(value: Any) -> Optional[str]:
+    if value is None:
+        return None
+    if isinstance(value, str) and value.isascii() and value.isdigit() and 1 <= int(value) <= MAX_SIGNAL_NUMBER:
+        return value
+    name = value[3:] if isinstance(value, str) and value.startswith("SIG") else value
+    if name in SLURM_SIGNAL_NAMES:
+        return value
+    raise CancelRequestError(
+        "signal %r is not a signal Slurm knows: give one of %s (with or without SIG), or a number from 1 to %d"
+        % (value, ", ".join(SLURM_SIGNAL_NAMES), MAX_SIGNAL_NUMBER)
+    )
 
 
 def _optional_match(option: str, value: Any, pattern) -> Optional[str]:

@@ -220,6 +220,9 @@ options:
   signal:
     description:
       - Send this signal instead of stopping the jobs, for example V(TERM), V(SIGUSR1) or V(15).
+      - A name C(scancel) knows, with or without C(SIG) (V(HUP), V(INT), V(QUIT), V(ABRT), V(KILL),
+        V(ALRM), V(TERM), V(USR1), V(USR2), V(URG), V(CONT), V(STOP), V(TSTP), V(TTIN), V(TTOU),
+        V(XCPU)), or a number from 1 to 64. Anything else is refused before any command runs.
       - Only running (and suspended) jobs are signalled, each once; a failed delivery is retried
         after O(error_retry_delay). Pending jobs cannot take a signal; they are reported in
         RV(skipped_pending), and signalled if they start while the task waits. The jobs are not
