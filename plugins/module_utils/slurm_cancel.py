@@ -47,6 +47,10 @@ How a call goes:
   took its TERM is cancelled outright, then like any other job, and a
   suspended one at once. Each scancel holds one kind of request, so a call
   never mixes a TERM with a cancel.
+* A job Slurm refuses to this user ("Access/permission denied": another
+  user's job, and this user neither root, SlurmUser nor an operator) is
+  never sent another scancel: it is reported in ``permission_denied`` and
+  ``remaining``, and the call ends as soon as only such jobs are left.
 * With ``signal``, running (and suspended) jobs get the signal once: the job
   is not expected to leave, so a signal that was delivered is never sent
   again. ``wait`` then waits for the signalled jobs to leave the queue.
@@ -57,6 +61,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
@@ -96,6 +101,11 @@ _EPSILON = 1e-9
 # each once slurmctld answers slowly.
 SCANCEL_REQUESTS_AT_ONCE = 10
 _MAX_JOBS_IN_MESSAGE = 10
+# What scancel prints for each id Slurm refuses to this user (ESLURM_ACCESS_DENIED, whose
+# number 2002 is also its exit status modulo 256, 210): sending the same request again
+# would only be refused again.
+ACCESS_DENIED = "Access/permission denied"
+_DENIED_JOB = re.compile(r"job id ([0-9]+(?:_[0-9]+)?): " + re.escape(ACCESS_DENIED))
 
 # What one scancel asks of Slurm; one kind per call.
 CANCEL = "cancel"  # scancel ID...
@@ -163,6 +173,7 @@ class CancelResult:
     skipped_pending: List[Dict[str, str]] = field(default_factory=list)
     remaining: List[Dict[str, Optional[str]]] = field(default_factory=list)
     left_running: List[Dict[str, Any]] = field(default_factory=list)
+    permission_denied: List[Dict[str, str]] = field(default_factory=list)
     scancel_calls: int = 0
     squeue_calls: int = 0
     elapsed: float = 0.0
@@ -193,6 +204,8 @@ class _TrackedJob:
     terms: int = 0
     # Whether the message on its first scancel after a TERM it outlived was written.
     outlived_term_noted: bool = False
+    # Slurm refused an scancel of it to this user: no scancel may end it.
+    denied: bool = False
     next_log_at: Optional[float] = None
 
     def action_entry(self) -> Dict[str, str]:
@@ -317,7 +330,10 @@ class _Canceller:
         """Nothing left to do: the jobs are gone, or only those no scancel may touch are left."""
         if self.listing is None or self.live:
             return False
-        return all(self._left_suspended(entry) for entry in self._unfinished())
+        return all(self._untouchable(entry) for entry in self._unfinished())
+
+    def _untouchable(self, entry: QueueEntry) -> bool:
+        return self._left_suspended(entry) or self.jobs[entry.job_id].denied
 
     def _sleep_until_next_event(self, now: float, left_waiting: bool) -> None:
         wake = self.deadline
@@ -394,9 +410,9 @@ class _Canceller:
 
     def _next_kind(self, entry: QueueEntry) -> Optional[str]:
         """The scancel this listed job needs next, if any."""
-        if entry.is_leaving:
-            return None
         job = self.jobs[entry.job_id]
+        if entry.is_leaving or job.denied:
+            return None
         if self.signal_mode:
             return SIGNAL if not entry.is_pending and SIGNAL not in job.acknowledged else None
         kind = CANCEL
@@ -429,7 +445,7 @@ class _Canceller:
 
     def _unfinished(self) -> List[QueueEntry]:
         if not self.request.wait:
-            return self._actionable() + [entry for entry in self._ours() if self._left_suspended(entry)]
+            return self._actionable() + [entry for entry in self._ours() if self._untouchable(entry)]
         return [entry for entry in self._ours() if not self._skipped_pending(entry)]
 
     def _left_running(self, entry: QueueEntry) -> bool:
@@ -541,6 +557,7 @@ class _Canceller:
 
     def _settle(self, call: _ScancelCall, outcome: _CommandOutcome, now: float) -> None:
         request = self.request
+        denied = set() if outcome.ok else _denied_job_ids(outcome.stderr, call.job_ids)
         delay = request.retry_delay if outcome.ok else request.error_retry_delay
         if outcome.ok and call.kind == TERMINATE:
             delay = request.terminate_grace if request.cancels_after_term else request.term_interval
@@ -550,6 +567,7 @@ class _Canceller:
             if outcome.ok:
                 job.acknowledged.add(call.kind)
                 job.terms += call.kind == TERMINATE
+            job.denied = job.denied or job_id in denied
             job.eligible_at = now + delay
             if job.next_log_at is None:
                 job.next_log_at = now + request.retry_delay
@@ -611,6 +629,7 @@ class _Canceller:
                 remaining = [entry for entry in remaining if self._left_suspended(entry)]
             result.remaining = [entry.describe() for entry in remaining]
             result.left_running = [self._left_running_entry(entry) for entry in remaining if self._left_running(entry)]
+            result.permission_denied = [entry.describe() for entry in remaining if self.jobs[entry.job_id].denied]
         elif self.request.names or self.request.job_ids:
             result.remaining = self._unknown_remaining()
         result.skipped_other_user = [entry.describe() for entry in self.others.values()]
@@ -626,7 +645,7 @@ class _Canceller:
         """job id -> the kinds of scancel it got; in check mode, the kind a real run would send it first."""
         if self.request.check_mode:
             return {entry.job_id: {self._next_kind(entry)} for entry in self._actionable()}
-        return {job_id: job.sent for job_id, job in self.jobs.items()}
+        return {job_id: job.sent for job_id, job in self.jobs.items() if not job.denied}
 
     def _acted(self, kinds: Dict[str, Set[str]], wanted: Tuple[str, ...]) -> List[Dict[str, str]]:
         return [self.jobs[job_id].action_entry() for job_id, sent in kinds.items() if sent.intersection(wanted)]
@@ -663,6 +682,8 @@ class _Canceller:
             if jobs
         ]
         done = "%s Slurm job(s)" % ", ".join(counts) if counts else "no Slurm job needed an scancel"
+        if not counts and result.permission_denied:
+            done = "no Slurm job cancelled"
         if counts and self.request.check_mode:
             done = "would have " + done
         if not result.remaining:
@@ -671,6 +692,8 @@ class _Canceller:
         message = "%s; %d still queued after %g s: %s" % (done, len(result.remaining), self.request.timeout, shown)
         if result.left_running:
             message += "; " + _left_running_note(result.left_running)
+        if result.permission_denied:
+            message += "; " + _denied_note(result.permission_denied)
         if result.slurm_error:
             message += "; Slurm said: " + result.slurm_error
         return message
@@ -690,6 +713,23 @@ def _left_running_note(left: List[Dict[str, Any]]) -> str:
         "%d left running, not cancelled, as crunch-dispatch-slurm leaves them (after_term=term_again): %s; "
         "after_term=cancel cancels them outright, killing crunch-run, whose Docker container then outlives "
         "it unsaved" % (len(left), _shown(reasons))
+    )
+
+
+def _denied_job_ids(stderr: str, job_ids: List[str]) -> Set[str]:
+    """The ids of an scancel's that Slurm refused to this user; all of them if it says so
+    without naming any."""
+    named = set(_DENIED_JOB.findall(stderr)).intersection(job_ids)
+    if not named and ACCESS_DENIED in stderr:
+        return set(job_ids)
+    return named
+
+
+def _denied_note(denied: List[Dict[str, str]]) -> str:
+    return (
+        "Slurm refused %d of them to this user (%s), not tried again: %s; run as their owner, root or a "
+        "Slurm operator, or set user to leave other users' jobs alone"
+        % (len(denied), ACCESS_DENIED, _shown(["%s (user %s)" % (job["job_id"], job["user"]) for job in denied]))
     )
 
 

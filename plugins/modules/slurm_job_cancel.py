@@ -28,7 +28,8 @@ description:
     for, never cancelled again.
   - The queue is listed again as soon as a C(scancel) returns, then after 0.05 s, the gap
     doubling up to 1 s while jobs linger, so the task ends soon after the last job leaves.
-  - A failed or timed-out C(scancel) does not mean the job lives; only the queue decides.
+  - A failed or timed-out C(scancel) does not mean the job lives; only the queue decides. A job Slurm
+    refuses to this user ("Access/permission denied") is not tried again, see RV(permission_denied).
   - Nothing to cancel means C(changed=false) and no C(scancel) at all, so a second run after a
     successful one is never changed.
   - When C(slurmctld) or C(munged) does not answer, the module keeps trying within O(timeout),
@@ -391,6 +392,16 @@ left_running:
   type: list
   elements: dict
   sample: [{"name": "zzzzz-dz642-0123456789abcde", "job_id": "4242", "state": "RUNNING", "user": "crunch", "terms": 24}]
+permission_denied:
+  description:
+    - Jobs Slurm refused to cancel or signal for the user the task runs as ("Access/permission
+      denied"; another user's jobs, unless the task runs as root, C(SlurmUser) or an operator). They
+      get no further C(scancel), are in RV(remaining) too and fail the task; the task ends as soon as
+      only such jobs are left, not at O(timeout). Check mode cannot foresee them.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"name": "zzzzz-dz642-0123456789abcde", "job_id": "4250", "state": "PENDING", "user": "alice"}]
 scancel_calls:
   description: Number of C(scancel) processes started.
   returned: always

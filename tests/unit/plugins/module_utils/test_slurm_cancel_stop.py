@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from slurm_fakes import FakeClock, FakeSlurm, Scripted, fake_client_directory
 
+from plugins.module_utils.errors import RecoveryError
 from plugins.module_utils.fail_jobs_run import ALL_OPTIONS, SlurmStep
 from plugins.module_utils.slurm_cancel import (
     SCANCEL_CHECK_INTERVAL,
@@ -353,18 +354,44 @@ def test_a_short_timeout_is_fine_where_no_job_surely_waits_for_a_grace(options):
 # -- the other canceller of the collection ----------------------------------------------
 
 
-def test_arvados_fail_jobs_still_cancels_crunch_v1_jobs_outright_through_the_same_engine(slurm, tmp_path):
+def fail_jobs_slurm_step(slurm, tmp_path):
+    """arvados_fail_jobs' Slurm step with its default options, on the scripted Slurm."""
     clients = fake_client_directory(tmp_path)
     params = {name: spec.get("default") for name, spec in ALL_OPTIONS.items()}
     params.update(squeue_path=str(clients / "squeue"), scancel_path=str(clients / "scancel"))
     step = SlurmStep(
         params, cancel=lambda request: cancel_jobs(request, runner=slurm, clock=slurm.clock, environ=ENVIRON)
     )
+    return step
+
+
+def test_arvados_fail_jobs_still_cancels_crunch_v1_jobs_outright_through_the_same_engine(slurm, tmp_path):
+    step = fail_jobs_slurm_step(slurm, tmp_path)
     slurm.add(11, crunch_job(1), "RUNNING")
     slurm.add(12, crunch_job(2), "PENDING")
     outcome = step([crunch_job(1), crunch_job(2)], check_mode=False)
     assert scancels_without_path(slurm) == [["12", "11"]]
     assert sorted(ids(outcome["cancelled"])) == ["11", "12"] and outcome["terminated"] == []
+
+
+def test_arvados_fail_jobs_stops_at_once_when_slurm_refuses_the_user_and_says_why(slurm, tmp_path):
+    # Issue 26: run as a user Slurm refuses, the step said "cancelled 20" and retried a
+    # permission error for its whole timeout.
+    step = fail_jobs_slurm_step(slurm, tmp_path)
+    names = [crunch_job(number) for number in range(1, 21)]
+    for number, name in enumerate(names, start=1):
+        slurm.add(number, name, "RUNNING", user="alice")
+    denied = "".join(
+        "scancel: error: Kill job error on job id %d: Access/permission denied\n" % n for n in range(1, 21)
+    )
+    slurm.script("scancel", Scripted(returncode=210, stderr=denied, takes_effect=False))
+    with pytest.raises(RecoveryError) as raised:
+        step(names, check_mode=False)
+    message = str(raised.value)
+    assert message.startswith("Slurm jobs of 20 job(s) could not be made absent: no Slurm job cancelled; ")
+    assert "Slurm refused 20 of them to this user (Access/permission denied), not tried again" in message
+    assert "nothing of this batch was changed in the database" in message
+    assert len(slurm.calls("scancel")) == 1 and slurm.clock.elapsed() < 1
 
 
 def scancels_without_path(slurm):
