@@ -668,6 +668,14 @@ class _Canceller:
             ]
         return self.listing
 
+    def _time_spent(self) -> str:
+        """The timeout when the call ran to its deadline, else the seconds it took (it ended
+        early, with only jobs left that no scancel may end)."""
+        now = self.clock.now()
+        if now >= self.deadline - _EPSILON:
+            return "%g" % self.request.timeout
+        return "%.1f" % (now - self.started)
+
     def _message(self, listed: bool) -> str:
         result = self.result
         if not listed:
@@ -689,7 +697,7 @@ class _Canceller:
         if not result.remaining:
             return done
         shown = _shown(["%s (%s, %s)" % (job["job_id"], job["name"], job["state"]) for job in result.remaining])
-        message = "%s; %d still queued after %g s: %s" % (done, len(result.remaining), self.request.timeout, shown)
+        message = "%s; %d still queued after %s s: %s" % (done, len(result.remaining), self._time_spent(), shown)
         if result.left_running:
             message += "; " + _left_running_note(result.left_running)
         if result.permission_denied:

@@ -17,6 +17,7 @@ scripts given as `squeue_path` / `scancel_path` that log every call and exec the
 from __future__ import annotations
 
 import fcntl
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -400,6 +401,33 @@ def test_a_missing_or_unusable_client_fails_at_once_with_a_clear_message(shared_
         assert result.get("failed") is True, result
         assert str(path) in result["msg"] and reason in result["msg"], result["msg"]
     # Three tasks with the default 120 s timeout: none of them waited for it.
+    assert wall < 120
+    assert shared_slurm.queue([name])[job_id].state == "PENDING"
+
+
+def test_a_job_slurm_refuses_to_the_user_is_reported_at_once_and_not_tried_again(
+    shared_slurm: Slurm, lab_env, tmp_path: Path
+):
+    # Issue 26: as a user Slurm refuses, the task said "cancelled" and sent the same scancel
+    # until its timeout. Here scancel runs as nobody on root's job.
+    name = job_name()
+    job_id = shared_slurm.submit(name, hold=True)
+    squeue, _squeue_log = logging_client(tmp_path / "clients", "squeue")
+    scancel, scancel_log = logging_client(tmp_path / "clients", "scancel", run_as="nobody")
+    args = dict(name=[name], squeue_path=str(squeue), scancel_path=str(scancel))
+    (result,), wall = run_playbook(lab_env, tmp_path, [{"args": args}])
+
+    assert result.get("failed") is True, result
+    assert [(job["job_id"], job["user"]) for job in result["permission_denied"]] == [(job_id, "root")]
+    assert result["remaining"] == result["permission_denied"]
+    assert result["cancelled"] == [] and result["changed"] is False
+    assert re.match(r"no Slurm job cancelled; 1 still queued after [0-9]+\.[0-9] s: ", result["msg"]), result["msg"]
+    assert (
+        "Slurm refused 1 of them to this user (Access/permission denied), not tried again: %s (user root)" % (job_id)
+        in result["msg"]
+    )
+    # One scancel (the pending job's removal), refused; the task did not wait for its 240 s.
+    assert logged_calls(scancel_log) == [["--state=PENDING", job_id]]
     assert wall < 120
     assert shared_slurm.queue([name])[job_id].state == "PENDING"
 

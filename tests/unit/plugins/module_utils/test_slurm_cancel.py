@@ -214,7 +214,7 @@ def test_a_job_slurm_refuses_to_this_user_is_not_tried_again_and_the_call_ends_a
     assert result.failed and not result.changed and result.cancelled == []
     assert [entry["job_id"] for entry in result.permission_denied] == [str(n) for n in range(1, 21)]
     assert result.remaining == result.permission_denied
-    assert result.msg.startswith("no Slurm job cancelled; 20 still queued after 120 s: ")
+    assert result.msg.startswith("no Slurm job cancelled; 20 still queued after 0.1 s: ")
     assert (
         "; Slurm refused 20 of them to this user (Access/permission denied), not tried again: 1 (user alice), "
         "2 (user alice)" in result.msg
