@@ -296,6 +296,15 @@ def test_a_signal_signals_only_whatever_the_kind(slurm):
 # -- the request ------------------------------------------------------------------------
 
 
+# The dispatcher's own repeat: a TERM per squeue poll, PollPeriod 10s by default in 1.4.3
+# services/crunch-dispatch-slurm/crunch-dispatch-slurm.go, Containers.CloudVMs.PollInterval 10s
+# in 2.7.4 and 3.2.1 lib/config/config.default.yml; never a plain cancel (slurm.go, Cancel).
+def test_by_default_a_term_is_repeated_every_ten_seconds_and_nothing_is_cancelled_outright():
+    request = CancelRequest(names=[container(1)])
+    assert (request.after_term, request.term_interval, request.cancels_after_term) == ("term_again", 10.0, False)
+    assert CancelRequest(names=[container(1)], after_term="cancel").cancels_after_term
+
+
 def test_the_default_deadline_leaves_room_for_the_grace_only_where_a_term_may_go():
     assert CancelRequest(names=[crunch_job(1)]).timeout == 120.0
     assert CancelRequest(names=[crunch_job(1)], stop="terminate").timeout == 240.0
