@@ -40,7 +40,9 @@ stopped its container), afresh for every contender, stopped by:
   engine        the engine's default stop (`stop: auto`), `wait: false`: one squeue, then
                 TERM on the batch steps; it returns once Slurm took every TERM;
   term, gone    the floor, then `squeue` until the jobs are gone;
-  engine, wait  the engine's default stop, waiting until the jobs are gone.
+  engine, wait  the engine's default stop, waiting until the jobs are gone (a job still
+                running `term_interval`, 10 s, after Slurm took its TERM gets TERM again,
+                never a plain cancel: `after_term: term_again`, the dispatcher's way).
 
 The lab's node has 2 CPUs; for this scenario the benchmark lets the partition run 1000 jobs
 per CPU (`scontrol update PartitionName=... OverSubscribe=FORCE:1000`) and puts the setting

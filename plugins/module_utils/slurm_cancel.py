@@ -35,12 +35,22 @@ How a call goes:
   stopped as crunch-dispatch-slurm stops a container: pending, it is
   removed with ``scancel --state=PENDING`` (which leaves it alone if it has
   started meanwhile; the next round sees it running); suspended, it is
-  cancelled (Slurm 22.05 refuses to signal a suspended job's batch step and
+  left alone (Slurm 22.05 refuses to signal a suspended job's batch step and
   scancel then retries for minutes, where the dispatcher sends it TERM);
-  running, it gets ``scancel --signal=TERM --batch`` once, and only if a listing that
-  began ``terminate_grace`` after Slurm took that TERM still shows it queued
-  is it cancelled outright, then like any other job. Each scancel holds one
-  kind of request, so a call never mixes a TERM with a cancel.
+  running, it gets ``scancel --signal=TERM --batch``. What follows while a
+  job stays is ``after_term``'s choice. By default (``term_again``), as the
+  dispatcher does, TERM again whenever a listing that began ``term_interval``
+  after Slurm took the last one still shows it running, until it leaves or
+  the deadline; a job still there then, or suspended, is reported in
+  ``left_running`` and the call fails, but nothing of it was killed. With
+  ``cancel``, a job a listing shows queued ``terminate_grace`` after Slurm
+  took its TERM is cancelled outright, then like any other job, and a
+  suspended one at once. Each scancel holds one kind of request, so a call
+  never mixes a TERM with a cancel.
+* A job Slurm refuses to this user ("Access/permission denied": another
+  user's job, and this user neither root, SlurmUser nor an operator) is
+  never sent another scancel: it is reported in ``permission_denied`` and
+  ``remaining``, and the call ends as soon as only such jobs are left.
 * With ``signal``, running (and suspended) jobs get the signal once: the job
   is not expected to leave, so a signal that was delivered is never sent
   again. ``wait`` then waits for the signalled jobs to leave the queue.
@@ -51,6 +61,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
@@ -90,6 +101,11 @@ _EPSILON = 1e-9
 # each once slurmctld answers slowly.
 SCANCEL_REQUESTS_AT_ONCE = 10
 _MAX_JOBS_IN_MESSAGE = 10
+# What scancel prints for each id Slurm refuses to this user (ESLURM_ACCESS_DENIED, whose
+# number 2002 is also its exit status modulo 256, 210): sending the same request again
+# would only be refused again.
+ACCESS_DENIED = "Access/permission denied"
+_DENIED_JOB = re.compile(r"job id ([0-9]+(?:_[0-9]+)?): " + re.escape(ACCESS_DENIED))
 
 # What one scancel asks of Slurm; one kind per call.
 CANCEL = "cancel"  # scancel ID...
@@ -156,6 +172,8 @@ class CancelResult:
     skipped_other_user: List[Dict[str, str]] = field(default_factory=list)
     skipped_pending: List[Dict[str, str]] = field(default_factory=list)
     remaining: List[Dict[str, Optional[str]]] = field(default_factory=list)
+    left_running: List[Dict[str, Any]] = field(default_factory=list)
+    permission_denied: List[Dict[str, str]] = field(default_factory=list)
     scancel_calls: int = 0
     squeue_calls: int = 0
     elapsed: float = 0.0
@@ -182,6 +200,12 @@ class _TrackedJob:
     acknowledged: Set[str] = field(default_factory=set)
     # Earliest start of a listing that may lead to the job's next scancel.
     eligible_at: float = 0.0
+    # TERMs Slurm took for the job's batch step (scancel exited 0).
+    terms: int = 0
+    # Whether the message on its first scancel after a TERM it outlived was written.
+    outlived_term_noted: bool = False
+    # Slurm refused an scancel of it to this user: no scancel may end it.
+    denied: bool = False
     next_log_at: Optional[float] = None
 
     def action_entry(self) -> Dict[str, str]:
@@ -303,7 +327,13 @@ class _Canceller:
         return self._finish()
 
     def _done(self) -> bool:
-        return self.listing is not None and not self.live and not self._unfinished()
+        """Nothing left to do: the jobs are gone, or only those no scancel may touch are left."""
+        if self.listing is None or self.live:
+            return False
+        return all(self._untouchable(entry) for entry in self._unfinished())
+
+    def _untouchable(self, entry: QueueEntry) -> bool:
+        return self._left_suspended(entry) or self.jobs[entry.job_id].denied
 
     def _sleep_until_next_event(self, now: float, left_waiting: bool) -> None:
         wake = self.deadline
@@ -380,29 +410,55 @@ class _Canceller:
 
     def _next_kind(self, entry: QueueEntry) -> Optional[str]:
         """The scancel this listed job needs next, if any."""
-        if entry.is_leaving:
-            return None
         job = self.jobs[entry.job_id]
+        if entry.is_leaving or job.denied:
+            return None
         if self.signal_mode:
             return SIGNAL if not entry.is_pending and SIGNAL not in job.acknowledged else None
         kind = CANCEL
-        if job.terminate and entry.is_pending:
-            kind = REMOVE_PENDING
-        elif job.terminate and entry.is_suspended:
-            # Slurm refuses to signal a suspended job's batch step ("Job can not be altered
-            # now") and scancel retries for minutes; a cancel resumes the job and ends it.
-            kind = CANCEL
-        elif job.terminate and TERMINATE not in job.acknowledged:
-            return TERMINATE
-        elif job.terminate and not self.request.wait:
-            # Slurm took the TERM; without wait nobody stays to cancel it outright.
-            return None
+        if job.terminate:
+            kind = self._terminating_kind(entry, job)
+            if kind is None or kind == TERMINATE:
+                return kind
         return kind if self.request.wait or kind not in job.acknowledged else None
+
+    def _terminating_kind(self, entry: QueueEntry, job: _TrackedJob) -> Optional[str]:
+        """The next scancel of a job that ``stop`` terminates."""
+        request = self.request
+        if entry.is_pending:
+            return REMOVE_PENDING
+        if entry.is_suspended:
+            # Slurm refuses to signal a suspended job's batch step ("Job can not be altered
+            # now") and scancel retries for minutes; only a cancel ends it, resuming it.
+            return CANCEL if request.cancels_after_term else None
+        if TERMINATE not in job.acknowledged:
+            return TERMINATE
+        if not request.wait:
+            # Slurm took the TERM; without wait nobody stays to repeat it or cancel.
+            return None
+        return CANCEL if request.cancels_after_term else TERMINATE
+
+    def _left_suspended(self, entry: QueueEntry) -> bool:
+        """A suspended job that by default neither a TERM reaches nor a cancel may end."""
+        job = self.jobs[entry.job_id]
+        return job.terminate and entry.is_suspended and not self.request.cancels_after_term
 
     def _unfinished(self) -> List[QueueEntry]:
         if not self.request.wait:
-            return self._actionable()
+            return self._actionable() + [entry for entry in self._ours() if self._untouchable(entry)]
         return [entry for entry in self._ours() if not self._skipped_pending(entry)]
+
+    def _left_running(self, entry: QueueEntry) -> bool:
+        """Still there, and by default never cancelled: it outlived its TERMs or is suspended."""
+        job = self.jobs[entry.job_id]
+        if not job.terminate or self.request.cancels_after_term or entry.is_leaving or entry.is_pending:
+            return False
+        return entry.is_suspended or job.terms > 0
+
+    def _left_running_entry(self, entry: QueueEntry) -> Dict[str, Any]:
+        described: Dict[str, Any] = dict(entry.describe())
+        described["terms"] = self.jobs[entry.job_id].terms
+        return described
 
     def _skipped_pending(self, entry: QueueEntry) -> bool:
         return self.signal_mode and entry.is_pending and not self.jobs[entry.job_id].sent
@@ -437,7 +493,6 @@ class _Canceller:
         return batches
 
     def _start_scancel(self, kind: str, batch: List[QueueEntry], holds_pending: bool, now: float) -> None:
-        request = self.request
         job_ids = [entry.job_id for entry in batch]
         handle = self.runner.start(self._scancel_argv(kind, job_ids), self.env)
         self.result.scancel_calls += 1
@@ -447,14 +502,29 @@ class _Canceller:
         for job_id in job_ids:
             job = self.jobs[job_id]
             job.in_flight = True
-            if kind == CANCEL and TERMINATE in job.acknowledged and CANCEL not in job.sent:
+            if kind in (CANCEL, TERMINATE) and TERMINATE in job.acknowledged and not job.outlived_term_noted:
                 outlived_term.append(job_id)
+                job.outlived_term_noted = True
             job.sent.add(kind)
         if outlived_term:
-            self.result.messages.append(
-                "%d Slurm job(s) still queued %g s after their TERM, cancelled outright: %s"
-                % (len(outlived_term), request.terminate_grace, _shown(outlived_term))
+            self._note_outlived_term(kind, outlived_term)
+
+    def _note_outlived_term(self, kind: str, job_ids: List[str]) -> None:
+        """One message per job when it first gets more than its TERM."""
+        request = self.request
+        if kind == CANCEL:
+            message = "%d Slurm job(s) still queued %g s after their TERM, cancelled outright: %s" % (
+                len(job_ids),
+                request.terminate_grace,
+                _shown(job_ids),
             )
+        else:
+            message = (
+                "%d Slurm job(s) still running %g s after their TERM, sent TERM again (every %g s until they "
+                "leave or the timeout; never cancelled outright, after_term=%s): %s"
+                % (len(job_ids), request.term_interval, request.term_interval, request.after_term, _shown(job_ids))
+            )
+        self.result.messages.append(message)
 
     def _scancel_time_limit(self, job_count: int, now: float) -> float:
         """Seconds an scancel of this many ids may run before it is killed."""
@@ -487,14 +557,17 @@ class _Canceller:
 
     def _settle(self, call: _ScancelCall, outcome: _CommandOutcome, now: float) -> None:
         request = self.request
+        denied = set() if outcome.ok else _denied_job_ids(outcome.stderr, call.job_ids)
         delay = request.retry_delay if outcome.ok else request.error_retry_delay
         if outcome.ok and call.kind == TERMINATE:
-            delay = request.terminate_grace
+            delay = request.terminate_grace if request.cancels_after_term else request.term_interval
         for job_id in call.job_ids:
             job = self.jobs[job_id]
             job.in_flight = False
             if outcome.ok:
                 job.acknowledged.add(call.kind)
+                job.terms += call.kind == TERMINATE
+            job.denied = job.denied or job_id in denied
             job.eligible_at = now + delay
             if job.next_log_at is None:
                 job.next_log_at = now + request.retry_delay
@@ -550,7 +623,13 @@ class _Canceller:
             result.already_absent = [name for name in self.request.names if name not in self.seen_names]
             result.already_absent_job_ids = [i for i in self.request.job_ids if i not in self.seen_job_ids]
             result.skipped_pending = [entry.describe() for entry in self._ours() if self._skipped_pending(entry)]
-            result.remaining = [] if self.request.check_mode else [e.describe() for e in self._unfinished()]
+            remaining = self._unfinished()
+            if self.request.check_mode:
+                # Of a real run's leftovers only the suspended jobs it may not touch are certain.
+                remaining = [entry for entry in remaining if self._left_suspended(entry)]
+            result.remaining = [entry.describe() for entry in remaining]
+            result.left_running = [self._left_running_entry(entry) for entry in remaining if self._left_running(entry)]
+            result.permission_denied = [entry.describe() for entry in remaining if self.jobs[entry.job_id].denied]
         elif self.request.names or self.request.job_ids:
             result.remaining = self._unknown_remaining()
         result.skipped_other_user = [entry.describe() for entry in self.others.values()]
@@ -566,7 +645,7 @@ class _Canceller:
         """job id -> the kinds of scancel it got; in check mode, the kind a real run would send it first."""
         if self.request.check_mode:
             return {entry.job_id: {self._next_kind(entry)} for entry in self._actionable()}
-        return {job_id: job.sent for job_id, job in self.jobs.items()}
+        return {job_id: job.sent for job_id, job in self.jobs.items() if not job.denied}
 
     def _acted(self, kinds: Dict[str, Set[str]], wanted: Tuple[str, ...]) -> List[Dict[str, str]]:
         return [self.jobs[job_id].action_entry() for job_id, sent in kinds.items() if sent.intersection(wanted)]
@@ -580,7 +659,7 @@ class _Canceller:
         if self.listing is None:
             return ()
         if self.request.check_mode and not self.signal_mode:
-            return [entry for entry in self.listing if not self._is_ours(entry)]
+            return [entry for entry in self.listing if not self._is_ours(entry) or self._left_suspended(entry)]
         if not self.request.wait and not self.signal_mode:
             return [
                 entry
@@ -588,6 +667,14 @@ class _Canceller:
                 if entry.job_id not in self.jobs or not self.jobs[entry.job_id].acknowledged
             ]
         return self.listing
+
+    def _time_spent(self) -> str:
+        """The timeout when the call ran to its deadline, else the seconds it took (it ended
+        early, with only jobs left that no scancel may end)."""
+        now = self.clock.now()
+        if now >= self.deadline - _EPSILON:
+            return "%g" % self.request.timeout
+        return "%.1f" % (now - self.started)
 
     def _message(self, listed: bool) -> str:
         result = self.result
@@ -603,15 +690,55 @@ class _Canceller:
             if jobs
         ]
         done = "%s Slurm job(s)" % ", ".join(counts) if counts else "no Slurm job needed an scancel"
+        if not counts and result.permission_denied:
+            done = "no Slurm job cancelled"
         if counts and self.request.check_mode:
             done = "would have " + done
         if not result.remaining:
             return done
         shown = _shown(["%s (%s, %s)" % (job["job_id"], job["name"], job["state"]) for job in result.remaining])
-        message = "%s; %d still queued after %g s: %s" % (done, len(result.remaining), self.request.timeout, shown)
+        message = "%s; %d still queued after %s s: %s" % (done, len(result.remaining), self._time_spent(), shown)
+        if result.left_running:
+            message += "; " + _left_running_note(result.left_running)
+        if result.permission_denied:
+            message += "; " + _denied_note(result.permission_denied)
         if result.slurm_error:
             message += "; Slurm said: " + result.slurm_error
         return message
+
+
+def _left_running_note(left: List[Dict[str, Any]]) -> str:
+    """Why jobs were left queued, and the choice that would have cancelled them."""
+    reasons = [
+        "%s (%s)"
+        % (
+            job["job_id"],
+            "suspended: no TERM reaches it" if job["state"] == "SUSPENDED" else "TERM taken %d time(s)" % job["terms"],
+        )
+        for job in left
+    ]
+    return (
+        "%d left running, not cancelled, as crunch-dispatch-slurm leaves them (after_term=term_again): %s; "
+        "after_term=cancel cancels them outright, killing crunch-run, whose Docker container then outlives "
+        "it unsaved" % (len(left), _shown(reasons))
+    )
+
+
+def _denied_job_ids(stderr: str, job_ids: List[str]) -> Set[str]:
+    """The ids of an scancel's that Slurm refused to this user; all of them if it says so
+    without naming any."""
+    named = set(_DENIED_JOB.findall(stderr)).intersection(job_ids)
+    if not named and ACCESS_DENIED in stderr:
+        return set(job_ids)
+    return named
+
+
+def _denied_note(denied: List[Dict[str, str]]) -> str:
+    return (
+        "Slurm refused %d of them to this user (%s), not tried again: %s; run as their owner, root or a "
+        "Slurm operator, or set user to leave other users' jobs alone"
+        % (len(denied), ACCESS_DENIED, _shown(["%s (user %s)" % (job["job_id"], job["user"]) for job in denied]))
+    )
 
 
 def _shown(items: List[str]) -> str:

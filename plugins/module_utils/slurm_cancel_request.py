@@ -25,17 +25,24 @@ from .uuids import CONTAINER_UUID_RE
 DEFAULT_NAME_PATTERN = r"^[0-9a-z]{5}-[0-9a-z]{5}-[0-9a-z]{15}$"
 
 _JOB_ID = re.compile(r"[0-9]+(?:_[0-9]+)?", re.ASCII)
-# Slurm accepts a signal by name, with or without SIG, or by number (RTMIN+3 too).
-_SIGNAL = re.compile(r"[0-9]{1,2}|(?:SIG)?[A-Z][A-Z0-9]*(?:[+-][0-9]+)?", re.ASCII)
+# The signal names scancel knows, with or without SIG (sig_name2num in Slurm's
+# src/common/proc_args.c; XCPU is there from 22.05, checked on the lab's 22.05, which
+# refuses any other name, RTMIN+3 too, with "Unknown job signal"). Numbers: Linux's 1 to 64
+# (scancel refuses 0 and passes any other number on to slurmd).
+SLURM_SIGNAL_NAMES = (
+    "HUP", "INT", "QUIT", "ABRT", "KILL", "ALRM", "TERM", "USR1",
+    "USR2", "URG", "CONT", "STOP", "TSTP", "TTIN", "TTOU", "XCPU",
+)  # fmt: skip
+MAX_SIGNAL_NUMBER = 64
 _CLUSTERS = re.compile(r"[A-Za-z0-9_.-]+(?:,[A-Za-z0-9_.-]+)*", re.ASCII)
 
 # How a queued job is stopped (option ``stop``):
 #   cancel     scancel, as for any Slurm job;
 #   terminate  as crunch-dispatch-slurm stops a container (services/crunch-dispatch-slurm/
 #              slurm.go, Cancel, the same at 1.4.3, 2.7.4, 3.1.2 and 3.2.1): a pending job is
-#              removed, a running or suspended one gets TERM on its batch step only, so that
-#              crunch-run stops its container and records the outcome itself; it is
-#              cancelled outright only if still queued ``terminate_grace`` seconds later;
+#              removed, a running one gets TERM on its batch step only, so that crunch-run
+#              stops its container and records the outcome itself; what it gets if it is
+#              still queued after that TERM is ``after_term``'s choice;
 #   auto       terminate for jobs named after a container (-dz642-), cancel for the rest:
 #              crunch v1 jobs (-8i9sb-) run under salloc, whose batch step is not the work.
 STOP_AUTO = "auto"
@@ -43,8 +50,31 @@ STOP_TERMINATE = "terminate"
 STOP_CANCEL = "cancel"
 STOP_CHOICES = (STOP_AUTO, STOP_TERMINATE, STOP_CANCEL)
 
+# What a job that ``stop`` terminates gets while it stays queued after its TERM
+# (option ``after_term``):
+#   term_again  TERM again every ``term_interval`` seconds until it leaves or the call's
+#               deadline, never a plain cancel, as crunch-dispatch-slurm does (slurm.go,
+#               Cancel, 1.4.3 to 3.2.1: "would kill crunch-run without stopping the
+#               container"); jobs still there are reported in ``left_running``;
+#   cancel      a plain scancel once ``terminate_grace`` has passed since Slurm took the
+#               TERM: crunch-run is killed, and a Docker container, no process of the job,
+#               outlives it with its node's resources and its output and logs unsaved.
+AFTER_TERM_AGAIN = "term_again"
+AFTER_TERM_CANCEL = "cancel"
+AFTER_TERM_CHOICES = (AFTER_TERM_AGAIN, AFTER_TERM_CANCEL)
+
+# The dispatcher's own repeat: after each Cancel its tracker waits for the next squeue poll
+# (squeue.go, HasUUID) and one second more before the next Cancel, so a job that stays gets
+# TERM once per poll, PollInterval 10 s by default (crunch-dispatch-slurm.go PollPeriod at
+# 1.4.3; Containers.CloudVMs.PollInterval in lib/config/config.default.yml at 2.7.4 and 3.2.1).
+DEFAULT_TERM_INTERVAL = 10.0
+# Faster than the dispatcher's one-second pause between Cancels only loads slurmctld:
+# crunch-run needs time to stop its container whatever the number of TERMs. Above an hour
+# is no repeat within any sensible deadline.
+TERM_INTERVAL_BOUNDS = (1.0, 3600.0)
+
 # The deadline of a call without ``timeout``; a call that may send TERM first adds
-# ``terminate_grace`` to it, so that the outright cancel it may need still fits.
+# ``terminate_grace`` to it, the time crunch-run is given to stop its container.
 BASE_TIMEOUT = 120.0
 
 
@@ -69,8 +99,10 @@ class CancelRequest:
     crunch-run that long after its first TERM before it gives up on it
     (Containers.CloudVMs.TimeoutTERM, 2m in lib/config/config.default.yml at
     2.7.4, 3.1.2 and 3.2.1; defaultTimeoutTERM in lib/dispatchcloud/worker/
-    pool.go at 1.4.3). crunch-dispatch-slurm itself never cancels outright:
-    it repeats the TERM while the job stays queued, which no bounded call can.
+    pool.go at 1.4.3). It is the wait before an outright cancel only with
+    ``after_term`` cancel; by default (``term_again``) a job that stays gets
+    TERM again every ``term_interval`` until the deadline, as crunch-dispatch-
+    slurm repeats it while the job stays queued, and is reported, not killed.
     """
 
     names: Tuple[str, ...] = ()
@@ -88,6 +120,8 @@ class CancelRequest:
     signal: Optional[str] = None
     batch: bool = False
     stop: str = STOP_AUTO
+    after_term: str = AFTER_TERM_AGAIN
+    term_interval: float = DEFAULT_TERM_INTERVAL
     terminate_grace: float = 120.0
     clusters: Optional[str] = None
     name_pattern: str = DEFAULT_NAME_PATTERN
@@ -101,7 +135,7 @@ class CancelRequest:
         self._set("names", _unique(_checked_name(name, pattern) for name in _sequence("names", self.names)))
         self._set("job_ids", _unique(_checked_job_id(job_id) for job_id in _sequence("job_ids", self.job_ids)))
         self._set("user", _optional_word("user", self.user))
-        self._set("signal", _optional_match("signal", self.signal, _SIGNAL))
+        self._set("signal", _checked_signal(self.signal))
         self._set("clusters", _optional_match("clusters", self.clusters, _CLUSTERS))
         for flag in ("wait", "batch", "check_mode"):
             _require_bool(flag, getattr(self, flag))
@@ -114,14 +148,20 @@ class CancelRequest:
             self._set("timeout", BASE_TIMEOUT + (self.terminate_grace if self.may_terminate else 0.0))
         for name in ("timeout", "max_scancel_per_second", "command_timeout"):
             self._set(name, _seconds(name, getattr(self, name), minimum=0.0, strictly_above=True))
+        self._set("term_interval", _seconds("term_interval", self.term_interval, minimum=TERM_INTERVAL_BOUNDS[0]))
+        if self.term_interval > TERM_INTERVAL_BOUNDS[1]:
+            raise CancelRequestError(
+                "term_interval must be at most %g, got %r" % (TERM_INTERVAL_BOUNDS[1], self.term_interval)
+            )
         # Job ids name jobs of unknown kind: they extend the default deadline, but only
-        # a job sure to get TERM makes a short timeout an error.
+        # a job sure to get TERM makes a short timeout an error, and only where an
+        # outright cancel must fit in it.
         surely_terminates = self.stop == STOP_TERMINATE or any(map(self.terminates, self.names))
-        if self.wait and surely_terminates and self.timeout <= self.terminate_grace:
+        if self.wait and surely_terminates and self.cancels_after_term and self.timeout <= self.terminate_grace:
             raise CancelRequestError(
                 "timeout %g ends the call before terminate_grace %g is over, so a job that outlives its TERM "
-                "could never be cancelled: raise timeout, lower terminate_grace or set stop to cancel"
-                % (self.timeout, self.terminate_grace)
+                "could never be cancelled (after_term=cancel): raise timeout, lower terminate_grace or set "
+                "after_term to term_again" % (self.timeout, self.terminate_grace)
             )
         for name in ("max_concurrent_scancel", "max_job_ids_per_scancel"):
             _require_positive_int(name, getattr(self, name))
@@ -134,17 +174,27 @@ class CancelRequest:
     def _check_stop(self) -> None:
         if self.stop not in STOP_CHOICES:
             raise CancelRequestError("stop must be one of %s, got %r" % (", ".join(STOP_CHOICES), self.stop))
-        if self.signal and self.stop != STOP_AUTO:
+        if self.after_term not in AFTER_TERM_CHOICES:
             raise CancelRequestError(
-                "signal %s only signals and stops nothing; it cannot be combined with stop=%s"
-                % (self.signal, self.stop)
+                "after_term must be one of %s, got %r" % (", ".join(AFTER_TERM_CHOICES), self.after_term)
             )
+        for option, default in (("stop", STOP_AUTO), ("after_term", AFTER_TERM_AGAIN)):
+            if self.signal and getattr(self, option) != default:
+                raise CancelRequestError(
+                    "signal %s only signals and stops nothing; it cannot be combined with %s=%s"
+                    % (self.signal, option, getattr(self, option))
+                )
 
     def terminates(self, name: str) -> bool:
         """Whether the job of this name gets TERM on its batch step before any outright cancel."""
         if self.signal or self.stop == STOP_CANCEL:
             return False
         return self.stop == STOP_TERMINATE or bool(CONTAINER_UUID_RE.match(name))
+
+    @property
+    def cancels_after_term(self) -> bool:
+        """Whether a job still queued ``terminate_grace`` after its TERM is cancelled outright."""
+        return self.after_term == AFTER_TERM_CANCEL
 
     @property
     def may_terminate(self) -> bool:
@@ -221,6 +271,20 @@ def _require_word(option: str, value: Any) -> None:
 def _require_path(option: str, value: Any) -> None:
     if not isinstance(value, str) or not value or any(unicodedata.category(char) == "Cc" for char in value):
         raise CancelRequestError("%s %r must be a non-empty path without control characters" % (option, value))
+
+
+def _checked_signal(value: Any) -> Optional[str]:
+    if value is None:
+        return None
+    if isinstance(value, str) and value.isascii() and value.isdigit() and 1 <= int(value) <= MAX_SIGNAL_NUMBER:
+        return value
+    name = value[3:] if isinstance(value, str) and value.startswith("SIG") else value
+    if name in SLURM_SIGNAL_NAMES:
+        return value
+    raise CancelRequestError(
+        "signal %r is not a signal Slurm knows: give one of %s (with or without SIG), or a number from 1 to %d"
+        % (value, ", ".join(SLURM_SIGNAL_NAMES), MAX_SIGNAL_NUMBER)
+    )
 
 
 def _optional_match(option: str, value: Any, pattern) -> Optional[str]:

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any, Callable, Dict, Mapping, Optional
 
 from .slurm_cancel import cancel_jobs
-from .slurm_cancel_request import STOP_CHOICES, CancelRequest, request_defaults
+from .slurm_cancel_request import AFTER_TERM_CHOICES, STOP_CHOICES, CancelRequest, request_defaults
 from .slurm_runner import require_program
 
 _DEFAULTS = request_defaults()
@@ -44,6 +44,8 @@ CANCEL_OPTIONS: Dict[str, Dict[str, Any]] = {
     "max_job_ids_per_scancel": _option("int", "max_job_ids_per_scancel"),
     "log_interval": _option("float", "log_interval"),
     "stop": _option("str", "stop", choices=list(STOP_CHOICES)),
+    "after_term": _option("str", "after_term", choices=list(AFTER_TERM_CHOICES)),
+    "term_interval": _option("float", "term_interval"),
     "terminate_grace": _option("float", "terminate_grace"),
     "signal": _option("str"),
     "batch": _option("bool", "batch"),

@@ -16,15 +16,20 @@ description:
     with the least load on C(slurmctld), and waits until they have left.
   - Jobs of containers are stopped the way C(crunch-dispatch-slurm) stops them, see O(stop).
     A running container's job gets C(TERM) on its batch step, so that C(crunch-run) stops the
-    container and records its outcome, and is cancelled outright only if it is still queued
-    O(terminate_grace) seconds later. Other jobs, crunch v1 jobs among them, are cancelled.
+    container and records its outcome, and C(TERM) again every O(term_interval) seconds while it
+    stays, until it leaves or O(timeout). It is never cancelled outright unless O(after_term=cancel)
+    asks for it. Other jobs, crunch v1 jobs among them, are cancelled.
+  - A container's job still running at O(timeout) after its C(TERM)s, or suspended, is reported in
+    RV(left_running) and RV(remaining), and the task fails, so that a playbook stops there; nothing of
+    it was killed.
   - Each polling round runs one C(squeue) for every requested name and id. Jobs still queued are
     cancelled by job id, many ids per C(scancel), pending jobs before running ones, within a global
     rate limit and a bound on C(scancel) processes alive at once. Jobs in C(COMPLETING) are waited
     for, never cancelled again.
   - The queue is listed again as soon as a C(scancel) returns, then after 0.05 s, the gap
     doubling up to 1 s while jobs linger, so the task ends soon after the last job leaves.
-  - A failed or timed-out C(scancel) does not mean the job lives; only the queue decides.
+  - A failed or timed-out C(scancel) does not mean the job lives; only the queue decides. A job Slurm
+    refuses to this user ("Access/permission denied") is not tried again, see RV(permission_denied).
   - Nothing to cancel means C(changed=false) and no C(scancel) at all, so a second run after a
     successful one is never changed.
   - When C(slurmctld) or C(munged) does not answer, the module keeps trying within O(timeout),
@@ -42,7 +47,9 @@ attributes:
     details: One C(squeue) and no C(scancel); C(changed) is true exactly when a real run would
       send an C(scancel). RV(terminated), RV(cancelled) and RV(signalled) list the first
       C(scancel) each job would get; whether a job outlives its C(TERM) cannot be foreseen.
-      O(grace_period) is not waited for.
+      A suspended container's job, which a real run leaves alone by default, is in
+      RV(left_running) and RV(remaining) and fails the task, as it would. O(grace_period)
+      is not waited for.
   diff_mode:
     support: full
     details: The queue lines (C(JOBID NAME STATE USER)) of the requested jobs before and after;
@@ -107,9 +114,10 @@ options:
         than O(timeout) plus O(command_timeout).
       - Jobs still queued at the deadline are returned in RV(remaining) and the task fails.
       - Default is 120 s, plus O(terminate_grace) when a job may be sent C(TERM) first (a container's
-        name, O(stop=terminate), or O(job_id)), so that the outright cancel still fits.
-      - With O(wait), a O(timeout) not above O(terminate_grace) is refused when a job is sure to be
-        sent C(TERM) first, since it would end the task before any outright cancel.
+        name, O(stop=terminate), or O(job_id)), the time C(crunch-run) is given to stop its container.
+      - With O(after_term=cancel) and O(wait), a O(timeout) not above O(terminate_grace) is refused
+        when a job is sure to be sent C(TERM) first, since it would end the task before any outright
+        cancel.
     type: float
   command_timeout:
     description:
@@ -155,11 +163,12 @@ options:
         gets C(TERM)). A running job gets C(scancel --signal=TERM --batch), which reaches only its
         batch step, C(crunch-run), and lets it stop the container itself; a plain C(scancel) would
         have Slurm signal every process of the job and C(SIGKILL) them after C(KillWait), killing
-        C(crunch-run) before it has stopped the container. A job still queued O(terminate_grace)
-        seconds after Slurm took its C(TERM) is cancelled outright, then like any other job.
-      - A suspended job is cancelled at once, where the dispatcher sends it C(TERM) too. Slurm 22.05
-        refuses that signal ("Job can not be altered now") and C(scancel) retries it for minutes; a
-        cancel resumes the job and ends it.
+        C(crunch-run) before it has stopped the container. What a job still running after its C(TERM)
+        gets is O(after_term)'s choice.
+      - A suspended job is left alone and reported in RV(left_running), where the dispatcher sends it
+        C(TERM) too; Slurm 22.05 refuses that signal ("Job can not be altered now") and C(scancel)
+        retries it for minutes. Resume it (C(scontrol resume)) and run the task again, or let
+        O(after_term=cancel) cancel it at once (a cancel resumes the job and ends it).
       - V(cancel) cancels every job with a plain C(scancel).
       - V(auto) terminates jobs named after a container (C(-dz642-)) and cancels the others. Crunch v1
         jobs (C(-8i9sb-)) run under C(salloc), whose batch step is not the work, and jobs named
@@ -168,26 +177,59 @@ options:
     type: str
     choices: [auto, terminate, cancel]
     default: auto
+  after_term:
+    description:
+      - What a job that O(stop) terminates gets while it stays queued after Slurm took its C(TERM),
+        for example V(cancel) to have crunch-run killed after O(terminate_grace).
+      - V(term_again), the default, is what C(crunch-dispatch-slurm) does (C(slurm.go), C(Cancel), from
+        Arvados 1.4 to 3.2), C(TERM) to the batch step again every O(term_interval) seconds, never a
+        plain C(scancel), until the job leaves or O(timeout). A job still there then is reported in
+        RV(left_running) (with the number of C(TERM)s Slurm took) and RV(remaining), and the task fails;
+        it is not cancelled. A suspended job is left alone and reported the same way.
+      - V(cancel) cancels a job outright once a listing shows it still queued O(terminate_grace) seconds
+        after Slurm took its C(TERM), and a suspended one at once. Slurm then signals every process of
+        the job and C(SIGKILL)s them after C(KillWait), so C(crunch-run) dies before it has stopped its
+        container. With the Docker runtime the container is no process of the job and outlives it,
+        keeping its node's CPUs and memory busy, and its output and logs are never saved; with
+        Singularity the container dies with the job, unsaved. Choose it only where a job that ignores
+        C(TERM) must go whatever it costs.
+      - Without O(wait) neither applies; the task returns once Slurm took the first C(TERM).
+    type: str
+    choices: [term_again, cancel]
+    default: term_again
+  term_interval:
+    description:
+      - With O(after_term=term_again), seconds between the C(TERM)s of a job that stays running, for
+        example V(30). The next C(TERM) goes once a listing that began this long after Slurm took the
+        last one still shows the job running.
+      - The default, 10 s, is the dispatcher's, which sends C(TERM) again once per C(squeue) poll
+        (C(PollInterval), 10 s by default; C(PollPeriod) in 1.x).
+      - At least 1 and at most 3600.
+    type: float
+    default: 10
   terminate_grace:
     description:
-      - Seconds a job may take to leave after Slurm took its C(TERM) before it is cancelled outright,
-        for example V(30) where C(crunch-run) saves little.
+      - Seconds C(crunch-run) is given to stop its container after Slurm took its C(TERM), for example
+        V(300) where containers take long to save their output.
+      - With O(after_term=cancel), a job still queued this long after its C(TERM) is cancelled outright.
+        With O(after_term=term_again) it only lengthens the default O(timeout).
       - The default, 120 s, is how long Arvados' cloud dispatcher gives C(crunch-run) after its first
-        C(TERM) (C(Containers.CloudVMs.TimeoutTERM), 2 minutes). C(crunch-dispatch-slurm) itself never
-        cancels outright; it repeats the C(TERM) while the job stays queued, which no task with a
-        deadline can do.
-      - The queue is watched meanwhile; jobs that leave cost no further C(scancel). Without O(wait)
-        nothing is cancelled outright; the task returns once Slurm took the C(TERM).
+        C(TERM) (C(Containers.CloudVMs.TimeoutTERM), 2 minutes).
+      - The queue is watched meanwhile; jobs that leave cost no further C(scancel).
     type: float
     default: 120
   signal:
     description:
       - Send this signal instead of stopping the jobs, for example V(TERM), V(SIGUSR1) or V(15).
+      - A name C(scancel) knows, with or without C(SIG) (V(HUP), V(INT), V(QUIT), V(ABRT), V(KILL),
+        V(ALRM), V(TERM), V(USR1), V(USR2), V(URG), V(CONT), V(STOP), V(TSTP), V(TTIN), V(TTOU),
+        V(XCPU)), or a number from 1 to 64. Anything else is refused before any command runs.
       - Only running (and suspended) jobs are signalled, each once; a failed delivery is retried
         after O(error_retry_delay). Pending jobs cannot take a signal; they are reported in
         RV(skipped_pending), and signalled if they start while the task waits. The jobs are not
         expected to leave the queue, see O(wait).
-      - Only signals, whatever the job's kind; O(stop) must then be left at V(auto).
+      - Only signals, whatever the job's kind; O(stop) and O(after_term) must then be left at their
+        defaults.
     type: str
   batch:
     description:
@@ -242,17 +284,24 @@ EXAMPLES = r"""
     grace_period: 5
     timeout: 300
 
-- name: Stop containers as the dispatcher does; cancel those still queued 60 s after their TERM
+- name: Stop containers as the dispatcher does, TERM every 10 s for up to 10 minutes
   arvados_ops.recovery.slurm_job_cancel:
     name:
       - zzzzz-dz642-0123456789abcde
       - zzzzz-8i9sb-0123456789abcde
-    terminate_grace: 60
+    timeout: 600
   register: stopped
+  ignore_errors: true
 
-- name: Show which containers did not stop on their TERM
+- name: Show which containers did not stop on their TERMs (left running, not cancelled)
   ansible.builtin.debug:
-    msg: "{{ stopped.cancelled | selectattr('job_id', 'in', stopped.terminated | map(attribute='job_id')) }}"
+    msg: "{{ stopped.left_running }}"
+
+- name: Cancel outright the containers still queued 60 s after their TERM (crunch-run killed)
+  arvados_ops.recovery.slurm_job_cancel:
+    name: zzzzz-dz642-0123456789abcde
+    after_term: cancel
+    terminate_grace: 60
 
 - name: Send crunch-run its TERM only, without waiting or ever cancelling
   arvados_ops.recovery.slurm_job_cancel:
@@ -281,7 +330,8 @@ cancelled:
   description:
     - Jobs cancelled outright (in check mode, that would be), with their state when first seen, by a
       plain C(scancel) or, for a pending job, its removal.
-    - A job sent C(TERM) first is also here if it was still queued O(terminate_grace) seconds later.
+    - With O(after_term=cancel), a job sent C(TERM) first is also here if it was still queued
+      O(terminate_grace) seconds later, and so is a suspended container's job.
   returned: always
   type: list
   elements: dict
@@ -332,6 +382,26 @@ remaining:
   type: list
   elements: dict
   sample: [{"name": "zzzzz-dz642-0123456789abcde", "job_id": "4242", "state": "COMPLETING", "user": "crunch"}]
+left_running:
+  description:
+    - Jobs that O(stop) terminates still running (or suspended) when the task ended, left so as
+      O(after_term=term_again) says, never cancelled. They are in RV(remaining) too and fail the task.
+    - V(terms) is how many C(TERM)s Slurm took for the job; 0 for a suspended job, which no C(TERM)
+      reaches. In check mode, only the suspended jobs, which a real run would certainly leave.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"name": "zzzzz-dz642-0123456789abcde", "job_id": "4242", "state": "RUNNING", "user": "crunch", "terms": 24}]
+permission_denied:
+  description:
+    - Jobs Slurm refused to cancel or signal for the user the task runs as ("Access/permission
+      denied"; another user's jobs, unless the task runs as root, C(SlurmUser) or an operator). They
+      get no further C(scancel), are in RV(remaining) too and fail the task; the task ends as soon as
+      only such jobs are left, not at O(timeout). Check mode cannot foresee them.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"name": "zzzzz-dz642-0123456789abcde", "job_id": "4250", "state": "PENDING", "user": "alice"}]
 scancel_calls:
   description: Number of C(scancel) processes started.
   returned: always
@@ -354,7 +424,8 @@ messages:
   elements: str
   sample:
     - "Slurm job 4242 (zzzzz-dz642-0123456789abcde) still in queue, COMPLETING, 2.1 s into the call"
-    - "1 Slurm job(s) still queued 120 s after their TERM, cancelled outright: 4242"
+    - "1 Slurm job(s) still running 10 s after their TERM, sent TERM again (every 10 s until they leave or the
+      timeout; never cancelled outright, after_term=term_again): 4242"
 slurm_error:
   description: The last error text of C(squeue) or C(scancel) that was not followed by a success; empty if none.
   returned: always

@@ -132,8 +132,9 @@ class Slurm:
             wait_for(lambda: not set(leftovers) & set(self.queue()), timeout, interval=0.1)
 
 
-def logging_client(directory: Path, program: str) -> tuple[Path, Path]:
-    """A wrapper of `program` that appends 'start <argv>' and 'end <rc>' lines to a log.
+def logging_client(directory: Path, program: str, run_as: str | None = None) -> tuple[Path, Path]:
+    """A wrapper of `program` that appends 'start <argv>' and 'end <rc>' lines to a log, and
+    runs it as the user `run_as` if given (the log is still written by the caller's user).
 
     Returns (wrapper, log). The log does not exist until the wrapper first runs.
     """
@@ -142,13 +143,17 @@ def logging_client(directory: Path, program: str) -> tuple[Path, Path]:
     directory.mkdir(parents=True, exist_ok=True)
     wrapper = directory / ("logging-" + program)
     log = directory / (program + ".log")
+    command = shlex.quote(real)
+    if run_as is not None:
+        # runuser keeps the environment, SLURM_CONF included.
+        command = "runuser -u %s -- %s" % (shlex.quote(run_as), command)
     wrapper.write_text(
         "#!/bin/sh\n"
         "printf 'start %s\\n' \"$*\" >> {log}\n"
-        '{real} "$@"\n'
+        '{command} "$@"\n'
         "rc=$?\n"
         "printf 'end %s\\n' \"$rc\" >> {log}\n"
-        "exit $rc\n".format(log=shlex.quote(str(log)), real=shlex.quote(real))
+        "exit $rc\n".format(log=shlex.quote(str(log)), command=command)
     )
     wrapper.chmod(0o755)
     return wrapper, log

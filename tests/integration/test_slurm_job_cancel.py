@@ -17,6 +17,7 @@ scripts given as `squeue_path` / `scancel_path` that log every call and exec the
 from __future__ import annotations
 
 import fcntl
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -404,6 +405,33 @@ def test_a_missing_or_unusable_client_fails_at_once_with_a_clear_message(shared_
     assert shared_slurm.queue([name])[job_id].state == "PENDING"
 
 
+def test_a_job_slurm_refuses_to_the_user_is_reported_at_once_and_not_tried_again(
+    shared_slurm: Slurm, lab_env, tmp_path: Path
+):
+    # Issue 26: as a user Slurm refuses, the task said "cancelled" and sent the same scancel
+    # until its timeout. Here scancel runs as nobody on root's job.
+    name = job_name()
+    job_id = shared_slurm.submit(name, hold=True)
+    squeue, _squeue_log = logging_client(tmp_path / "clients", "squeue")
+    scancel, scancel_log = logging_client(tmp_path / "clients", "scancel", run_as="nobody")
+    args = dict(name=[name], squeue_path=str(squeue), scancel_path=str(scancel))
+    (result,), wall = run_playbook(lab_env, tmp_path, [{"args": args}])
+
+    assert result.get("failed") is True, result
+    assert [(job["job_id"], job["user"]) for job in result["permission_denied"]] == [(job_id, "root")]
+    assert result["remaining"] == result["permission_denied"]
+    assert result["cancelled"] == [] and result["changed"] is False
+    assert re.match(r"no Slurm job cancelled; 1 still queued after [0-9]+\.[0-9] s: ", result["msg"]), result["msg"]
+    assert (
+        "Slurm refused 1 of them to this user (Access/permission denied), not tried again: %s (user root)" % (job_id)
+        in result["msg"]
+    )
+    # One scancel (the pending job's removal), refused; the task did not wait for its 240 s.
+    assert logged_calls(scancel_log) == [["--state=PENDING", job_id]]
+    assert wall < 120
+    assert shared_slurm.queue([name])[job_id].state == "PENDING"
+
+
 # ---------------------------------------------------------------- the dispatcher's stop
 
 # Batch scripts that tell a TERM-first stop from a plain cancel (LAB.md): a child writes
@@ -447,10 +475,9 @@ def crunch_v1_name() -> str:
     return new_uuid("zzzzz", JOB_INFIX)
 
 
-@pytest.mark.own_lab
-def test_containers_get_term_on_the_batch_shell_then_a_cancel_after_the_grace_pending_are_removed(
-    own_slurm: Slurm, private_lab: PrivateLab, tmp_path: Path
-):
+def traps_ignores_and_pending(own_slurm: Slurm, tmp_path: Path):
+    """Two running containers' jobs, one whose batch shell traps TERM and one that ignores it,
+    and a pending one: (their names, name -> job id, name -> the file its child writes to)."""
     traps, ignores, pending = job_name(), job_name(), job_name()
     traps_script = script(tmp_path, "traps.sh", TRAPS_TERM)
     ignores_script = script(tmp_path, "ignores.sh", IGNORES_TERM)
@@ -464,9 +491,69 @@ def test_containers_get_term_on_the_batch_shell_then_a_cancel_after_the_grace_pe
     ids[pending] = own_slurm.submit(pending, "exec %s %s" % (traps_script, out[pending]))
     own_slurm.wait_for_state(ids[pending], "PENDING")  # the node's 2 CPUs are taken
     assert wait_for(lambda: all(Path("%s.ready" % out[name]).exists() for name in (traps, ignores)), 30)
+    return (traps, ignores, pending), ids, out
+
+
+def term_calls(log: Path, job_id: str) -> list[list[str]]:
+    return [call for call in logged_calls(log) if call[:2] == ["--signal=TERM", "--batch"] and job_id in call[2:]]
+
+
+# 3.2.1 (the same at 1.4.3 and 2.7.4) services/crunch-dispatch-slurm/slurm.go, Cancel: a running
+# job only ever gets `scancel --batch --signal=TERM`, never a plain cancel ("would kill
+# crunch-run without stopping the container"); crunch-dispatch-slurm.go's tracker sends it
+# again after every squeue poll (squeue.go, HasUUID) while the job stays.
+@pytest.mark.own_lab
+def test_by_default_a_container_that_ignores_term_gets_term_again_and_is_reported_not_cancelled(
+    own_slurm: Slurm, private_lab: PrivateLab, tmp_path: Path
+):
+    (traps, ignores, pending), ids, out = traps_ignores_and_pending(own_slurm, tmp_path)
 
     wrappers = clients(tmp_path)
-    args = dict(name=[traps, ignores, pending], terminate_grace=4, retry_delay=0.5, log_interval=300, **paths(wrappers))
+    args = dict(name=[traps, ignores, pending], term_interval=2, timeout=15, log_interval=300, **paths(wrappers))
+    result = run_module(private_lab.env, tmp_path, args)
+
+    # Reported, and the task failed: the job is still there, nothing of it was killed.
+    assert result.get("failed") is True, result
+    assert [entry["job_id"] for entry in result["remaining"]] == [ids[ignores]]
+    (left,) = result["left_running"]
+    assert (left["job_id"], left["name"], left["state"]) == (ids[ignores], ignores, "RUNNING")
+    assert "1 left running, not cancelled" in result["msg"] and "after_term=cancel" in result["msg"]
+    assert [entry["job_id"] for entry in result["cancelled"]] == [ids[pending]]
+    # Every scancel of a running job was a TERM to its batch step; the one that ignored it got
+    # TERM again, 2 s apart at least, until the timeout; never a plain cancel.
+    calls = logged_calls(wrappers["scancel_log"])
+    assert calls[0] == ["--state=PENDING", ids[pending]]
+    assert all(call[:2] == ["--signal=TERM", "--batch"] for call in calls[1:]), calls
+    again = term_calls(wrappers["scancel_log"], ids[ignores])
+    assert len(again) >= 3 and 2 <= left["terms"] <= len(again)
+    assert sorted(again[0][2:]) == sorted([ids[traps], ids[ignores]]) and all(
+        c[2:] == [ids[ignores]] for c in again[1:]
+    )
+    assert any("sent TERM again" in message and ids[ignores] in message for message in result["messages"])
+    # The job that ignores TERM is still running, and its child heard nothing: no TERM from
+    # Slurm to every process, which a plain cancel would have sent.
+    assert own_slurm.queue([ignores])[ids[ignores]].state == "RUNNING"
+    assert words(out[ignores]) == []
+    # The one that traps TERM stopped as crunch-run does: its batch shell handed the child USR1.
+    assert words(out[traps]) == ["USR1"] and own_slurm.final_state(ids[traps]) == "COMPLETED"
+    assert words(out[pending]) == [] and own_slurm.final_state(ids[pending]) == "CANCELLED"
+
+
+@pytest.mark.own_lab
+def test_with_after_term_cancel_a_container_that_ignores_term_is_cancelled_after_the_grace(
+    own_slurm: Slurm, private_lab: PrivateLab, tmp_path: Path
+):
+    (traps, ignores, pending), ids, out = traps_ignores_and_pending(own_slurm, tmp_path)
+
+    wrappers = clients(tmp_path)
+    args = dict(
+        name=[traps, ignores, pending],
+        after_term="cancel",
+        terminate_grace=4,
+        retry_delay=0.5,
+        log_interval=300,
+        **paths(wrappers),
+    )
     (first, rerun), _wall = run_playbook(private_lab.env, tmp_path, [{"args": args}, {"args": args}])
 
     assert not first.get("failed"), first
@@ -543,10 +630,12 @@ def test_the_cancel_playbook_passes_stop_and_terminate_grace_on(shared_slurm: Sl
     refused = ansible_playbook(
         lab_env,
         CANCEL_PLAYBOOK,
-        dict(common, cancel_stop="terminate", cancel_terminate_grace=5, cancel_timeout=3),
+        dict(common, cancel_stop="terminate", cancel_after_term="cancel", cancel_terminate_grace=5, cancel_timeout=3),
         expect_rc=2,
     )
     assert "timeout 3 ends the call before terminate_grace 5 is over" in refused.stdout
+    refused = ansible_playbook(lab_env, CANCEL_PLAYBOOK, dict(common, cancel_term_interval=0.5), expect_rc=2)
+    assert "term_interval must be at least 1, got 0.5" in refused.stdout
     assert logged_calls(wrappers["scancel_log"]) == []
 
     run = ansible_playbook(lab_env, CANCEL_PLAYBOOK, dict(common, cancel_stop="terminate"))
@@ -559,8 +648,10 @@ def test_the_cancel_playbook_passes_stop_and_terminate_grace_on(shared_slurm: Sl
     assert shared_slurm.queue(ids) == {}
 
 
+# 3.2.1 services/crunch-dispatch-slurm/slurm.go sends a suspended job `--batch --signal=TERM
+# --state=suspended`, which Slurm 22.05 refuses: the dispatcher never ends a suspended job.
 @pytest.mark.own_lab
-def test_a_suspended_container_job_is_cancelled_at_once_not_sent_a_term_slurm_refuses(
+def test_a_suspended_container_job_is_left_and_reported_by_default_and_cancelled_with_after_term_cancel(
     own_slurm: Slurm, private_lab: PrivateLab, tmp_path: Path
 ):
     name = job_name()
@@ -569,10 +660,24 @@ def test_a_suspended_container_job_is_cancelled_at_once_not_sent_a_term_slurm_re
     own_slurm.run("scontrol", "suspend", job_id)
     own_slurm.wait_for_state(job_id, "SUSPENDED")
     wrappers = clients(tmp_path)
-    result = run_module(private_lab.env, tmp_path, dict(name=[name], **paths(wrappers)))
+    (would, left, cancelled), wall = run_playbook(
+        private_lab.env,
+        tmp_path,
+        [
+            {"args": dict(name=[name], **paths(wrappers)), "check": True},
+            {"args": dict(name=[name], **paths(wrappers))},
+            {"args": dict(name=[name], after_term="cancel", **paths(wrappers))},
+        ],
+    )
 
-    assert not result.get("failed"), result
+    for result in (would, left):
+        assert result.get("failed") is True, result
+        assert [(entry["job_id"], entry["terms"]) for entry in result["left_running"]] == [(job_id, 0)]
+        assert "suspended: no TERM reaches it" in result["msg"]
+    # Reported at once, not after the default 240 s deadline.
+    assert wall < 120
+    assert not cancelled.get("failed"), cancelled
     assert logged_calls(wrappers["scancel_log"]) == [[job_id]]
-    assert [entry["job_id"] for entry in result["cancelled"]] == [job_id]
-    assert result["terminated"] == [] and result["remaining"] == []
+    assert [entry["job_id"] for entry in cancelled["cancelled"]] == [job_id]
+    assert cancelled["terminated"] == [] and cancelled["remaining"] == []
     assert own_slurm.final_state(job_id) == "CANCELLED"

@@ -62,8 +62,10 @@ class FakeJob:
     gone_at: Optional[float] = None
     # Instant it turns COMPLETING before leaving.
     completing_at: Optional[float] = None
-    # Seconds after a signal reaches it that the job exits (None: it ignores signals).
+    # Seconds after a signal reaches it that the job exits (None: it ignores signals) ...
     exits_after_signal: Optional[float] = None
+    # ... once this many signals have reached it (a crunch-run busy saving output, say).
+    signals_to_exit: int = 1
     # Instant a PENDING job starts RUNNING (None: it stays as it is).
     starts_at: Optional[float] = None
     # What reached it, in order: "cancel", or the signal ("--signal=" value, "+batch" with --batch).
@@ -157,8 +159,11 @@ class FakeSlurm:
         completing_at=None,
         exits_after_signal=None,
         starts_at=None,
+        signals_to_exit=1,
     ) -> FakeJob:
-        job = FakeJob(str(job_id), name, user, state, gone_at, completing_at, exits_after_signal, starts_at)
+        job = FakeJob(
+            str(job_id), name, user, state, gone_at, completing_at, exits_after_signal, signals_to_exit, starts_at
+        )
         self.jobs[job.job_id] = job
         return job
 
@@ -234,7 +239,8 @@ class FakeSlurm:
             if job_id in self.unkillable:
                 continue
             if signalled:
-                if state == "RUNNING" and job.exits_after_signal is not None:
+                heard = sum(what != "cancel" for what in job.received)
+                if state == "RUNNING" and job.exits_after_signal is not None and heard >= job.signals_to_exit:
                     self._leave(job, effective_at + job.exits_after_signal, linger=True)
             elif state == "PENDING":
                 self._leave(job, effective_at, linger=False)

@@ -186,14 +186,61 @@ def test_log_interval_zero_reports_every_look(slurm):
 
 
 def test_after_a_failed_scancel_the_next_waits_error_retry_delay(slurm):
-    denied = "scancel: error: Kill job error on job id 11: Access/permission denied"
-    slurm.script("scancel", Scripted(returncode=1, stderr=denied, takes_effect=False))
+    timed_out = "scancel: error: Kill job error on job id 11: Socket timed out on send/recv operation"
+    slurm.script("scancel", Scripted(returncode=1, stderr=timed_out, takes_effect=False))
     slurm.add(11, uuid(1), "RUNNING")
     result = run(slurm, names=[uuid(1)], error_retry_delay=10)
     first, second = slurm.calls("scancel")
     assert 10 + slurm.squeue_duration <= second.started - first.ends <= 10 + slurm.squeue_duration + REAP_LATENCY
     assert not result.failed and result.cancelled[0]["job_id"] == "11"
-    assert "scancel of 1 job(s) failed: " + denied in result.messages
+    assert "scancel of 1 job(s) failed: " + timed_out in result.messages
+
+
+# What Slurm 22.05's scancel printed on the lab, run as nobody on root's job: exit status 210
+# (ESLURM_ACCESS_DENIED, 2002, modulo 256), one line per refused id.
+def denied_line(job_id):
+    return "scancel: error: Kill job error on job id %s: Access/permission denied" % job_id
+
+
+def test_a_job_slurm_refuses_to_this_user_is_not_tried_again_and_the_call_ends_at_once(slurm):
+    for number in range(1, 21):
+        slurm.add(number, uuid(number), "PENDING", user="alice")
+    denied = "\n".join(denied_line(number) for number in range(1, 21)) + "\n"
+    slurm.script("scancel", Scripted(returncode=210, stderr=denied, takes_effect=False))
+    result = run(slurm, names=[uuid(n) for n in range(1, 21)])
+
+    assert len(slurm.calls("scancel")) == 1 and len(slurm.calls("squeue")) == 1
+    assert slurm.clock.elapsed() < 1
+    assert result.failed and not result.changed and result.cancelled == []
+    assert [entry["job_id"] for entry in result.permission_denied] == [str(n) for n in range(1, 21)]
+    assert result.remaining == result.permission_denied
+    assert result.msg.startswith("no Slurm job cancelled; 20 still queued after 0.1 s: ")
+    assert (
+        "; Slurm refused 20 of them to this user (Access/permission denied), not tried again: 1 (user alice), "
+        "2 (user alice)" in result.msg
+    )
+    assert "run as their owner, root or a Slurm operator, or set user to leave other users' jobs alone" in result.msg
+    assert "Slurm said: scancel: error: Kill job error on job id 1: Access/permission denied" in result.msg
+
+
+def test_only_the_refused_ids_are_given_up_the_others_are_cancelled(slurm):
+    slurm.add(11, uuid(1), "RUNNING", user="alice")
+    slurm.add(12, uuid(2), "RUNNING", gone_at=slurm.clock.start + 0.2)  # its cancel worked
+    slurm.script("scancel", Scripted(returncode=210, stderr=denied_line(11), takes_effect=False))
+    result = run(slurm, names=[uuid(1), uuid(2)])
+    assert slurm.argvs("scancel") == [["scancel", "11", "12"]]
+    assert [entry["job_id"] for entry in result.cancelled] == ["12"]
+    assert [entry["job_id"] for entry in result.permission_denied] == ["11"] and result.failed
+
+
+def test_access_denied_without_ids_gives_up_every_id_of_that_scancel(slurm):
+    slurm.add(11, uuid(1), "RUNNING", user="alice")
+    slurm.script(
+        "scancel", Scripted(returncode=1, stderr="scancel: error: Access/permission denied", takes_effect=False)
+    )
+    result = run(slurm, names=[uuid(1)], stop="cancel")
+    assert len(slurm.calls("scancel")) == 1
+    assert [entry["job_id"] for entry in result.permission_denied] == ["11"]
 
 
 def test_a_failed_scancel_that_worked_anyway_is_not_repeated(slurm):
@@ -443,6 +490,8 @@ def test_the_result_as_a_dict_has_every_documented_key(slurm):
         "skipped_other_user",
         "skipped_pending",
         "remaining",
+        "left_running",
+        "permission_denied",
         "scancel_calls",
         "squeue_calls",
         "elapsed",

@@ -19,6 +19,7 @@ from slurm_fakes import FakeClock, FakeSlurm, cancel_jobs_on, fake_client_direct
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils import slurm_cancel_run
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_cancel_request import (
+    AFTER_TERM_CHOICES,
     BASE_TIMEOUT,
     STOP_CHOICES,
     request_defaults,
@@ -65,9 +66,24 @@ def test_by_default_containers_get_term_and_crunch_v1_jobs_a_cancel(slurm, capsy
     assert result["msg"] == "sent TERM to 1, cancelled 2 Slurm job(s)"
 
 
+# 3.2.1 services/crunch-dispatch-slurm/slurm.go, Cancel: TERM to the batch step, never a plain
+# cancel; crunch-dispatch-slurm.go repeats it once per squeue poll while the job stays.
+def test_by_default_term_is_repeated_at_term_interval_and_the_job_is_reported_not_cancelled(slurm, capsys, monkeypatch):
+    slurm.add(11, CONTAINER, "RUNNING")
+    result = run_module(
+        {"name": [CONTAINER], "term_interval": 5, "timeout": 12, "log_interval": 600}, capsys, monkeypatch
+    )
+    assert scancels(slurm) == [["--signal=TERM", "--batch", "11"]] * 3
+    assert result["failed"] and result["cancelled"] == []
+    assert [(job["job_id"], job["terms"]) for job in result["left_running"]] == [("11", 3)]
+    assert "1 left running, not cancelled" in result["msg"] and "after_term=cancel" in result["msg"]
+
+
 def test_terminate_grace_reaches_the_engine_and_a_warning_names_the_jobs_cancelled_outright(slurm, capsys, monkeypatch):
     slurm.add(11, CONTAINER, "RUNNING")
-    result = run_module({"name": [CONTAINER], "terminate_grace": 3, "log_interval": 600}, capsys, monkeypatch)
+    result = run_module(
+        {"name": [CONTAINER], "after_term": "cancel", "terminate_grace": 3, "log_interval": 600}, capsys, monkeypatch
+    )
     assert scancels(slurm) == [["--signal=TERM", "--batch", "11"], ["11"]]
     term, cancel = slurm.calls("scancel")
     assert cancel.started - term.ends >= 3
@@ -100,7 +116,9 @@ def test_check_mode_predicts_term_and_cancel_and_sends_nothing(slurm, capsys, mo
     [
         ({"stop": "terminate", "signal": "USR1"}, "cannot be combined with stop=terminate"),
         ({"stop": "kill"}, "value of stop must be one of: auto, terminate, cancel, got: kill"),
-        ({"timeout": 60}, "timeout 60 ends the call before terminate_grace 120 is over"),
+        ({"timeout": 60, "after_term": "cancel"}, "timeout 60 ends the call before terminate_grace 120 is over"),
+        ({"after_term": "kill"}, "value of after_term must be one of: term_again, cancel, got: kill"),
+        ({"term_interval": 0}, "term_interval must be at least 1, got 0"),
         ({"terminate_grace": -5}, "terminate_grace must be at least 0, got -5"),
     ],
 )
@@ -119,6 +137,8 @@ def test_the_documented_defaults_and_choices_are_the_engines():
     assert "default" not in documented["timeout"] and engine["timeout"] is None
     assert "Default is %d s, plus O(terminate_grace)" % BASE_TIMEOUT in " ".join(documented["timeout"]["description"])
     assert documented["stop"]["choices"] == list(STOP_CHOICES)
+    assert documented["after_term"]["choices"] == list(AFTER_TERM_CHOICES)
+    assert "The default, %d s" % engine["term_interval"] in " ".join(documented["term_interval"]["description"])
     assert "The default, %d s" % engine["terminate_grace"] in " ".join(documented["terminate_grace"]["description"])
 
 
@@ -126,3 +146,4 @@ def test_the_return_documents_terminated_like_cancelled():
     returned = yaml.safe_load(slurm_job_cancel.RETURN)
     assert returned["terminated"]["type"] == returned["cancelled"]["type"] == "list"
     assert set(returned["terminated"]["sample"][0]) == set(returned["cancelled"]["sample"][0])
+    assert set(returned["left_running"]["sample"][0]) == set(returned["remaining"]["sample"][0]) | {"terms"}
