@@ -176,7 +176,8 @@ def test_site_in_check_mode_then_for_real_without_systemd(host, release, tmp_pat
     assert link == "/etc/systemd/system/arvados-fail-jobs.service"
     unit = read(host, "/etc/systemd/system/arvados-fail-jobs.service")
     before = {
-        "1.4": "Before=nginx.service runit.service crunch-dispatch-slurm.service",
+        "1.4": "Before=nginx.service arvados-controller.service arvados-ws.service runit.service "
+        "crunch-dispatch-slurm.service",
         "3.2": "Before=arvados-railsapi.service arvados-controller.service arvados-ws.service "
         "crunch-dispatch-slurm.service",
     }[release]
@@ -236,5 +237,8 @@ def test_the_release_is_read_from_the_installed_packages(host, tmp_path):
     assert existing(host, WRITTEN["1.4"] + WRITTEN["3.2"]) == WRITTEN["1.4"]
     assert sorted(yaml.safe_load(read(host, WRITTEN["1.4"][0]))) == ["BatchSize", "Client", "SbatchArguments"]
     unit = read(host, "/etc/systemd/system/arvados-fail-jobs.service")
-    assert "Before=nginx.service runit.service crunch-dispatch-slurm.service" in unit.splitlines()
+    assert (
+        "Before=nginx.service arvados-controller.service arvados-ws.service runit.service "
+        "crunch-dispatch-slurm.service" in unit.splitlines()
+    )
     assert run_site(host, variables, tmp_path).changed == 0

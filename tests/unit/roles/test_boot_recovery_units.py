@@ -17,10 +17,24 @@ ROLE = REPO_ROOT / "roles" / "boot_recovery"
 ANSIBLE_PLAYBOOK = REPO_ROOT / ".venv" / "bin" / "ansible-playbook"
 
 # 1.x: Nginx/Passenger serves the API, runit runs crunch-dispatch.rb (1.4.3 install docs);
+# the websocket server (services/ws/arvados-ws.service, in the tags from 1.1.0) and from 1.2.0
+# the controller (cmd/arvados-server/arvados-controller.service; lib/controller/handler.go at
+# 1.4.3 opens the database) come with their units;
 # 2.0 to 3.0: Nginx/Passenger still, plus controller and websocket; 3.1 on: arvados-railsapi.
+UNITS_1_1 = ["nginx.service", "arvados-ws.service", "runit.service", "crunch-dispatch-slurm.service"]
+UNITS_1_2 = [
+    "nginx.service",
+    "arvados-controller.service",
+    "arvados-ws.service",
+    "runit.service",
+    "crunch-dispatch-slurm.service",
+]
 EXPECTED = {
-    "1.4": ["nginx.service", "runit.service", "crunch-dispatch-slurm.service"],
-    "1.4.3": ["nginx.service", "runit.service", "crunch-dispatch-slurm.service"],
+    "1.1": UNITS_1_1,
+    "1.1.4": UNITS_1_1,
+    "1.2.0": UNITS_1_2,
+    "1.4": UNITS_1_2,
+    "1.4.3": UNITS_1_2,
     "2.0.0": ["nginx.service", "arvados-controller.service", "arvados-ws.service", "crunch-dispatch-slurm.service"],
     "2.7.4": ["nginx.service", "arvados-controller.service", "arvados-ws.service", "crunch-dispatch-slurm.service"],
     "3.0.0": ["nginx.service", "arvados-controller.service", "arvados-ws.service", "crunch-dispatch-slurm.service"],
