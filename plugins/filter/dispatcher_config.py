@@ -29,6 +29,14 @@ def dispatcher_release(version):
     return {"version": settings_of.release_text(release), "format": settings_of.release_format(release)}
 
 
+def dispatcher_private_mode(mode):
+    """'0644' -> '0640': the file's mode without any access for other users."""
+    try:
+        return settings_of.private_mode(mode)
+    except ConfigError as error:
+        raise AnsibleFilterError(str(error)) from None
+
+
 # The two filters below return {'error': None or the reason} rather than raise: the tasks
 # that call them are no_log (the results hold tokens), which would hide the reason too.
 
@@ -73,4 +81,5 @@ class FilterModule:
             "dispatcher_release": dispatcher_release,
             "dispatcher_legacy_document": dispatcher_legacy_document,
             "dispatcher_cluster_plan": dispatcher_cluster_plan,
+            "dispatcher_private_mode": dispatcher_private_mode,
         }

@@ -228,6 +228,26 @@ def job_name_problem(release, arguments):
     return None
 
 
+# Other users get no access to a file that holds secrets; its owner and group keep theirs.
+# Arvados' services read config.yml as root (arvados-controller, crunch-dispatch-slurm: no
+# User= in cmd/arvados-server/*.service at 3.2.1) or through its group: 3.2.1
+# build/rails-package-scripts/postinst.sh installs the API server's config files
+# 0640 root:www-data (nginx on RHEL) and gives arvados-railsapi.service
+# SupplementaryGroups=www-data, and doc/install/config.html.textile.liquid creates
+# config.yml under umask 027 and chgrps it to the web server's user.
+OTHERS_ACCESS = 0o007
+FILE_MODE = re.compile(r"^0?[0-7]{3,4}$")
+
+
+def private_mode(mode):
+    """The mode of a file with secrets: its own mode (as stat gives it, '0644') without any
+    access for other users ('0640')."""
+    text = str(mode).strip()
+    if not FILE_MODE.match(text):
+        raise ConfigError("the file mode %r is not an octal mode such as '0644'" % (mode,))
+    return "%04o" % (int(text, 8) & ~OTHERS_ACCESS)
+
+
 def _not_for_release(name, release, where):
     raise ConfigError(
         "dispatcher_config_%s is set, but Arvados %s has no such setting (%s)" % (name, release_text(release), where)
