@@ -60,11 +60,11 @@ def dispatcher_cluster_plan(text, settings, version, cluster_id="", extra_settin
         wanted = settings_of.cluster_settings(
             release, settings_of.plain(settings), settings_of.plain(extra_settings or {})
         )
-        new_text, cluster_id, before, after = settings_of.merge_cluster_text(
+        new_text, cluster_id, before, after, warnings = settings_of.merge_cluster_text(
             None if text is None else str(text), str(cluster_id or ""), release, wanted
         )
     except ConfigError as error:
-        return {"error": str(error), "text": None, "changed": False}
+        return {"error": str(error), "text": None, "changed": False, "warnings": []}
     return {
         "error": None,
         "text": new_text,
@@ -72,6 +72,7 @@ def dispatcher_cluster_plan(text, settings, version, cluster_id="", extra_settin
         "changed": new_text != text,
         "before": before,
         "after": after,
+        "warnings": warnings,
     }
 
 

@@ -266,3 +266,26 @@ def test_files_with_secrets_that_others_could_read_lose_their_access(host, relea
     for secret in ("check-mode-db-password", "check-mode-root-token", "check-mode-token"):
         assert secret not in predicted.stdout + done.stdout
     assert run_site(host, variables, tmp_path).changed == 0
+
+
+def test_on_3_2_the_instance_type_template_keeps_placement_by_instance_type(host, tmp_path):
+    # 2.7.4 services/crunch-dispatch-slurm/crunch-dispatch-slurm.go: --constraint=instancetype=<type>
+    # in place of --mem/--cpus-per-task/--tmp; 3.2.1: only where the template says %I.
+    put_file(
+        host,
+        "/etc/arvados/config.yml",
+        "Clusters:\n  zzzzz:\n    InstanceTypes:\n      a1.medium: {Price: 0.08, RAM: 512MiB, VCPUs: 4}\n",
+        "www-data",
+    )
+    variables = dict(RELEASES["3.2"], dispatcher_config_instance_type_constraint=True)
+    predicted = run_site(host, variables, tmp_path, "--check", "--diff")
+    assert "--constraint=instancetype=%I" in predicted.stdout
+    run_site(host, variables, tmp_path)
+    cluster = yaml.safe_load(read(host, "/etc/arvados/config.yml"))["Clusters"]["zzzzz"]
+    assert cluster["Containers"]["SLURM"]["SbatchArgumentsList"] == [
+        "--job-name=%U",
+        "--constraint=instancetype=%I",
+        "--partition=%P",
+        "--partition=compute",
+    ]
+    assert run_site(host, variables, tmp_path).changed == 0

@@ -7,20 +7,15 @@ tests/integration/test_roles_check_mode.py."""
 from __future__ import annotations
 
 import grp
-import json
 import os
-import re
 import stat
-import sys
 
 import pytest
 import yaml
 
 from plugins.module_utils import dispatcher_config as dc
 from plugins.module_utils.errors import ConfigError
-from tests.unit.roles.playbook_runs import REPO_ROOT, run_on_localhost
-
-CHANGED = re.compile(r"^localhost\s+:.*\bchanged=(\d+).*\bfailed=(\d+)", re.M)
+from tests.unit.roles.playbook_runs import DISPATCHER_PLAY, dispatcher_variables, run
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the roles write their files as root:<group>")
 
@@ -48,34 +43,6 @@ def a_group_other_than_root():
     pytest.skip("no group other than root to give the file")
 
 
-@pytest.fixture
-def collections(tmp_path):
-    """The collection under the name the roles are called by, from this checkout."""
-    namespace = tmp_path / "collections" / "ansible_collections" / "arvados_ops"
-    namespace.mkdir(parents=True)
-    (namespace / "recovery").symlink_to(REPO_ROOT)
-    return tmp_path / "collections"
-
-
-def run(collections, tmp_path, play, variables, *options):
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(yaml.safe_dump([play], sort_keys=False))
-    extra = tmp_path / "extra.json"
-    extra.write_text(json.dumps(variables))
-    completed = run_on_localhost(
-        playbook,
-        "-e",
-        "@%s" % extra,
-        *options,
-        cwd=tmp_path,
-        environment={"ANSIBLE_COLLECTIONS_PATH": str(collections), "ANSIBLE_NOCOLOR": "1"},
-        check=False,
-    )
-    recap = CHANGED.search(completed.stdout)
-    assert completed.returncode == 0 and recap and recap.group(2) == "0", completed.stdout[-4000:] + completed.stderr
-    return completed.stdout, int(recap.group(1))
-
-
 def mode_of(path):
     info = path.stat()
     return "%04o" % stat.S_IMODE(info.st_mode), grp.getgrgid(info.st_gid).gr_name
@@ -85,38 +52,6 @@ def existing_file(path, text, group):
     path.write_text(text)
     os.chown(path, 0, grp.getgrnam(group).gr_gid)
     path.chmod(0o644)
-
-
-def dispatcher_variables(tmp_path, release):
-    variables = {
-        "dispatcher_config_arvados_version": release,
-        "dispatcher_config_cluster_file": str(tmp_path / "config.yml"),
-        "dispatcher_config_legacy_file": str(tmp_path / "crunch-dispatch-slurm" / "crunch-dispatch-slurm.yml"),
-        "dispatcher_config_helper_dir": str(tmp_path / "helper"),
-        "dispatcher_config_python": sys.executable,
-        "dispatcher_config_install_packages": False,
-        "dispatcher_config_restart_on_change": False,
-        # The handlers would reload the host's systemd where it runs: this says it does not.
-        "__dispatcher_config_systemd": {"stat": {"exists": False}},
-    }
-    if release == "1.4":
-        variables.update(dispatcher_config_api_host="zzzzz.example:443", dispatcher_config_auth_token="secret-token")
-    else:
-        variables.update(
-            dispatcher_config_cluster_id="zzzzz",
-            dispatcher_config_system_root_token="secret-root-token",
-            dispatcher_config_controller_url="https://zzzzz.example",
-            dispatcher_config_internal_urls=["http://localhost:9006"],
-            dispatcher_config_postgresql_connection={"host": "db", "password": "secret-pw"},
-        )
-    return variables
-
-
-DISPATCHER_PLAY = {
-    "hosts": "localhost",
-    "gather_facts": False,
-    "roles": ["arvados_ops.recovery.dispatcher_config"],
-}
 
 
 @needs_root
