@@ -29,6 +29,14 @@ def dispatcher_release(version):
     return {"version": settings_of.release_text(release), "format": settings_of.release_format(release)}
 
 
+def dispatcher_private_mode(mode):
+    """'0644' -> '0640': the file's mode without any access for other users."""
+    try:
+        return settings_of.private_mode(mode)
+    except ConfigError as error:
+        raise AnsibleFilterError(str(error)) from None
+
+
 # The two filters below return {'error': None or the reason} rather than raise: the tasks
 # that call them are no_log (the results hold tokens), which would hide the reason too.
 
@@ -52,11 +60,11 @@ def dispatcher_cluster_plan(text, settings, version, cluster_id="", extra_settin
         wanted = settings_of.cluster_settings(
             release, settings_of.plain(settings), settings_of.plain(extra_settings or {})
         )
-        new_text, cluster_id, before, after = settings_of.merge_cluster_text(
+        new_text, cluster_id, before, after, warnings = settings_of.merge_cluster_text(
             None if text is None else str(text), str(cluster_id or ""), release, wanted
         )
     except ConfigError as error:
-        return {"error": str(error), "text": None, "changed": False}
+        return {"error": str(error), "text": None, "changed": False, "warnings": []}
     return {
         "error": None,
         "text": new_text,
@@ -64,6 +72,7 @@ def dispatcher_cluster_plan(text, settings, version, cluster_id="", extra_settin
         "changed": new_text != text,
         "before": before,
         "after": after,
+        "warnings": warnings,
     }
 
 
@@ -73,4 +82,5 @@ class FilterModule:
             "dispatcher_release": dispatcher_release,
             "dispatcher_legacy_document": dispatcher_legacy_document,
             "dispatcher_cluster_plan": dispatcher_cluster_plan,
+            "dispatcher_private_mode": dispatcher_private_mode,
         }

@@ -18,7 +18,10 @@ The ``dispatcher_config`` role asks this module, on the controller, what to writ
 Since 3.2.0 ``SbatchArgumentsList`` is the whole sbatch template, and a template
 without ``--job-name=%U`` leaves Slurm jobs unnamed: the dispatcher then loses every
 container it submits. Before 3.2 the dispatcher added ``--job-name`` after the
-operator's arguments itself. :func:`job_name_problem` refuses such a result.
+operator's arguments itself. :func:`job_name_problem` refuses such a result. Likewise
+the instance type constraint the dispatcher added by itself up to 3.1 is sent from 3.2
+only where the template says ``%I``: :func:`instance_type_template` writes it,
+:func:`instance_type_problem` and :func:`instance_type_warnings` check the result.
 
 The facts come from Arvados' source at the release tags (see the role's README);
 ``tests/data/arvados_config/`` keeps the keys and types read from each tag.
@@ -37,6 +40,16 @@ OLDEST_KNOWN = (1, 1, 0)
 SBATCH_TEMPLATE_SINCE = (3, 2, 0)
 SBATCH_TEMPLATE_DEFAULT = ("--job-name=%U", "--mem=%M", "--cpus-per-task=%C", "--tmp=%T", "--partition=%P")
 JOB_NAME = "--job-name=%U"
+# Instance types: from 1.2.0 to 3.1.2, with Clusters.<id>.InstanceTypes configured, the
+# dispatcher sent --constraint=instancetype=<the cheapest type that fits> in place of
+# --mem, --cpus-per-task and --tmp (services/crunch-dispatch-slurm/crunch-dispatch-slurm.go,
+# sbatchArgs: "use instancetype constraint instead of slurm mem/cpu/tmp specs"; 1.1.4 added
+# it after them). From 3.2.0 it is sent only where the template says %I (3.2.1
+# crunch-dispatch-slurm.go, sbatchArgs' "%I"; doc/admin/upgrading.html.textile.liquid at
+# 3.2.1 tells such sites to add "--constraint=instancetype=%I").
+INSTANCE_TYPE_SETTING = "instance_type_constraint"
+INSTANCE_TYPE_CONSTRAINT = "--constraint=instancetype=%I"
+INSTANCE_TYPE_REPLACES = ("--mem=%M", "--cpus-per-task=%C", "--tmp=%T")
 HIDDEN = "<hidden>"
 RELEASE = re.compile(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?")
 # Comments and blank lines up to a `---` line: ruamel.yaml drops comments before the
@@ -193,12 +206,88 @@ def default_sbatch_arguments(release):
     return list(SBATCH_TEMPLATE_DEFAULT) if release >= SBATCH_TEMPLATE_SINCE else []
 
 
-def sbatch_arguments(release, extras):
+def instance_type_template(release):
+    """The release's template placing containers as 1.2.0 to 3.1.2 did with instance types:
+    the instance type constraint where --mem, --cpus-per-task and --tmp were."""
+    template = []
+    for argument in default_sbatch_arguments(release):
+        if argument in INSTANCE_TYPE_REPLACES:
+            if INSTANCE_TYPE_CONSTRAINT not in template:
+                template.append(INSTANCE_TYPE_CONSTRAINT)
+        else:
+            template.append(argument)
+    return template
+
+
+def sbatch_arguments(release, extras, by_instance_type=False):
     """The list to write for the operator's extra arguments: from 3.2 the release's
     template first (the operator's arguments after it win in sbatch), before 3.2 the
-    extras alone (the dispatcher appends its own)."""
-    base = default_sbatch_arguments(release)
+    extras alone (the dispatcher appends its own). by_instance_type: the template that
+    places containers by instance type (3.2 and later)."""
+    base = instance_type_template(release) if by_instance_type else default_sbatch_arguments(release)
     return base + [argument for argument in extras if argument not in base]
+
+
+def _instance_type_constraint(release, value):
+    """Whether to write the instance type template; refused where it does not apply."""
+    if value is None or value is False:
+        return False
+    if not isinstance(value, bool):
+        raise ConfigError("dispatcher_config_%s is %r: it must be true or false" % (INSTANCE_TYPE_SETTING, value))
+    if release < SBATCH_TEMPLATE_SINCE:
+        raise ConfigError(
+            "dispatcher_config_%s is set, but Arvados %s's dispatcher places containers by instance "
+            "type itself: with Clusters.<id>.InstanceTypes configured it sends "
+            "--constraint=instancetype=<type> (in place of --mem, --cpus-per-task and --tmp from 1.2.0; "
+            "from 1.1.4). Only from 3.2.0, where SbatchArgumentsList is the whole template, must the "
+            "template say so: unset it here" % (INSTANCE_TYPE_SETTING, release_text(release))
+        )
+    return True
+
+
+def instance_type_problem(release, arguments, instance_types):
+    """Why the instance type constraint in these arguments would not place containers, or None.
+
+    From 3.2 %I is empty without InstanceTypes (3.2.1 crunch-dispatch-slurm_test.go,
+    TestSbatchInstanceTypeConstraint: "--constraint=instancetype="), a feature no node
+    offers: sbatch refuses every container. A --constraint after it replaces it (sbatch
+    keeps the last one).
+    """
+    if release < SBATCH_TEMPLATE_SINCE:
+        return None
+    arguments = list(arguments)
+    placing = [index for index, argument in enumerate(arguments) if "instancetype=%I" in argument]
+    if not placing:
+        return None
+    if not instance_types:
+        return (
+            "Containers.SLURM.SbatchArgumentsList has %s but Clusters.<id>.InstanceTypes is empty: "
+            "%%I would be empty and sbatch would refuse every container (no node offers the "
+            "feature 'instancetype=')" % arguments[placing[-1]]
+        )
+    replacing = [arg for arg in arguments[placing[-1] + 1 :] if arg.startswith(("--constraint", "-C"))]
+    if replacing:
+        return (
+            "Containers.SLURM.SbatchArgumentsList sets a constraint again after %s (%s): sbatch keeps "
+            "the last one and containers would lose their instance type"
+            % (arguments[placing[-1]], ", ".join(replacing))
+        )
+    return None
+
+
+def instance_type_warnings(release, arguments, instance_types):
+    """What an operator must hear though nothing is refused: from 3.2, InstanceTypes
+    configured and a template without %I, so containers are placed by --mem/--cpus/--tmp
+    alone and no longer on a node of their instance type, as they were up to 3.1."""
+    if release < SBATCH_TEMPLATE_SINCE or not instance_types or any("%I" in arg for arg in arguments):
+        return []
+    return [
+        "Clusters.<id>.InstanceTypes is configured but Containers.SLURM.SbatchArgumentsList has no %%I: "
+        "on Arvados %s the dispatcher no longer adds --constraint=instancetype=<type> itself (it did up to "
+        "3.1), so containers may land on nodes of another type or stay pending; set "
+        "dispatcher_config_%s: true to place them by instance type as before"
+        % (release_text(release), INSTANCE_TYPE_SETTING)
+    ]
 
 
 def job_name_problem(release, arguments):
@@ -228,6 +317,26 @@ def job_name_problem(release, arguments):
     return None
 
 
+# Other users get no access to a file that holds secrets; its owner and group keep theirs.
+# Arvados' services read config.yml as root (arvados-controller, crunch-dispatch-slurm: no
+# User= in cmd/arvados-server/*.service at 3.2.1) or through its group: 3.2.1
+# build/rails-package-scripts/postinst.sh installs the API server's config files
+# 0640 root:www-data (nginx on RHEL) and gives arvados-railsapi.service
+# SupplementaryGroups=www-data, and doc/install/config.html.textile.liquid creates
+# config.yml under umask 027 and chgrps it to the web server's user.
+OTHERS_ACCESS = 0o007
+FILE_MODE = re.compile(r"^0?[0-7]{3,4}$")
+
+
+def private_mode(mode):
+    """The mode of a file with secrets: its own mode (as stat gives it, '0644') without any
+    access for other users ('0640')."""
+    text = str(mode).strip()
+    if not FILE_MODE.match(text):
+        raise ConfigError("the file mode %r is not an octal mode such as '0644'" % (mode,))
+    return "%04o" % (int(text, 8) & ~OTHERS_ACCESS)
+
+
 def _not_for_release(name, release, where):
     raise ConfigError(
         "dispatcher_config_%s is set, but Arvados %s has no such setting (%s)" % (name, release_text(release), where)
@@ -236,6 +345,8 @@ def _not_for_release(name, release, where):
 
 def legacy_document(release, settings, extra_settings=None):
     """The dispatcher's own file for a 1.x release: only the keys that release reads."""
+    settings = dict(settings)
+    _instance_type_constraint(release, settings.pop(INSTANCE_TYPE_SETTING, None))
     document = {"Client": {}}
     for name in LEGACY_REQUIRED:
         if not settings.get(name):
@@ -268,7 +379,13 @@ def _is_unset(value):
 
 def cluster_settings(release, settings, extra_settings=None):
     """{key path under Clusters.<id>: value} to set for a 2.0-or-later release."""
-    wanted = {}
+    settings = dict(settings)
+    by_instance_type = _instance_type_constraint(release, settings.pop(INSTANCE_TYPE_SETTING, None))
+    if by_instance_type and _is_unset(settings.get("sbatch_arguments")):
+        # The release's default lacks the constraint: the template is written even without extras.
+        wanted = {SETTINGS["sbatch_arguments"]["cluster"]: sbatch_arguments(release, [], True)}
+    else:
+        wanted = {}
     for name, value in settings.items():
         if _is_unset(value):
             continue
@@ -279,7 +396,7 @@ def cluster_settings(release, settings, extra_settings=None):
             came = "%s came in %s" % (".".join(spec["cluster"]), release_text(spec["cluster_since"]))
             _not_for_release(name, release, came)
         if name == "sbatch_arguments":
-            value = sbatch_arguments(release, value)
+            value = sbatch_arguments(release, value, by_instance_type)
         elif name == "internal_urls":
             value = {url: {} for url in value} if isinstance(value, list) else value
         wanted[spec["cluster"]] = value
@@ -403,8 +520,9 @@ def _dump(parser, document):
 def merge_cluster_text(text, cluster_id, release, wanted):
     """Sets the wanted keys of Clusters.<cluster_id> in config.yml's text.
 
-    Returns (new_text, before, after): before/after map each of the dispatcher's key
-    paths to its old/new value, secrets hidden, for a diff that shows only them.
+    Returns (new_text, cluster_id, before, after, warnings): before/after map each of the
+    dispatcher's key paths to its old/new value, secrets hidden, for a diff that shows only
+    them; warnings, what the operator must hear though nothing is refused.
     When nothing changes the text is returned as it was, untouched by the parser.
     Raises ConfigError for a result the dispatcher could not run with.
     """
@@ -447,9 +565,11 @@ def merge_cluster_text(text, cluster_id, release, wanted):
             changed = True
     result = plain(cluster)
     _refuse_types(result, CLUSTER_KINDS, "Clusters.%s" % cluster_id)
-    problem = job_name_problem(release, _effective_sbatch_list(release, result))
+    sbatch_list = _effective_sbatch_list(release, result)
+    instance_types = result.get("InstanceTypes")
+    problem = job_name_problem(release, sbatch_list) or instance_type_problem(release, sbatch_list, instance_types)
     if problem:
-        raise ConfigError("refusing to write %s: %s" % ("config.yml", problem))
+        raise ConfigError("refusing to write %s: %s" % ("config.yml", problem.replace("<id>", cluster_id)))
     missing = required_problems(release, result)
     if missing:
         raise ConfigError(
@@ -457,7 +577,10 @@ def merge_cluster_text(text, cluster_id, release, wanted):
             "Clusters.%s of config.yml" % (release_text(release), ", ".join(missing), cluster_id)
         )
     new_text = preamble + _dump(parser, document) if changed else text
-    return new_text, cluster_id, before, after
+    warnings = [
+        text.replace("<id>", cluster_id) for text in instance_type_warnings(release, sbatch_list, instance_types)
+    ]
+    return new_text, cluster_id, before, after, warnings
 
 
 def _styled_like(current, value):

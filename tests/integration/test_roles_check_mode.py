@@ -132,23 +132,24 @@ def run_site(host, variables, tmp_path, *options):
     return run
 
 
-def existing(host, paths):
-    # ls exits 2 when some are missing: the listing says which exist.
-    listing = subprocess.run(
-        ["podman", "exec", host, "ls", "-d"] + paths,
+def podman_exec(host, argv, check=True, timeout=60):
+    return subprocess.run(
+        ["podman", "exec", host] + list(argv),
         env=podman_env(),
         capture_output=True,
         text=True,
-        timeout=60,
-        check=False,
+        timeout=timeout,
+        check=check,
     )
-    return sorted(listing.stdout.split())
+
+
+def existing(host, paths):
+    # ls exits 2 when some are missing: the listing says which exist.
+    return sorted(podman_exec(host, ["ls", "-d"] + paths, check=False).stdout.split())
 
 
 def read(host, path):
-    return subprocess.run(
-        ["podman", "exec", host, "cat", path], env=podman_env(), capture_output=True, text=True, check=True, timeout=60
-    ).stdout
+    return podman_exec(host, ["cat", path]).stdout
 
 
 @pytest.mark.parametrize("release", sorted(RELEASES))
@@ -165,31 +166,18 @@ def test_site_in_check_mode_then_for_real_without_systemd(host, release, tmp_pat
     assert done.changed > 0
     assert existing(host, paths) == sorted(paths)
     assert read(host, "/proc/1/comm").strip() == "sleep"
-    link = subprocess.run(
-        ["podman", "exec", host, "readlink", WANTS_LINK],
-        env=podman_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout.strip()
+    link = podman_exec(host, ["readlink", WANTS_LINK]).stdout.strip()
     assert link == "/etc/systemd/system/arvados-fail-jobs.service"
     unit = read(host, "/etc/systemd/system/arvados-fail-jobs.service")
     before = {
-        "1.4": "Before=nginx.service runit.service crunch-dispatch-slurm.service",
+        "1.4": "Before=nginx.service arvados-controller.service arvados-ws.service runit.service "
+        "crunch-dispatch-slurm.service",
         "3.2": "Before=arvados-railsapi.service arvados-controller.service arvados-ws.service "
         "crunch-dispatch-slurm.service",
     }[release]
     assert before in unit.splitlines()
     # The one-file command imports its carried package (the database is not there).
-    usage = subprocess.run(
-        ["podman", "exec", host, "/usr/local/bin/arvados-fail-jobs", "--help"],
-        env=podman_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    usage = podman_exec(host, ["/usr/local/bin/arvados-fail-jobs", "--help"], check=False)
     assert usage.returncode == 0 and "--options-file" in usage.stdout, usage.stderr
     if release == "3.2":
         cluster = yaml.safe_load(read(host, "/etc/arvados/config.yml"))["Clusters"]["zzzzz"]
@@ -211,14 +199,7 @@ def install_stand_in_package(host, package, version):
         'Description: stand-in for the Arvados package\\n\' > "$root/DEBIAN/control"; '
         'dpkg-deb --build "$root" /tmp/stand-in.deb >/dev/null; dpkg --install /tmp/stand-in.deb >/dev/null'
     ) % (package, version)
-    subprocess.run(
-        ["podman", "exec", host, "sh", "-c", script],
-        env=podman_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+    podman_exec(host, ["sh", "-c", script], timeout=120)
 
 
 def test_the_release_is_read_from_the_installed_packages(host, tmp_path):
@@ -236,5 +217,75 @@ def test_the_release_is_read_from_the_installed_packages(host, tmp_path):
     assert existing(host, WRITTEN["1.4"] + WRITTEN["3.2"]) == WRITTEN["1.4"]
     assert sorted(yaml.safe_load(read(host, WRITTEN["1.4"][0]))) == ["BatchSize", "Client", "SbatchArguments"]
     unit = read(host, "/etc/systemd/system/arvados-fail-jobs.service")
-    assert "Before=nginx.service runit.service crunch-dispatch-slurm.service" in unit.splitlines()
+    assert (
+        "Before=nginx.service arvados-controller.service arvados-ws.service runit.service "
+        "crunch-dispatch-slurm.service" in unit.splitlines()
+    )
+    assert run_site(host, variables, tmp_path).changed == 0
+
+
+def stat_of(host, path):
+    return podman_exec(host, ["stat", "--format=%a %U %G", path]).stdout.split()
+
+
+def put_file(host, path, text, group):
+    script = 'mkdir -p "$(dirname "$1")" && printf %s "$2" > "$1" && chown "root:$3" "$1" && chmod 0644 "$1"'
+    podman_exec(host, ["sh", "-c", script, "sh", path, text, group])
+
+
+# Each file the roles write that holds a secret, already there with mode 0644, and the mode
+# and group the run leaves: config.yml keeps its owner and group (www-data, as Arvados'
+# packages give it), the role's own files are root:root 0600.
+SECRET_FILES = {
+    "1.4": {
+        WRITTEN["1.4"][0]: ("Client: {}\n", "root", ["600", "root", "root"]),
+        "/etc/arvados/fail-jobs.yml": ("{}\n", "root", ["600", "root", "root"]),
+    },
+    "3.2": {
+        WRITTEN["3.2"][0]: ("Clusters:\n  zzzzz: {}\n", "www-data", ["640", "root", "www-data"]),
+        "/etc/arvados/fail-jobs.yml": ("{}\n", "root", ["600", "root", "root"]),
+    },
+}
+
+
+@pytest.mark.parametrize("release", sorted(RELEASES))
+def test_files_with_secrets_that_others_could_read_lose_their_access(host, release, tmp_path):
+    for path, (text, group, _) in SECRET_FILES[release].items():
+        put_file(host, path, text, group)
+    variables = dict(RELEASES[release], boot_recovery_options={"db_password": "check-mode-db-password"})
+
+    predicted = run_site(host, variables, tmp_path, "--check", "--diff")
+    for path, (_, group, _) in SECRET_FILES[release].items():
+        assert stat_of(host, path) == ["644", "root", group], "check mode changed %s" % path
+        assert "%s was mode 0644" % path in predicted.stdout
+
+    done = run_site(host, variables, tmp_path)
+    for path, (_, _, expected) in SECRET_FILES[release].items():
+        assert stat_of(host, path) == expected, path
+        assert "%s was mode 0644" % path in done.stdout
+    for secret in ("check-mode-db-password", "check-mode-root-token", "check-mode-token"):
+        assert secret not in predicted.stdout + done.stdout
+    assert run_site(host, variables, tmp_path).changed == 0
+
+
+def test_on_3_2_the_instance_type_template_keeps_placement_by_instance_type(host, tmp_path):
+    # 2.7.4 services/crunch-dispatch-slurm/crunch-dispatch-slurm.go: --constraint=instancetype=<type>
+    # in place of --mem/--cpus-per-task/--tmp; 3.2.1: only where the template says %I.
+    put_file(
+        host,
+        "/etc/arvados/config.yml",
+        "Clusters:\n  zzzzz:\n    InstanceTypes:\n      a1.medium: {Price: 0.08, RAM: 512MiB, VCPUs: 4}\n",
+        "www-data",
+    )
+    variables = dict(RELEASES["3.2"], dispatcher_config_instance_type_constraint=True)
+    predicted = run_site(host, variables, tmp_path, "--check", "--diff")
+    assert "--constraint=instancetype=%I" in predicted.stdout
+    run_site(host, variables, tmp_path)
+    cluster = yaml.safe_load(read(host, "/etc/arvados/config.yml"))["Clusters"]["zzzzz"]
+    assert cluster["Containers"]["SLURM"]["SbatchArgumentsList"] == [
+        "--job-name=%U",
+        "--constraint=instancetype=%I",
+        "--partition=%P",
+        "--partition=compute",
+    ]
     assert run_site(host, variables, tmp_path).changed == 0

@@ -9,6 +9,12 @@ dispatcher's configuration, and writes them as tests/data/arvados_config/<tag>.j
 2.0 and later: lib/config/config.default.yml, the subtrees of Clusters.xxxxx the
 dispatcher reads. Types: str, bool, int, float, list, map (keys of the operator's
 choosing), duration (Go's time.ParseDuration), bytesize (bytes or "256MiB").
+Every release: how the dispatcher places a container by instance type when
+Clusters.<id>.InstanceTypes is configured (`instance_type_placement`, read from
+crunch-dispatch-slurm.go: "none", "adds" --constraint=instancetype=<type> to
+--mem/--cpus-per-task/--tmp, "replaces" them with it, or "template": from 3.2.0 only
+where SbatchArgumentsList has %I), and from 3.2.0 the template's substitutions
+(`sbatch_substitutions`, the keys of sbatchArgs' replacement map).
 Only facts are kept (names and types), no Arvados code.
 """
 
@@ -34,6 +40,7 @@ CLUSTER_SUBTREES = (
     ("PostgreSQL",),
     ("Containers",),
     ("API",),
+    ("InstanceTypes",),
 )
 GO_TYPES = {
     "string": "str",
@@ -66,6 +73,29 @@ def go_fields(body):
         match = re.match(r"^\s*([A-Z]\w*)\s+(\S+)(\s+`json:\"-\"`)?", line.split("//")[0])
         if match and not match.group(3):
             yield match.group(1), match.group(2)
+
+
+def instance_type_placement(source):
+    if re.search(r'"%I":', source):
+        return "template"
+    if '"--constraint=instancetype="' not in source:
+        return "none"
+    # 1.2.0 to 3.1.2 say so where they append it: "use instancetype constraint instead of
+    # slurm mem/cpu/tmp specs"; 1.1.4 appends it after --mem, --cpus-per-task and --tmp.
+    return "replaces" if "instancetype constraint instead of slurm" in source else "adds"
+
+
+def sbatch_substitutions(source):
+    match = re.search(r"repl := map\[string\]string\{\n(.*?)^\t\}", source, re.M | re.S)
+    return sorted(re.findall(r'^\s*"(%.)":', match.group(1), re.M)) if match else []
+
+
+def dispatcher_facts(repo, tag):
+    source = show(repo, tag, DISPATCHER_GO)
+    facts = {"instance_type_placement": instance_type_placement(source)}
+    if facts["instance_type_placement"] == "template":
+        facts["sbatch_substitutions"] = sbatch_substitutions(source)
+    return facts
 
 
 def legacy_keys(repo, tag):
@@ -134,6 +164,7 @@ def cluster_keys(repo, tag):
 def main(repo, tags):
     for tag in tags:
         data = legacy_keys(repo, tag) if tag.startswith("1.") else cluster_keys(repo, tag)
+        data.update(dispatcher_facts(repo, tag))
         (HERE / ("%s.json" % tag)).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 

@@ -5,22 +5,32 @@ Ansible itself resolves the role's variables (defaults/main.yml and vars/main.ym
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+from tests.unit.roles.playbook_runs import REPO_ROOT, run_on_localhost
+
 ROLE = REPO_ROOT / "roles" / "boot_recovery"
-ANSIBLE_PLAYBOOK = REPO_ROOT / ".venv" / "bin" / "ansible-playbook"
 
 # 1.x: Nginx/Passenger serves the API, runit runs crunch-dispatch.rb (1.4.3 install docs);
+# the websocket server (services/ws/arvados-ws.service, in the tags from 1.1.0) and from 1.2.0
+# the controller (cmd/arvados-server/arvados-controller.service; lib/controller/handler.go at
+# 1.4.3 opens the database) come with their units;
 # 2.0 to 3.0: Nginx/Passenger still, plus controller and websocket; 3.1 on: arvados-railsapi.
+UNITS_1_1 = ["nginx.service", "arvados-ws.service", "runit.service", "crunch-dispatch-slurm.service"]
+UNITS_1_2 = [
+    "nginx.service",
+    "arvados-controller.service",
+    "arvados-ws.service",
+    "runit.service",
+    "crunch-dispatch-slurm.service",
+]
 EXPECTED = {
-    "1.4": ["nginx.service", "runit.service", "crunch-dispatch-slurm.service"],
-    "1.4.3": ["nginx.service", "runit.service", "crunch-dispatch-slurm.service"],
+    "1.1": UNITS_1_1,
+    "1.1.4": UNITS_1_1,
+    "1.2.0": UNITS_1_2,
+    "1.4": UNITS_1_2,
+    "1.4.3": UNITS_1_2,
     "2.0.0": ["nginx.service", "arvados-controller.service", "arvados-ws.service", "crunch-dispatch-slurm.service"],
     "2.7.4": ["nginx.service", "arvados-controller.service", "arvados-ws.service", "crunch-dispatch-slurm.service"],
     "3.0.0": ["nginx.service", "arvados-controller.service", "arvados-ws.service", "crunch-dispatch-slurm.service"],
@@ -63,17 +73,7 @@ def resolved(tmp_path_factory):
     output = directory / "resolved.json"
     playbook = directory / "units.yml"
     playbook.write_text(PLAYBOOK % {"role": ROLE, "releases": json.dumps(sorted(EXPECTED)), "output": output})
-    environment = dict(os.environ, ANSIBLE_LOCALHOST_WARNING="false")
-    subprocess.run(
-        [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter=" + sys.executable]
-        + [str(playbook)],
-        cwd=REPO_ROOT,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+    run_on_localhost(playbook)
     return json.loads(output.read_text())
 
 

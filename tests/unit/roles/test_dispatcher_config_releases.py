@@ -260,7 +260,7 @@ def test_config_yml_changes_only_on_the_dispatchers_lines_byte_for_byte():
         insecure=False,
         system_root_token="operator-root-token",
     )
-    text, cluster_id, before, after = dc.merge_cluster_text(
+    text, cluster_id, before, after, warnings = dc.merge_cluster_text(
         OPERATOR_FILE, "zzzzz", release, dc.cluster_settings(release, settings)
     )
     expected = OPERATOR_FILE.replace(
@@ -273,6 +273,7 @@ def test_config_yml_changes_only_on_the_dispatchers_lines_byte_for_byte():
         "        PollInterval: 1m\n  yyyyy:", "        PollInterval: 30s\n    TLS:\n      Insecure: false\n  yyyyy:"
     )
     assert cluster_id == "zzzzz"
+    assert warnings == []
     assert text == expected
     assert before["SystemRootToken"] == after["SystemRootToken"] == dc.HIDDEN
     assert after["Containers.CloudVMs.PollInterval"] == "30s"
@@ -302,7 +303,7 @@ def test_no_secret_is_shown_in_the_keys_before_and_after():
         controller_url="https://c",
         internal_urls=["http://localhost:9006"],
     )
-    before, after = dc.merge_cluster_text(OPERATOR_FILE, "zzzzz", release, dc.cluster_settings(release, settings))[2:]
+    before, after = dc.merge_cluster_text(OPERATOR_FILE, "zzzzz", release, dc.cluster_settings(release, settings))[2:4]
     shown = json.dumps([before, after])
     for secret in ("new-root", "operator-root-token", "pw", "secret"):
         assert secret not in shown
@@ -312,7 +313,7 @@ def test_a_secret_passed_as_an_extra_setting_is_hidden_by_its_name():
     release = dc.parse_release("3.2.1")
     extra = {"DispatchPrivateKey": "-----BEGIN OPENSSH PRIVATE KEY-----xyz", "SLURM": {"PrioritySpread": 7}}
     wanted = dc.cluster_settings(release, dict(UNSET, system_root_token="new-root"), extra)
-    before, after = dc.merge_cluster_text(OPERATOR_FILE, "zzzzz", release, wanted)[2:]
+    before, after = dc.merge_cluster_text(OPERATOR_FILE, "zzzzz", release, wanted)[2:4]
     assert after["Containers.DispatchPrivateKey"] == dc.HIDDEN
     assert after["Containers.SLURM.PrioritySpread"] == 7
     assert "PRIVATE KEY" not in json.dumps([before, after])
@@ -344,3 +345,113 @@ def test_a_bad_value_in_the_1_x_file_is_refused_naming_its_key():
         dc.legacy_document(
             dc.parse_release("1.4"), dict(UNSET, api_host="h", auth_token="t"), {"PollPeriod": "10 parsecs"}
         )
+
+
+# Instance types. Facts from crunch-dispatch-slurm.go at each tag (extract.py:
+# instance_type_placement, sbatch_substitutions): 1.2.0 to 3.1.2 send
+# --constraint=instancetype=<type> in place of --mem/--cpus-per-task/--tmp; from 3.2.0 only
+# a template with %I does (3.2.1 doc/admin/upgrading.html.textile.liquid).
+INSTANCE_TYPES = "    InstanceTypes:\n      a1.medium: {Price: 0.08, RAM: 512MiB, VCPUs: 4}\n"
+WITH_INSTANCE_TYPES = OPERATOR_FILE.replace(
+    "    Containers:\n      # Keep", INSTANCE_TYPES + "    Containers:\n      # Keep"
+)
+TEMPLATE_TAGS = [tag for tag in sorted(SCHEMAS) if SCHEMAS[tag]["instance_type_placement"] == "template"]
+
+
+def test_up_to_3_1_the_dispatcher_placed_by_instance_type_in_place_of_mem_cpus_and_tmp():
+    assert TEMPLATE_TAGS == ["3.2.0", "3.2.1"]
+    placements = {tag: SCHEMAS[tag]["instance_type_placement"] for tag in SCHEMAS}
+    assert placements["1.1.0"] == "none" and placements["1.1.4"] == "adds"
+    assert {placements[tag] for tag in ("1.2.0", "1.4.3", "2.0.0", "2.7.4", "3.1.2")} == {"replaces"}
+
+
+@pytest.mark.parametrize("tag", TEMPLATE_TAGS)
+def test_from_3_2_the_instance_type_template_is_the_release_default_with_the_constraint_for_mem_cpus_and_tmp(tag):
+    release = dc.parse_release(tag)
+    default = SCHEMAS[tag]["sbatch_arguments_default"]
+    settings = dict(required_only(release), instance_type_constraint=True, sbatch_arguments=["--exclusive"])
+    text = dc.merge_cluster_text(WITH_INSTANCE_TYPES, "zzzzz", release, dc.cluster_settings(release, settings))[0]
+    written = yaml.safe_load(text)["Clusters"]["zzzzz"]["Containers"]["SLURM"]["SbatchArgumentsList"]
+    replaced = [argument for argument in default if argument.split("=")[0] in ("--mem", "--cpus-per-task", "--tmp")]
+    assert replaced == ["--mem=%M", "--cpus-per-task=%C", "--tmp=%T"]
+    assert written == ["--job-name=%U", "--constraint=instancetype=%I", "--partition=%P", "--exclusive"]
+    assert [argument for argument in default if argument not in replaced] == [
+        argument for argument in written if "instancetype" not in argument and argument != "--exclusive"
+    ]
+    # Every substitution the template uses is one the release's dispatcher knows.
+    used = set(re.findall(r"%.", " ".join(written)))
+    assert used <= set(SCHEMAS[tag]["sbatch_substitutions"]) and "%I" in used
+    # The key the role reads the instance types from is that release's.
+    assert SCHEMAS[tag]["keys"]["InstanceTypes"] == "map"
+
+
+def test_the_instance_type_template_is_written_without_extra_arguments_and_stays_as_written():
+    release = dc.parse_release("3.2.1")
+    wanted = dc.cluster_settings(release, dict(UNSET, instance_type_constraint=True))
+    text, _, before, after, warnings = dc.merge_cluster_text(WITH_INSTANCE_TYPES, "zzzzz", release, wanted)
+    assert after["Containers.SLURM.SbatchArgumentsList"] == [
+        "--job-name=%U",
+        "--constraint=instancetype=%I",
+        "--partition=%P",
+    ]
+    assert before["Containers.SLURM.SbatchArgumentsList"] is None
+    assert warnings == []
+    assert dc.merge_cluster_text(text, "zzzzz", release, wanted)[0] is text
+
+
+@pytest.mark.parametrize("tag", [tag for tag in sorted(SCHEMAS) if tag not in TEMPLATE_TAGS])
+def test_before_3_2_the_setting_is_refused_since_the_dispatcher_places_by_instance_type_itself(tag):
+    release = dc.parse_release(tag)
+    legacy = dc.release_format(release) == "legacy"
+    settings = dict(UNSET, instance_type_constraint=True, **({"api_host": "h", "auth_token": "t"} if legacy else {}))
+    with pytest.raises(ConfigError, match="dispatcher_config_instance_type_constraint is set.*places containers"):
+        if legacy:
+            dc.legacy_document(release, settings)
+        else:
+            dc.cluster_settings(release, settings)
+    unset = dict(settings, instance_type_constraint=False)
+    if legacy:
+        assert "SbatchArguments" not in dc.legacy_document(release, unset)
+    else:
+        assert dc.cluster_settings(release, unset) == {}
+
+
+def test_the_template_with_an_empty_instance_type_is_refused():
+    release = dc.parse_release("3.2.1")
+    wanted = dc.cluster_settings(release, dict(UNSET, instance_type_constraint=True))
+    with pytest.raises(ConfigError, match="Clusters.zzzzz.InstanceTypes is empty"):
+        dc.merge_cluster_text(OPERATOR_FILE, "zzzzz", release, wanted)
+    # The same for an operator's own list.
+    own = OPERATOR_FILE.replace(
+        "          SLURM_CONF: /etc/slurm/slurm.conf\n",
+        '          SLURM_CONF: /etc/slurm/slurm.conf\n        SbatchArgumentsList: ["--job-name=%U", '
+        '"--constraint=instancetype=%I"]\n',
+    )
+    with pytest.raises(ConfigError, match="InstanceTypes is empty"):
+        dc.merge_cluster_text(own, "zzzzz", release, dc.cluster_settings(release, UNSET))
+
+
+@pytest.mark.parametrize("extra", [["--constraint=gpu"], ["-Cbig"]])
+def test_a_constraint_after_the_instance_types_one_is_refused(extra):
+    release = dc.parse_release("3.2.1")
+    wanted = dc.cluster_settings(release, dict(UNSET, instance_type_constraint=True, sbatch_arguments=extra))
+    with pytest.raises(ConfigError, match="sets a constraint again"):
+        dc.merge_cluster_text(WITH_INSTANCE_TYPES, "zzzzz", release, wanted)
+
+
+def test_instance_types_without_percent_i_on_3_2_are_warned_about_not_refused():
+    release = dc.parse_release("3.2.1")
+    text, _, _, _, warnings = dc.merge_cluster_text(
+        WITH_INSTANCE_TYPES, "zzzzz", release, dc.cluster_settings(release, UNSET)
+    )
+    assert text is WITH_INSTANCE_TYPES
+    assert len(warnings) == 1
+    assert "Clusters.zzzzz.InstanceTypes" in warnings[0] and "dispatcher_config_instance_type_constraint" in warnings[0]
+    # Before 3.2 the dispatcher does it itself: nothing to say.
+    older = dc.parse_release("3.1.2")
+    assert dc.merge_cluster_text(WITH_INSTANCE_TYPES, "zzzzz", older, dc.cluster_settings(older, UNSET))[4] == []
+
+
+def test_the_setting_must_be_a_boolean():
+    with pytest.raises(ConfigError, match="must be true or false"):
+        dc.cluster_settings(dc.parse_release("3.2.1"), dict(UNSET, instance_type_constraint="yes"))

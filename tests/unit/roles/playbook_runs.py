@@ -1,0 +1,94 @@
+"""One way for the role tests to run ansible-playbook from this checkout's virtualenv."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+ANSIBLE_PLAYBOOK = REPO_ROOT / ".venv" / "bin" / "ansible-playbook"
+CHANGED = re.compile(r"^localhost\s+:.*\bchanged=(\d+).*\bfailed=(\d+)", re.M)
+
+
+def run_on_localhost(playbook, *options, cwd=REPO_ROOT, environment=None, check=True):
+    """ansible-playbook on localhost over the local connection, with this Python."""
+    env = dict(os.environ, ANSIBLE_LOCALHOST_WARNING="false", **(environment or {}))
+    return subprocess.run(
+        [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter=" + sys.executable]
+        + [str(playbook)]
+        + list(options),
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=check,
+    )
+
+
+def collections_in(tmp_path):
+    """The collection under the name the roles are called by, from this checkout."""
+    namespace = tmp_path / "collections" / "ansible_collections" / "arvados_ops"
+    namespace.mkdir(parents=True)
+    (namespace / "recovery").symlink_to(REPO_ROOT)
+    return tmp_path / "collections"
+
+
+def run(collections, tmp_path, play, variables, *options, succeeds=True):
+    """ansible-playbook of this play with these variables (extra vars): (stdout, changed)."""
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(yaml.safe_dump([play], sort_keys=False))
+    extra = tmp_path / "extra.json"
+    extra.write_text(json.dumps(variables))
+    completed = run_on_localhost(
+        playbook,
+        "-e",
+        "@%s" % extra,
+        *options,
+        cwd=tmp_path,
+        environment={"ANSIBLE_COLLECTIONS_PATH": str(collections), "ANSIBLE_NOCOLOR": "1"},
+        check=False,
+    )
+    recap = CHANGED.search(completed.stdout)
+    assert recap, completed.stdout[-4000:] + completed.stderr
+    ran_clean = completed.returncode == 0 and recap.group(2) == "0"
+    assert ran_clean == succeeds, completed.stdout[-4000:] + completed.stderr
+    return completed.stdout, int(recap.group(1))
+
+
+def dispatcher_variables(tmp_path, release):
+    variables = {
+        "dispatcher_config_arvados_version": release,
+        "dispatcher_config_cluster_file": str(tmp_path / "config.yml"),
+        "dispatcher_config_legacy_file": str(tmp_path / "crunch-dispatch-slurm" / "crunch-dispatch-slurm.yml"),
+        "dispatcher_config_helper_dir": str(tmp_path / "helper"),
+        "dispatcher_config_python": sys.executable,
+        "dispatcher_config_install_packages": False,
+        "dispatcher_config_restart_on_change": False,
+        # The handlers would reload the host's systemd where it runs: this says it does not.
+        "__dispatcher_config_systemd": {"stat": {"exists": False}},
+    }
+    if release == "1.4":
+        variables.update(dispatcher_config_api_host="zzzzz.example:443", dispatcher_config_auth_token="secret-token")
+    else:
+        variables.update(
+            dispatcher_config_cluster_id="zzzzz",
+            dispatcher_config_system_root_token="secret-root-token",
+            dispatcher_config_controller_url="https://zzzzz.example",
+            dispatcher_config_internal_urls=["http://localhost:9006"],
+            dispatcher_config_postgresql_connection={"host": "db", "password": "secret-pw"},
+        )
+    return variables
+
+
+DISPATCHER_PLAY = {
+    "hosts": "localhost",
+    "gather_facts": False,
+    "roles": ["arvados_ops.recovery.dispatcher_config"],
+}

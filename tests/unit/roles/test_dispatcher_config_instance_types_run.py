@@ -1,0 +1,71 @@
+"""dispatcher_config_instance_type_constraint in real runs of the role on an operator's
+config.yml in a temporary directory: on 3.2 the instance type template is written (check
+mode first writes nothing), a second run changes nothing; instance types without %I are
+warned about; before 3.2 the setting is refused before anything is written.
+Rules: 2.7.4 services/crunch-dispatch-slurm/crunch-dispatch-slurm.go (the constraint in
+place of --mem/--cpus-per-task/--tmp), 3.2.1 the same file (%I), 3.2.1
+doc/admin/upgrading.html.textile.liquid."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import yaml
+
+from tests.unit.roles.playbook_runs import DISPATCHER_PLAY, dispatcher_variables, run
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the role writes config.yml as root")
+
+CONFIG = (
+    "# The operator's own.\nClusters:\n  zzzzz:\n    InstanceTypes:\n"
+    "      a1.medium: {ProviderType: a1.medium, Price: 0.08, RAM: 512MiB, VCPUs: 4}\n"
+)
+TEMPLATE = ["--job-name=%U", "--constraint=instancetype=%I", "--partition=%P", "--exclusive"]
+TAGS = ("--tags", "dispatcher_config_settings")
+
+
+def sbatch_list(config):
+    return yaml.safe_load(config.read_text())["Clusters"]["zzzzz"].get("Containers", {}).get("SLURM", {})
+
+
+def test_on_3_2_the_instance_type_template_is_written_once(collections, tmp_path):
+    config = tmp_path / "config.yml"
+    config.write_text(CONFIG)
+    config.chmod(0o600)
+    variables = dict(
+        dispatcher_variables(tmp_path, "3.2"),
+        dispatcher_config_instance_type_constraint=True,
+        dispatcher_config_sbatch_arguments=["--exclusive"],
+    )
+    predicted, changed = run(collections, tmp_path, DISPATCHER_PLAY, variables, "--check", "--diff", *TAGS)
+    assert changed > 0 and config.read_text() == CONFIG
+    assert "--constraint=instancetype=%I" in predicted and "WARNING" not in predicted
+
+    done, _ = run(collections, tmp_path, DISPATCHER_PLAY, variables, *TAGS)
+    assert sbatch_list(config)["SbatchArgumentsList"] == TEMPLATE
+    assert config.read_text().startswith(CONFIG.split("\n")[0])
+    assert run(collections, tmp_path, DISPATCHER_PLAY, variables, *TAGS)[1] == 0
+
+
+def test_on_3_2_instance_types_without_percent_i_are_warned_about(collections, tmp_path):
+    config = tmp_path / "config.yml"
+    config.write_text(CONFIG)
+    config.chmod(0o600)
+    done, _ = run(collections, tmp_path, DISPATCHER_PLAY, dispatcher_variables(tmp_path, "3.2"), *TAGS)
+    assert "WARNING: dispatcher_config: Clusters.zzzzz.InstanceTypes is configured" in done
+    assert "dispatcher_config_instance_type_constraint: true" in done
+    assert "SbatchArgumentsList" not in sbatch_list(config)
+
+
+@pytest.mark.parametrize("release, config_text", [("2.7.4", CONFIG), ("3.2", "Clusters:\n  zzzzz: {}\n")])
+def test_where_it_does_not_apply_it_is_refused_and_nothing_is_written(collections, tmp_path, release, config_text):
+    config = tmp_path / "config.yml"
+    config.write_text(config_text)
+    config.chmod(0o600)
+    variables = dict(dispatcher_variables(tmp_path, release), dispatcher_config_instance_type_constraint=True)
+    failed, _ = run(collections, tmp_path, DISPATCHER_PLAY, variables, *TAGS, succeeds=False)
+    reason = "places containers by instance type itself" if release == "2.7.4" else "InstanceTypes is empty"
+    assert reason in failed
+    assert config.read_text() == config_text
+    assert "secret-root-token" not in failed
