@@ -27,6 +27,7 @@ from lab import labctl
 from tests.integration.module_playbook import REPO_ROOT
 from tests.integration.reconcile_helpers import Records
 from tests.integration.slurm_helpers import Slurm
+from tests.unit.roles.playbook_runs import collections_in
 
 
 def pytest_collection_modifyitems(items):
@@ -141,3 +142,10 @@ def records(fresh_db: FreshDatabase) -> Iterator[Records]:
 def linked_collection() -> None:
     """ansible.cfg finds arvados_ops.recovery through this link (made by make test too)."""
     subprocess.run([str(REPO_ROOT / "scripts" / "link-collection.sh")], check=True, capture_output=True, timeout=30)
+
+
+@pytest.fixture
+def collections(tmp_path: Path) -> Path:
+    """A collections path holding this checkout, for the roles run for real on this host (as
+    root, on files in a temporary directory; the host's /etc and systemd are left alone)."""
+    return collections_in(tmp_path)
