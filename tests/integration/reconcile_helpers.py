@@ -21,6 +21,10 @@ MODULE = "arvados_ops.recovery.arvados_reconcile_info"
 PREFIX = "zzzzz"
 DISPATCHER_TOKEN = "%s-%s-000000000000000" % (PREFIX, TOKEN_INFIX)
 LAB_NODE = "localhost"
+# Rows are last modified this many seconds ago unless a test says otherwise: far past
+# arvados_reconcile_info's orphan_grace (60 s), so that only a test about the grace meets it.
+MODIFIED_AGO = 600.0
+_AGO = "(now() AT TIME ZONE 'UTC') - %s * interval '1 second'"
 
 
 class Records:
@@ -30,27 +34,28 @@ class Records:
         self.conn = conn
         self.user = new_uuid(PREFIX, USER_INFIX)
 
-    def job(self, state: str, started: bool = True) -> str:
+    def job(self, state: str, started: bool = True, modified_ago: float = MODIFIED_AGO) -> str:
+        """A job; its row last modified `modified_ago` seconds ago (UTC, as Arvados writes it)."""
         uuid = new_uuid(PREFIX, JOB_INFIX)
         self.conn.execute(
             "INSERT INTO jobs (uuid, owner_uuid, state, running, created_at, updated_at,"
             " modified_at, started_at, is_locked_by_uuid)"
-            " VALUES (%s, %s, %s, %s, now() - interval '1 hour', now(), now(),"
+            " VALUES (%s, %s, %s, %s, now() - interval '1 hour', now(), " + _AGO + ","
             " CASE WHEN %s THEN now() - interval '50 minutes' END, %s)",
-            (uuid, self.user, state, state == "Running", started, self.user),
+            (uuid, self.user, state, state == "Running", modified_ago, started, self.user),
         )
         self.conn.commit()
         return uuid
 
-    def container(self, state: str, priority: int = 1) -> str:
+    def container(self, state: str, priority: int = 1, modified_ago: float = MODIFIED_AGO) -> str:
         uuid = new_uuid(PREFIX, CONTAINER_INFIX)
         locked = state in ("Locked", "Running")
         self.conn.execute(
             "INSERT INTO containers (uuid, owner_uuid, state, priority, created_at, updated_at,"
             " modified_at, started_at, locked_by_uuid)"
-            " VALUES (%s, %s, %s, %s, now() - interval '1 hour', now(), now(),"
+            " VALUES (%s, %s, %s, %s, now() - interval '1 hour', now(), " + _AGO + ","
             " CASE WHEN %s = 'Running' THEN now() - interval '50 minutes' END, %s)",
-            (uuid, self.user, state, priority, state, DISPATCHER_TOKEN if locked else None),
+            (uuid, self.user, state, priority, modified_ago, state, DISPATCHER_TOKEN if locked else None),
         )
         self.conn.commit()
         return uuid
