@@ -152,7 +152,10 @@ def container_dispatcher(
     /run/systemd/system), ``unit`` (systemctl is-active) and ``process`` (pgrep).
     """
     if not isinstance(lock, Mapping) or not isinstance(lock.get("lock_held"), bool):
-        raise ConfigError("the reconciliation's dispatcher result has no lock_held: %r" % (lock,))
+        raise ConfigError(
+            "the reconciliation's dispatcher result has no lock_held (%r): the first "
+            "slurm_controllers host must be in the run and reach the database" % (lock,)
+        )
     evidence = [
         _combine(
             host,
