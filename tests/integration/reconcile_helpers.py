@@ -154,39 +154,13 @@ def standby_server(directory: Path) -> Iterator[dict[str, Any]]:
     started: list[Path] = []
     try:
         _start(primary, ports[0], started)
-        psql_primary = [
-            pg("psql"),
-            "-h",
-            "127.0.0.1",
-            "-p",
-            str(ports[0]),
-            "-U",
-            "postgres",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-q",
-        ]
+        primary_server = ["-h", "127.0.0.1", "-p", str(ports[0]), "-U", "postgres"]
+        psql_primary = [pg("psql"), *primary_server, "-v", "ON_ERROR_STOP=1", "-q"]
         run(psql_primary + ["-c", "CREATE EXTENSION pg_trgm"], user="postgres")
         for schema in ("tables.sql", "indexes.sql"):
             run(psql_primary + ["-f", str(REPO_ROOT / "lab" / "schema" / schema)], user="postgres", timeout=120)
-        run(
-            [
-                pg("pg_basebackup"),
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(ports[0]),
-                "-U",
-                "postgres",
-                "-D",
-                str(standby),
-                "-R",
-                "-X",
-                "stream",
-            ],
-            user="postgres",
-            timeout=180,
-        )
+        backup = [pg("pg_basebackup"), *primary_server, "-D", str(standby), "-R", "-X", "stream"]
+        run(backup, user="postgres", timeout=180)
         _start(standby, ports[1], started)
         yield {"db_host": "127.0.0.1", "db_port": ports[1], "db_name": "postgres", "db_user": "postgres"}
     finally:
