@@ -114,7 +114,9 @@ def build(lab, args, name: str) -> dict[str, float]:
 def slurm_names(lab, name: str, count: int, seed: int) -> list[str]:
     """Names for the Slurm jobs: half Running jobs, 40% live containers, 5% finished
     containers, 5% UUIDs the database does not have."""
-    rng = random.Random(seed)
+    # Not Random(seed): the generator drew the containers' UUIDs from that very sequence, so
+    # these "unknown" UUIDs were the first loaded containers.
+    rng = random.Random("unknown UUIDs %d" % seed)
     with psycopg.connect(**lab.connection(name)) as conn:
         running = [
             row[0]

@@ -9,12 +9,19 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import pwd
+import shutil
+import socket
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from lab.postgres import pg
+from lab.processes import run
 from plugins.module_utils.uuids import CONTAINER_INFIX, JOB_INFIX, TOKEN_INFIX, USER_INFIX, new_uuid
 from tests.integration import module_playbook
+from tests.integration.module_playbook import REPO_ROOT
 from tests.integration.slurm_helpers import wait_for
 
 MODULE = "arvados_ops.recovery.arvados_reconcile_info"
@@ -126,3 +133,65 @@ def node_down(slurm, node: str = LAB_NODE) -> Iterator[None]:
             30,
             interval=0.2,
         )
+
+
+@contextlib.contextmanager
+def standby_server(directory: Path) -> Iterator[dict[str, Any]]:
+    """A real hot standby: a PostgreSQL primary of its own, with the lab's tables, and a
+    streaming replica of it (pg_basebackup -R), both on free loopback ports under
+    `directory` (owned by postgres), never the lab's server. Yields the standby's
+    connection options for the module (trust authentication: no password)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    postgres = pwd.getpwnam("postgres")
+    os.chown(directory, postgres.pw_uid, postgres.pw_gid)
+    primary, standby = directory / "primary", directory / "standby"
+    ports = [_free_port(), _free_port()]
+    run(
+        [pg("initdb"), "-D", str(primary), "-U", "postgres", "--auth=trust", "--locale=C", "-E", "UTF8"],
+        user="postgres",
+        timeout=180,
+    )
+    started: list[Path] = []
+    try:
+        _start(primary, ports[0], started)
+        primary_server = ["-h", "127.0.0.1", "-p", str(ports[0]), "-U", "postgres"]
+        psql_primary = [pg("psql"), *primary_server, "-v", "ON_ERROR_STOP=1", "-q"]
+        run(psql_primary + ["-c", "CREATE EXTENSION pg_trgm"], user="postgres")
+        for schema in ("tables.sql", "indexes.sql"):
+            run(psql_primary + ["-f", str(REPO_ROOT / "lab" / "schema" / schema)], user="postgres", timeout=120)
+        backup = [pg("pg_basebackup"), *primary_server, "-D", str(standby), "-R", "-X", "stream"]
+        run(backup, user="postgres", timeout=180)
+        _start(standby, ports[1], started)
+        yield {"db_host": "127.0.0.1", "db_port": ports[1], "db_name": "postgres", "db_user": "postgres"}
+    finally:
+        for data in reversed(started):
+            run([pg("pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"], user="postgres", check=False)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _start(data: Path, port: int, started: list[Path]) -> None:
+    options = "-p %d -k %s -c listen_addresses=127.0.0.1" % (port, data.parent)
+    run(
+        [
+            pg("pg_ctl"),
+            "-D",
+            str(data),
+            "-l",
+            str(data.parent / (data.name + ".log")),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            "120",
+            "start",
+        ],
+        user="postgres",
+        timeout=180,
+    )
+    started.append(data)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 from psycopg import sql
@@ -294,6 +295,25 @@ def test_the_dispatcher_lock_tells_whether_a_dispatcher_runs(lab_env, fresh_db, 
     assert during["dispatcher"]["lock_held"] is True
     assert [h["pid"] for h in during["dispatcher"]["holders"]] == [holder_pid]
     assert during["dispatcher"]["holders"][0]["application_name"] == "crunch-dispatch-slurm"
+
+
+def test_a_standby_is_refused_unless_allowed(lab_env, tmp_path):
+    # A real streaming replica (its own primary, never the lab's server): `SET
+    # default_transaction_read_only` would not make pg_is_in_recovery() true.
+    squeue, log = logging_client(tmp_path / "bin", "squeue")
+    with rh.standby_server(Path("/tmp") / ("reconcile-standby-" + tmp_path.name)) as standby:
+        args = dict(standby, cluster_prefix=rh.PREFIX, settle=1, squeue_path=str(squeue))
+        refused = rh.run_reconcile(lab_env, tmp_path, args)
+        calls_when_refused = len(logged_calls(log))
+        allowed = rh.run_reconcile(lab_env, tmp_path, dict(args, allow_standby=True))
+
+    assert refused["failed"]
+    assert "127.0.0.1:%d (database postgres) is a standby" % standby["db_port"] in refused["msg"]
+    assert "point the database settings at the primary" in refused["msg"]
+    assert "allow_standby: true" in refused["msg"]
+    assert calls_when_refused == 0
+    assert not allowed.get("failed"), allowed.get("msg")
+    assert allowed["database_is_standby"] is True
 
 
 def test_the_prefix_comes_from_the_system_user(lab_env, fresh_db, records, config, tmp_path):
