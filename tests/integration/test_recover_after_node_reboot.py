@@ -288,6 +288,29 @@ def test_no_dispatcher_anywhere_is_not_running_and_without_systemd_it_is_started
     assert task_outcome(run.stdout, START_TASK) == "skipping"
 
 
+def test_a_dispatcher_host_that_cannot_be_asked_makes_it_unknown(fresh_db, lab_env, tmp_path):
+    inventory_path = lab_inventory(tmp_path, "arvados_dispatchers")
+    inventory = json.loads(inventory_path.read_text())
+    # Nothing listens on port 9 here: ssh is refused at once, the host is unreachable.
+    inventory["all"]["children"]["arvados_dispatchers"]["hosts"]["gone"] = {
+        "ansible_connection": "ssh",
+        "ansible_host": "127.0.0.1",
+        "ansible_port": 9,
+        "ansible_ssh_common_args": "-o BatchMode=yes -o ConnectTimeout=5",
+    }
+    inventory_path.write_text(json.dumps(inventory))
+
+    run = ansible_playbook(lab_env, NODE_REBOOT, playbook_vars(fresh_db, tmp_path), inventory=inventory_path)
+
+    line = run.summary()[6]
+    assert line.startswith(
+        "Dispatcher: unknown: no session holds the Dispatch advisory lock (10005), and not every"
+        " arvados_dispatchers host could be asked (localhost: no systemd (no unit to ask); crunch-dispatch-slurm:"
+        " no process; gone: unit crunch-dispatch-slurm: unreachable: "
+    ), line
+    assert task_outcome(run.stdout, START_TASK) == "skipping"
+
+
 def test_a_uuid_missing_from_the_database_is_stopped_only_when_asked(fresh_db, lab_env, slurm, tmp_path):
     # 3.2.1 sdk/go/dispatch/dispatch.go: the tracker's GET fails, nothing is cancelled.
     # A cluster prefix of this test's own: other tests' jobs on the shared lab are missing
