@@ -119,7 +119,7 @@ def test_after_a_node_reboot_exactly_the_lost_work_is_recovered(fresh_db, lab_en
     )
     assert summary[1].startswith("2 orphaned crunch v1 jobs failed")
     assert summary[2].startswith("0 crunch v1 jobs awaiting crunch-dispatch.rb's retry")
-    assert "crunch-dispatch.rb is stopped: localhost: crunch-dispatch.rb: no process" in summary[2]
+    assert "(whether crunch-dispatch.rb runs: stopped; localhost: crunch-dispatch.rb: no process)" in summary[2]
     assert lost_container in summary[4] and live_container not in summary[4]
     # Other tests' Slurm jobs on the shared lab are named after UUIDs this database lacks too.
     assert re.match(
@@ -207,8 +207,8 @@ def test_a_v1_job_is_left_to_the_running_crunch_dispatch_rb(fresh_db, lab_env, s
     summary = run.summary()
     assert summary[1].startswith("0 orphaned crunch v1 jobs failed")
     assert summary[2] == (
-        "1 crunch v1 jobs awaiting crunch-dispatch.rb's retry, left Running (not failed: crunch-dispatch.rb"
-        " is running: localhost: crunch-dispatch.rb: process %d): %s" % (dispatcher.pid, lost_job)
+        "1 crunch v1 jobs awaiting crunch-dispatch.rb's retry, left Running, not failed (whether crunch-dispatch.rb"
+        " runs: running; localhost: crunch-dispatch.rb: process %d): %s" % (dispatcher.pid, lost_job)
     )
     assert records.state("jobs", lost_job) == "Running"
     assert run.changed == 0
@@ -230,8 +230,8 @@ def test_without_a_crunch_v1_dispatcher_host_the_v1_job_is_not_failed(fresh_db, 
     unknown = ansible_playbook(lab_env, NODE_REBOOT, playbook_vars(fresh_db, tmp_path))
 
     assert unknown.summary()[2].startswith(
-        "1 crunch v1 jobs awaiting crunch-dispatch.rb's retry, left Running (not failed: crunch-dispatch.rb is"
-        " unknown: no crunch_v1_dispatcher host in the inventory"
+        "1 crunch v1 jobs awaiting crunch-dispatch.rb's retry, left Running, not failed (whether crunch-dispatch.rb"
+        " runs: unknown; no crunch_v1_dispatcher host in the inventory"
     )
     assert records.state("jobs", lost_job) == "Running"
 
