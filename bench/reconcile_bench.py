@@ -114,7 +114,9 @@ def build(lab, args, name: str) -> dict[str, float]:
 def slurm_names(lab, name: str, count: int, seed: int) -> list[str]:
     """Names for the Slurm jobs: half Running jobs, 40% live containers, 5% finished
     containers, 5% UUIDs the database does not have."""
-    rng = random.Random(seed)
+    # Not Random(seed): the generator drew the containers' UUIDs from that very sequence, so
+    # these "unknown" UUIDs were the first loaded containers.
+    rng = random.Random("unknown UUIDs %d" % seed)
     with psycopg.connect(**lab.connection(name)) as conn:
         running = [
             row[0]
@@ -185,7 +187,10 @@ def contender_reconcile(lab, name: str, env, traced: bool) -> dict[str, object]:
     with psycopg.connect(**lab.connection(name)) as conn:
         make_read_only(conn)
         result = Reconciler(
-            opts, DatabaseReader(conn, opts.batch_size), SlurmLister(opts, SubprocessRunner(), env), SystemClock()
+            opts,
+            DatabaseReader(conn, opts.batch_size, opts.orphan_grace),
+            SlurmLister(opts, SubprocessRunner(), env),
+            SystemClock(),
         ).run()
     wall = time.monotonic() - began
     return {
@@ -207,6 +212,7 @@ def contender_floor_streamed(lab, name: str, env, traced: bool) -> dict[str, obj
 
 def contender_floor(lab, name: str, env, traced: bool, streamed: bool = False) -> dict[str, object]:
     argv = squeue_command(options().squeue_path, None)
+    grace = {"grace": options().orphan_grace}
     squeue_env = client_environment(env)
     if traced:
         tracemalloc.start()
@@ -215,9 +221,11 @@ def contender_floor(lab, name: str, env, traced: bool, streamed: bool = False) -
     squeue_done = time.monotonic()
     with psycopg.connect(**lab.connection(name)) as conn:
         if streamed:
-            rows = [list(conn.cursor().stream(SQL_LIVE[kind], size=LIVE_CHUNK_ROWS)) for kind in (JOBS, CONTAINERS)]
+            rows = [
+                list(conn.cursor().stream(SQL_LIVE[kind], grace, size=LIVE_CHUNK_ROWS)) for kind in (JOBS, CONTAINERS)
+            ]
         else:
-            rows = [conn.execute(SQL_LIVE[kind]).fetchall() for kind in (JOBS, CONTAINERS)]
+            rows = [conn.execute(SQL_LIVE[kind], grace).fetchall() for kind in (JOBS, CONTAINERS)]
     wall = time.monotonic() - began
     return {
         "wall": wall,

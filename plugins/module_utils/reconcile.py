@@ -14,14 +14,21 @@ The rules, and the Arvados source they follow:
   cluster's prefix: crunch-dispatch.rb ran each job under ``salloc --job-name=<uuid>``,
   crunch-dispatch-slurm submits ``--job-name=<uuid>`` and, in
   ``checkSqueueForOrphans``, only looks at names matching
-  ``^[a-z0-9]{5}-dz642-[a-z0-9]{15}$`` that start with its ClusterID
-  (services/crunch-dispatch-slurm/crunch-dispatch-slurm.go, 2.0.0 to 3.2.1).
-* *Stray*: a Slurm job of the cluster whose job is neither ``Running`` nor
-  ``Queued``, whose container is ``Complete`` or ``Cancelled`` or has priority 0,
-  or whose UUID is not in the database. crunch-dispatch-slurm cancels exactly such
-  container jobs while it runs (``runContainer``: tracker closed, or priority 0), and
-  reaps them only when it starts if they became final while no dispatcher ran.
-  Jobs already ``COMPLETING`` are ending and are not listed.
+  ``^[a-z0-9]{5}-dz642-[a-z0-9]{15}$`` (1.4.3 to 3.2.1); that they start with its ClusterID
+  it checks from 2.1.2 and 2.2.0 on (2.0.0 to 2.1.1 took any cluster's)
+  (services/crunch-dispatch-slurm/crunch-dispatch-slurm.go).
+* *Stray*: a Slurm job of the cluster whose job is neither ``Running`` nor ``Queued``,
+  whose container is ``Queued``, ``Complete`` or ``Cancelled`` or has priority 0.
+  crunch-dispatch-slurm cancels exactly such container jobs (``runContainer``: the
+  tracker closed, which sdk/go/dispatch/dispatch.go does on ``Queued``, ``Cancelled`` and
+  ``Complete``, or priority 0; lib/dispatchcloud/scheduler/sync.go likewise kills the work
+  of a ``Queued`` container; 2.7.4 and 3.2.1); one whose container became final while no
+  dispatcher ran it reaps only when it starts. Jobs already ``COMPLETING`` are ending and
+  are not listed.
+* *Missing from the database*: a Slurm job named after a UUID of the cluster that the
+  database lacks. Arvados leaves it alone (``TrackContainer``'s GET fails and nothing is
+  cancelled, 2.7.4 and 3.2.1); read from a lagging replica or the wrong database, such a
+  job is live work. It is stray only when the caller says so (``missing_are_stray``).
 * *Orphaned*: a live record (job ``Running``; container ``Locked`` or ``Running``,
   services/api/app/models/container.rb ``State_transitions``) with no Slurm job of its
   name in two listings at least ``settle`` seconds apart, and its row not updated since
@@ -29,9 +36,19 @@ The rules, and the Arvados source they follow:
   second listing is taken. A job submitted between the listings is in the second one and
   never reported; a record something updated meanwhile (a new state, a restart, another
   lock, or progress written by a process still at work) is not reported either.
+* A record whose ``modified_at`` is within ``orphan_grace`` seconds before the first read
+  (the database's clock) is never orphaned: crunch-dispatch.rb's
+  ``check_orphaned_slurm_jobs`` spares jobs modified in the last 60 s
+  (services/api/lib/crunch_dispatch.rb, 1.4.3).
+* A crunch v1 job ``Running`` without a Slurm job is not orphaned while crunch-dispatch.rb
+  may still run: when crunch-job exits 93 (its nodes failed) the dispatcher keeps the job
+  ``Running``, without a Slurm job and without updating its row, in ``@todo_job_retries``
+  until idle nodes return ("Only this crunch-dispatch process can retry the job",
+  ``reap_children``, 1.4.3 crunch_dispatch.rb). Such jobs are *awaiting retry* unless the
+  caller has evidence that crunch-dispatch.rb is stopped (:data:`V1_DISPATCHER_EVIDENCE`).
 * Absence from Slurm means orphaned only with evidence that the kind runs under this
-  Slurm (see :data:`ORPHAN_RULES`): a cluster whose crunch v1 jobs never ran under
-  Slurm, or a squeue that sees another Slurm cluster, would otherwise call every live
+  Slurm (see :data:`ORPHAN_RULES`): a cluster whose crunch v1 jobs never ran under Slurm,
+  or a squeue that sees another Slurm cluster, would otherwise call every live
   record orphaned.
 """
 
@@ -40,7 +57,7 @@ from __future__ import annotations
 import operator
 import re
 from itertools import compress, repeat
-from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Set
 
 from .slurm_queue import FIELD_SEPARATOR, FINISHED_STATES, LEAVING_STATES
 from .uuids import CONTAINER_INFIX, JOB_INFIX, check_prefix
@@ -54,9 +71,26 @@ KIND_OF_INFIX = {infix: kind for kind, infix in INFIX_OF.items()}
 # States in which a record needs its Slurm job (container.rb State_transitions; the
 # crunch v1 job model's Running).
 LIVE_STATES = {JOBS: ("Running",), CONTAINERS: ("Locked", "Running")}
-# Job states that keep a Slurm job wanted; containers: states that make it unwanted.
+# Job states that keep a Slurm job wanted; containers: states that make it unwanted (the
+# dispatcher's tracker closes on them: 3.2.1 sdk/go/dispatch/dispatch.go).
 JOB_STATES_WANTING_SLURM = ("Running", "Queued")
-FINAL_CONTAINER_STATES = ("Complete", "Cancelled")
+CONTAINER_STATES_CLOSING_THE_TRACKER = ("Queued", "Complete", "Cancelled")
+
+# crunch-dispatch.rb's own grace (1.4.3 crunch_dispatch.rb, check_orphaned_slurm_jobs:
+# `modified_at > Time.now - 60`); past an hour a grace hides real orphans: a typo.
+DEFAULT_ORPHAN_GRACE = 60.0
+MAX_ORPHAN_GRACE = 3600.0
+
+RUNNING = "running"
+STOPPED = "stopped"
+UNKNOWN = "unknown"
+# What the caller knows of crunch-dispatch.rb, and why a crunch v1 job Running without a
+# Slurm job is then awaiting its retry rather than orphaned (None: it is orphaned).
+V1_DISPATCHER_EVIDENCE = {
+    RUNNING: "crunch-dispatch.rb runs and may retry it",
+    STOPPED: None,
+    UNKNOWN: "no evidence whether crunch-dispatch.rb runs (crunch_v1_dispatcher: unknown)",
+}
 
 EVIDENCE = "evidence"
 ALWAYS = "always"
@@ -95,6 +129,8 @@ class Record(NamedTuple):
     priority: Optional[int]
     # Live, yet finished_at is set: an inconsistent row (the re-read looks it up by UUID).
     finished: bool = False
+    # modified_at within the orphan grace before the read (the database's clock).
+    recent: bool = False
     # The row's version (xmin, as text): any update of the row gives it another, so an
     # equal version read again means the very row of the first read, every column alike.
     version: Optional[str] = None
@@ -103,6 +139,7 @@ class Record(NamedTuple):
 uuid_of = operator.itemgetter(0)
 version_of = operator.itemgetter(len(Record._fields) - 1)
 is_finished = operator.itemgetter(Record._fields.index("finished"))
+is_recent = operator.itemgetter(Record._fields.index("recent"))
 # Not a version: a record the re-read did not find is never confirmed, whatever its own.
 _ABSENT = object()
 
@@ -166,16 +203,21 @@ def parse_listing(stdout: str, prefix: str, kinds: Sequence[str]) -> Listing:
     return Listing(by_name, other_clusters)
 
 
-def stray_reason(kind: str, record: Optional[Record]) -> Optional[str]:
+def missing_reason(kind: str) -> str:
+    return (
+        "no %s of this UUID in the database: Arvados leaves such a Slurm job alone (its "
+        "tracker's GET fails); read from a lagging replica or the wrong database it is live work" % kind[:-1]
+    )
+
+
+def stray_reason(kind: str, record: Record) -> Optional[str]:
     """Why a Slurm job named after this record should not be in the queue, or None."""
-    if record is None:
-        return "no %s of this UUID in the database" % kind[:-1]
     if kind == JOBS:
         if record.state not in JOB_STATES_WANTING_SLURM:
             return "job is %s: only Running and Queued jobs have a Slurm job" % record.state
         return None
-    if record.state in FINAL_CONTAINER_STATES:
-        return "container is %s: crunch-dispatch-slurm cancels the Slurm job of a final container" % record.state
+    if record.state in CONTAINER_STATES_CLOSING_THE_TRACKER:
+        return "container is %s: crunch-dispatch-slurm's tracker closes and cancels its Slurm job" % record.state
     if record.priority == 0:
         return "container has priority 0 (no request wants it): crunch-dispatch-slurm cancels its Slurm job"
     return None
@@ -186,7 +228,9 @@ class OrphanSearch:
 
     It starts from every live record of the kind, as read, at once (100,000 records cost
     what a call per record costs for a few thousand); only those absent from the first
-    listing are kept, with their row version for the re-read.
+    listing are kept, with their row version for the re-read. Those modified within the
+    orphan grace are set aside (never orphaned, never read again), yet a Slurm job of
+    theirs in the second listing still counts as evidence.
     """
 
     def __init__(self, kind: str, records: Sequence[Record], first: Listing) -> None:
@@ -199,6 +243,10 @@ class OrphanSearch:
         for uuid in listed:
             del self.candidates[uuid]
         self.with_slurm_job = len(listed)
+        self.recent: Set[str] = set(map(uuid_of, compress(records, map(is_recent, records))))
+        self.recent.difference_update(listed)
+        for uuid in self.recent:
+            del self.candidates[uuid]
 
     def drop_present(self, second: Listing) -> List[str]:
         """Drops the candidates the second listing shows; returns their UUIDs."""
@@ -206,7 +254,9 @@ class OrphanSearch:
         present = [name for name in second.by_name if name in candidates]
         for uuid in present:
             del candidates[uuid]
-        self.with_slurm_job += len(present)
+        recent_present = [name for name in second.by_name if name in self.recent]
+        self.recent.difference_update(recent_present)
+        self.with_slurm_job += len(present) + len(recent_present)
         return present
 
     def withheld_reason(self, rule: str) -> Optional[str]:
@@ -245,22 +295,41 @@ def orphan_reason(kind: str, state: str, settle: float) -> str:
     )
 
 
+def orphan_awaiting_retry_reason(settle: float, evidence: str) -> str:
+    return (
+        "job is Running without a Slurm job in two listings %g s apart, its row not updated, "
+        "but %s: crunch-dispatch.rb keeps a job whose nodes failed (crunch-job exit 93) "
+        "Running without a Slurm job until idle nodes return, then runs it again" % (settle, evidence)
+    )
+
+
+class StrayJobs(NamedTuple):
+    """The cluster's unwanted Slurm jobs of one kind in a listing."""
+
+    stray: List[Dict[str, object]]
+    # Named after a UUID the database lacks (stray too only when the caller says so).
+    missing: List[Dict[str, object]]
+    # Already ending (COMPLETING): only counted.
+    leaving: int
+
+
 def strays_of(
-    kind: str, listing: Listing, records: Mapping[str, Record], slurm_user: Optional[str]
-) -> Tuple[List[Dict[str, object]], int]:
-    """(the stray Slurm jobs of `kind` in `listing`, how many were already ending)."""
-    strays: List[Dict[str, object]] = []
+    kind: str, listing: Listing, records: Mapping[str, Record], slurm_user: Optional[str], missing_are_stray: bool
+) -> StrayJobs:
+    """The stray Slurm jobs of `kind` in `listing`, and those the database has no record of."""
+    result = StrayJobs([], [], 0)
     leaving = 0
     for name in sorted(listing.names(kind)):
         record = records.get(name)
-        reason = stray_reason(kind, record)
+        reason = missing_reason(kind) if record is None else stray_reason(kind, record)
         if reason is None:
             continue
         for job in listing.by_name[name]:
             if slurm_user is not None and job.user != slurm_user:
                 continue
             if job.state in LEAVING_STATES:
-                leaving += 1
+                if record is not None or missing_are_stray:
+                    leaving += 1
                 continue
             entry: Dict[str, object] = dict(job.describe())
             entry.update(
@@ -269,5 +338,8 @@ def strays_of(
                 priority=record.priority if record else None,
                 reason=reason,
             )
-            strays.append(entry)
-    return strays, leaving
+            if record is None:
+                result.missing.append(entry)
+            if record is not None or missing_are_stray:
+                result.stray.append(entry)
+    return result._replace(leaving=leaving)

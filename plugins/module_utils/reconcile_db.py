@@ -17,8 +17,9 @@ import contextlib
 import sys
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
 
-from .errors import ConfigError
-from .reconcile import CONTAINERS, JOBS, Record, is_finished, uuid_of
+from .errors import ConfigError, RecoveryError
+from .fail_jobs import SQL_NOW_UTC
+from .reconcile import CONTAINERS, DEFAULT_ORPHAN_GRACE, JOBS, Record, is_finished, uuid_of
 from .uuids import USER_INFIX, is_valid_prefix
 
 # lib/controller/dblock/dblock.go (2.5.0 to 3.2.1): `Dispatch = &DBLocker{key: 10005}
@@ -37,15 +38,22 @@ SQL_DISPATCH_LOCK = """
 """
 
 # The sixth column tells a live row whose finished_at is set: an inconsistent row, which the
-# re-read's scan of unfinished rows cannot see (it is read again by UUID instead). The last
-# is the row's version: xmin, the transaction that wrote this version of the row.
+# re-read's scan of unfinished rows cannot see (it is read again by UUID instead). The
+# seventh, a row modified within the orphan grace (%(grace)s seconds) before the database's
+# now() in UTC, as Arvados writes modified_at: crunch-dispatch.rb's own 60 s (1.4.3
+# crunch_dispatch.rb, check_orphaned_slurm_jobs); a modified_at ahead of the database's
+# clock is recent too. The last is the row's version: xmin, the transaction that wrote this
+# version of the row.
 # The third is started_at as the report shows it, ISO 8601 (the session's DateStyle is ISO,
 # see make_read_only): made by the server in C, it spares a datetime built by the driver and
 # formatted again in Python for each of up to 100,000s of records (0.1 s of a 1.2 s run).
 _STARTED_AT = "replace(started_at::text, ' ', 'T')"
+_RECENT = "modified_at IS NOT NULL AND modified_at > %s - %%(grace)s * interval '1 second'" % SQL_NOW_UTC
 _COLUMNS = {
-    JOBS: "uuid, state, %s, is_locked_by_uuid, NULL::bigint, finished_at IS NOT NULL, xmin::text" % _STARTED_AT,
-    CONTAINERS: "uuid, state, %s, locked_by_uuid, priority, finished_at IS NOT NULL, xmin::text" % _STARTED_AT,
+    JOBS: "uuid, state, %s, is_locked_by_uuid, NULL::bigint, finished_at IS NOT NULL, %s, xmin::text"
+    % (_STARTED_AT, _RECENT),
+    CONTAINERS: "uuid, state, %s, locked_by_uuid, priority, finished_at IS NOT NULL, %s, xmin::text"
+    % (_STARTED_AT, _RECENT),
 }
 _LIVE = {JOBS: "state = 'Running'", CONTAINERS: "state IN ('Locked', 'Running')"}
 # The live records: the same predicate as arvados_fail_jobs for jobs.
@@ -71,20 +79,33 @@ REREAD_BY_UUID_UP_TO = 0.5
 # The cluster's own system user, <prefix>-tpzed-000000000000000 (uuids.system_user_uuid);
 # a federation may hold other clusters' system users too.
 SQL_SYSTEM_USERS = "SELECT uuid FROM users WHERE uuid LIKE %(pattern)s ORDER BY uuid LIMIT 10"
+# A hot standby answers reads, but its rows may lag the primary's: a Slurm job whose record
+# the primary already has would look missing, a record already changed would look orphaned.
+SQL_IN_RECOVERY = "SELECT pg_is_in_recovery()"
 
 
 class DatabaseReader:
     """The reads a reconciliation makes, each ending its transaction; counts statements."""
 
-    def __init__(self, conn, batch_size: int) -> None:
+    def __init__(self, conn, batch_size: int, orphan_grace: float = DEFAULT_ORPHAN_GRACE) -> None:
         self.conn = conn
         self.batch_size = batch_size
+        self.grace = {"grace": orphan_grace}
         self.statements = 0
         self._pipeline = pipeline_of(conn)
 
+    def in_recovery(self) -> bool:
+        """Whether the server is a standby (pg_is_in_recovery())."""
+        self.statements += 1
+        with self.conn.cursor() as cursor:
+            cursor.execute(SQL_IN_RECOVERY)
+            standby = bool(cursor.fetchone()[0])
+        self.conn.commit()
+        return standby
+
     def live(self, kind: str) -> List[Record]:
         self.statements += 1
-        records = read_live(self.conn, SQL_LIVE[kind])
+        records = read_live(self.conn, SQL_LIVE[kind], self.grace)
         self.conn.commit()
         return records
 
@@ -134,7 +155,7 @@ class DatabaseReader:
         that waits for all their rows."""
         wanted = sorted(uuids)
         batches = [
-            self._send(statement, {"uuids": ",".join(wanted[start : start + self.batch_size])})
+            self._send(statement, dict(self.grace, uuids=",".join(wanted[start : start + self.batch_size])))
             for start in range(0, len(wanted), self.batch_size)
         ]
         return lambda: [row for rows in batches for row in rows()]
@@ -192,7 +213,7 @@ def make_read_only(conn) -> None:
 LIVE_CHUNK_ROWS = 2000
 
 
-def read_live(conn, statement: str) -> List[Record]:
+def read_live(conn, statement: str, params: Mapping[str, Any]) -> List[Record]:
     """The live records `statement` (one of SQL_LIVE) reads, in one pass of the server.
 
     Where psycopg and libpq can, in chunks of LIVE_CHUNK_ROWS rows as the server finds
@@ -203,9 +224,17 @@ def read_live(conn, statement: str) -> List[Record]:
     it plans for the first rows) and one row at a time (1.8 us a row in Python)."""
     with conn.cursor() as cursor:
         if _streams_in_chunks(conn):
-            return list(map(Record._make, cursor.stream(statement, size=LIVE_CHUNK_ROWS)))
-        cursor.execute(statement)
+            return list(map(Record._make, cursor.stream(statement, params, size=LIVE_CHUNK_ROWS)))
+        cursor.execute(statement, params)
         return list(map(Record._make, cursor.fetchall()))
+
+
+def refuse_standby(server: str) -> RecoveryError:
+    return RecoveryError(
+        "the database server %s is a standby (pg_is_in_recovery() is true): its rows may lag "
+        "the primary's, so live work would look missing or orphaned; point the database "
+        "settings at the primary, or set allow_standby: true to read the standby anyway" % server
+    )
 
 
 def cluster_prefix_from_users(conn) -> str:

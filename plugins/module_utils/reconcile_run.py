@@ -42,21 +42,26 @@ from .arvados_db_config import CONNECTION_OPTIONS, resolve_database_settings
 from .errors import ConfigError, RecoveryError
 from .pg_connect import connect, import_psycopg, redact
 from .reconcile import (
+    DEFAULT_ORPHAN_GRACE,
     EVIDENCE,
     JOBS,
     KINDS,
     LIVE_STATES,
+    MAX_ORPHAN_GRACE,
     ORPHAN_RULES,
+    UNKNOWN,
+    V1_DISPATCHER_EVIDENCE,
     Listing,
     OrphanSearch,
     Record,
     changed_since_read,
+    orphan_awaiting_retry_reason,
     orphan_reason,
     parse_listing,
     squeue_command,
     strays_of,
 )
-from .reconcile_db import DISPATCH_LOCK_KEY, DatabaseReader, make_read_only
+from .reconcile_db import DISPATCH_LOCK_KEY, DatabaseReader, make_read_only, refuse_standby
 from .slurm_queue import client_environment
 from .slurm_runner import Clock, Runner, SubprocessRunner, SystemClock, require_program
 from .uuids import check_prefix
@@ -66,6 +71,10 @@ RECONCILE_OPTIONS: Dict[str, Dict[str, Any]] = {
     "kinds": {"type": "list", "elements": "str", "choices": list(KINDS), "default": list(KINDS)},
     "settle": {"type": "float", "default": 10.0},
     "orphans": {"type": "str", "choices": list(ORPHAN_RULES), "default": EVIDENCE},
+    "crunch_v1_dispatcher": {"type": "str", "choices": list(V1_DISPATCHER_EVIDENCE), "default": UNKNOWN},
+    "orphan_grace": {"type": "float", "default": DEFAULT_ORPHAN_GRACE},
+    "missing_are_stray": {"type": "bool", "default": False},
+    "allow_standby": {"type": "bool", "default": False},
     "slurm_user": {"type": "str", "default": None},
     "slurm_clusters": {"type": "str", "default": None},
     "squeue_path": {"type": "path", "default": None},
@@ -96,6 +105,10 @@ class ReconcileOptions:
     db_wait: float
     query_timeout: float
     batch_size: int
+    crunch_v1_dispatcher: str = UNKNOWN
+    orphan_grace: float = DEFAULT_ORPHAN_GRACE
+    missing_are_stray: bool = False
+    allow_standby: bool = False
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> ReconcileOptions:
@@ -113,6 +126,10 @@ class ReconcileOptions:
             db_wait=_seconds("db_wait", full["db_wait"], strictly_positive=False),
             query_timeout=_seconds("query_timeout", full["query_timeout"]),
             batch_size=_positive_int("batch_size", full["batch_size"]),
+            crunch_v1_dispatcher=_choice("crunch_v1_dispatcher", full["crunch_v1_dispatcher"]),
+            orphan_grace=_grace(full["orphan_grace"]),
+            missing_are_stray=_bool("missing_are_stray", full["missing_are_stray"]),
+            allow_standby=_bool("allow_standby", full["allow_standby"]),
         )
 
 
@@ -137,6 +154,22 @@ def _seconds(name: str, value: Any, strictly_positive: bool = True) -> float:
             % (name, "above 0" if strictly_positive else "of 0 or more", value)
         )
     return seconds
+
+
+def _grace(value: Any) -> float:
+    grace = _seconds("orphan_grace", value, strictly_positive=False)
+    if grace > MAX_ORPHAN_GRACE:
+        raise ConfigError(
+            "orphan_grace must be at most %g seconds (a longer grace hides real orphans), got %r"
+            % (MAX_ORPHAN_GRACE, value)
+        )
+    return grace
+
+
+def _bool(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError("%s must be true or false, got %r" % (name, value))
+    return value
 
 
 def _positive_int(name: str, value: Any) -> int:
@@ -198,6 +231,14 @@ class SlurmLister:
 
 
 _uuid_of_entry = operator.itemgetter("uuid")
+# The result's lists, counted in its `counts`.
+COUNTED = (
+    "stray_slurm_jobs",
+    "missing_from_database",
+    "orphaned_jobs",
+    "jobs_awaiting_retry",
+    "orphaned_containers",
+)
 
 
 @dataclass
@@ -225,11 +266,13 @@ class _Phase:
 class Reconciler:
     """One run: `db` is a reconcile_db.DatabaseReader (or a fake), `lister` a SlurmLister."""
 
-    def __init__(self, options: ReconcileOptions, db, lister, clock: Clock):
+    def __init__(self, options: ReconcileOptions, db, lister, clock: Clock, server: str = "of this connection"):
         self.options = options
         self.db = db
         self.lister = lister
         self.clock = clock
+        # How the database server is named in an error: host, port, database.
+        self.server = server
         self.time = _Phase()
 
     def run(self) -> Dict[str, Any]:
@@ -238,6 +281,9 @@ class Reconciler:
 
     def _run(self) -> Dict[str, Any]:
         options = self.options
+        standby = self._timed_db(self.db.in_recovery)
+        if standby and not options.allow_standby:
+            raise refuse_standby(self.server)
         prefix, prefix_source = self._prefix()
         first_began = self.clock.now()
         first, searches = self._first_poll(prefix)
@@ -251,8 +297,14 @@ class Reconciler:
             "settle": options.settle,
             "orphans_rule": options.orphans,
             "orphans_rule_means": ORPHAN_RULES[options.orphans],
+            "orphan_grace": options.orphan_grace,
+            "crunch_v1_dispatcher": options.crunch_v1_dispatcher,
+            "missing_are_stray": options.missing_are_stray,
+            "database_is_standby": standby,
             "stray_slurm_jobs": [],
+            "missing_from_database": [],
             "orphaned_jobs": [],
+            "jobs_awaiting_retry": [],
             "orphaned_containers": [],
             "orphans_withheld": {},
             "evidence": {},
@@ -267,9 +319,7 @@ class Reconciler:
             "second_listing": second.count(),
             "other_clusters_jobs": second.other_clusters,
         }
-        result["counts"] = {
-            key: len(result[key]) for key in ("stray_slurm_jobs", "orphaned_jobs", "orphaned_containers")
-        }
+        result["counts"] = {key: len(result[key]) for key in COUNTED}
         result["database_statements"] = self.db.statements
         result["seconds"] = {"squeue": round(self.time.squeue, 6), "database": round(self.time.database, 6)}
         return result
@@ -344,10 +394,12 @@ class Reconciler:
         second = poll.listing
         changed = poll.changed[kind]
         present = search.drop_present(second)
-        strays, ending = strays_of(kind, second, poll.named[kind], self.options.slurm_user)
-        result["stray_slurm_jobs"].extend(strays)
-        result["ending_slurm_jobs"] += ending
-        withheld = search.withheld_reason(self.options.orphans)
+        options = self.options
+        strays = strays_of(kind, second, poll.named[kind], options.slurm_user, options.missing_are_stray)
+        result["stray_slurm_jobs"].extend(strays.stray)
+        result["missing_from_database"].extend(strays.missing)
+        result["ending_slurm_jobs"] += strays.leaving
+        withheld = search.withheld_reason(options.orphans)
         entries = poll.drafts[kind]
         if withheld:
             entries = []
@@ -359,8 +411,19 @@ class Reconciler:
             "live": search.live,
             "with_slurm_job": search.with_slurm_job,
             "without_slurm_job": len(search.candidates),
+            "recently_modified": len(search.recent),
         }
-        result["orphaned_jobs" if kind == JOBS else "orphaned_containers"] = entries
+        if kind != JOBS:
+            result["orphaned_containers"] = entries
+            return
+        awaiting = V1_DISPATCHER_EVIDENCE[options.crunch_v1_dispatcher]
+        if awaiting is None:
+            result["orphaned_jobs"] = entries
+            return
+        reason = orphan_awaiting_retry_reason(options.settle, awaiting)
+        for entry in entries:
+            entry["reason"] = reason
+        result["jobs_awaiting_retry"] = entries
 
     def _timed_db(self, function, *arguments):
         began = self.clock.now()
@@ -380,8 +443,11 @@ def _dispatcher(holders: List[Dict[str, Any]]) -> Dict[str, Any]:
             "a session holds the Dispatch advisory lock (%d): a dispatcher of Arvados "
             "2.5 or later runs" % DISPATCH_LOCK_KEY
             if alive
-            else "no session holds the Dispatch advisory lock (%d): no dispatcher of Arvados "
-            "2.5 or later runs (older ones take no lock: ask their service manager)" % DISPATCH_LOCK_KEY
+            else "no session holds the Dispatch advisory lock (%d), which alone cannot tell whether "
+            "a dispatcher runs: crunch-dispatch-slurm, arvados-dispatch-cloud and -lsf (2.5 and "
+            "later) take it once at start and never check it again, so after a PostgreSQL restart "
+            "a running one holds none, and older ones never take it; ask the service manager of "
+            "the dispatcher's host" % DISPATCH_LOCK_KEY
         ),
     }
 
@@ -429,6 +495,12 @@ def check_params(params: Mapping[str, Any]) -> Tuple[Any, ReconcileOptions]:
     return resolve_database_settings(params), options
 
 
+def _server(conn) -> str:
+    """The server this connection reached (libpq's answer, defaults and environment applied)."""
+    info = conn.info
+    return "%s:%s (database %s)" % (info.host, info.port, info.dbname)
+
+
 def run_reconcile(
     params: Mapping[str, Any],
     connect_db=connect,
@@ -444,8 +516,8 @@ def run_reconcile(
     conn = connect_db(conn_kwargs, wait=options.db_wait)
     try:
         make_read_only(conn)
-        reader = DatabaseReader(conn, options.batch_size)
-        result = Reconciler(options, reader, lister, clock or SystemClock()).run()
+        reader = DatabaseReader(conn, options.batch_size, options.orphan_grace)
+        result = Reconciler(options, reader, lister, clock or SystemClock(), _server(conn)).run()
     except psycopg.Error as error:
         raise RecoveryError(
             "database error (nothing was changed): %s"

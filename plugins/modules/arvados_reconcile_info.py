@@ -19,22 +19,40 @@ description:
     C(recover_after_node_reboot.yml) does both).
   - A Slurm job belongs to the cluster when its name is exactly a crunch v1 job UUID
     (C(^<prefix>-8i9sb-[0-9a-z]{15}$)) or a container UUID (C(^<prefix>-dz642-[0-9a-z]{15}$))
-    of the cluster's prefix, as crunch-dispatch-slurm's C(checkSqueueForOrphans) matches
-    them (C(services/crunch-dispatch-slurm/crunch-dispatch-slurm.go), Arvados 2.0.0 to 3.2.1).
-    Other Slurm jobs are never reported.
+    of the cluster's prefix. crunch-dispatch-slurm's C(checkSqueueForOrphans) matches the
+    container pattern (C(services/crunch-dispatch-slurm/crunch-dispatch-slurm.go), 1.4.3 to
+    3.2.1), and the cluster's prefix only from Arvados 2.1.2 and 2.2.0 on (2.0.0 to 2.1.1
+    took any cluster's). Other Slurm jobs are never reported.
   - I(Stray Slurm jobs) (RV(stray_slurm_jobs)) are the cluster's Slurm jobs, in the second
-    listing, whose job is neither C(Running) nor C(Queued), whose container is C(Complete) or
-    C(Cancelled) or has priority 0, or whose UUID is not in the database. crunch-dispatch-slurm
-    cancels such container jobs while it runs, but one whose container became final while no
-    dispatcher watched is only reaped when a dispatcher starts. Slurm jobs already
-    C(COMPLETING) are ending and only counted (RV(ending_slurm_jobs)).
+    listing, whose job is neither C(Running) nor C(Queued), or whose container is C(Queued),
+    C(Complete) or C(Cancelled) or has priority 0 - the ones crunch-dispatch-slurm cancels
+    (its tracker closes on C(Queued), C(Cancelled) and C(Complete),
+    C(sdk/go/dispatch/dispatch.go), and C(runContainer) then cancels the Slurm job, 2.7.4 and
+    3.2.1). One whose container became final while no dispatcher watched is only reaped
+    when a dispatcher starts. Slurm jobs already C(COMPLETING) are ending and only counted
+    (RV(ending_slurm_jobs)).
+  - A Slurm job named after a UUID of the cluster that the database lacks is not stray by
+    default - Arvados leaves it alone (the tracker's GET fails), and read from a lagging
+    replica or the wrong database it is live work. It is listed in
+    RV(missing_from_database), and in RV(stray_slurm_jobs) too only with
+    O(missing_are_stray=true).
   - I(Orphaned) jobs (RV(orphaned_jobs)) and containers (RV(orphaned_containers)) are live
     records (jobs C(Running); containers C(Locked) or C(Running)) with no Slurm job of their
     name in two listings at least O(settle) seconds apart, and whose row was not updated at
     all (the same PostgreSQL row version, C(xmin)) when read again while the second listing
     is taken. A Slurm job submitted between the two listings is in the second one, so its
     job or container is never reported; nor is a record that anything updated meanwhile
-    (its state, a restart, its lock, or the progress a live process writes).
+    (its state, a restart, its lock, or the progress a live process writes), nor one whose
+    C(modified_at) is within O(orphan_grace) seconds before the first read (the database's
+    clock), as crunch-dispatch.rb's C(check_orphaned_slurm_jobs) spares jobs modified in the
+    last 60 s (C(services/api/lib/crunch_dispatch.rb), 1.4.3).
+  - A crunch v1 job C(Running) without a Slurm job is orphaned only when crunch-dispatch.rb
+    is known to be stopped (O(crunch_v1_dispatcher=stopped)). When crunch-job exits 93 (its
+    nodes failed), crunch-dispatch.rb keeps the job C(Running), with no Slurm job and its
+    row untouched, until idle nodes return, and then runs it again ("Only this
+    crunch-dispatch process can retry the job", C(reap_children), 1.4.3). With
+    O(crunch_v1_dispatcher=running) or V(unknown) (the default) such jobs are listed in
+    RV(jobs_awaiting_retry) instead of RV(orphaned_jobs).
   - Absence from Slurm means orphaned only where the work runs under this Slurm. With
     O(orphans=evidence) (the default) orphans of a kind are reported only when at least one
     live record of that kind does have its Slurm job in a listing; otherwise none are, and
@@ -42,10 +60,16 @@ description:
     or a C(squeue) that sees another Slurm cluster, does not have every live record called
     orphaned. After the only compute node rebooted, nothing is left in Slurm to show it;
     then set O(orphans=always).
-  - Whether a dispatcher is alive (RV(dispatcher)) - since Arvados 2.5.0 crunch-dispatch-slurm,
-    arvados-dispatch-cloud and arvados-dispatch-lsf hold the PostgreSQL advisory lock
+  - Who holds the dispatchers' lock (RV(dispatcher)) - since Arvados 2.5.0 crunch-dispatch-slurm,
+    arvados-dispatch-cloud and arvados-dispatch-lsf take the PostgreSQL advisory lock
     C(Dispatch), key 10005 (C(lib/controller/dblock/dblock.go)); it is looked up in
-    C(pg_locks) without taking it. Older dispatchers take no lock - ask their service manager.
+    C(pg_locks) without taking it. A held lock means a dispatcher runs; no holder does not
+    mean none runs - they take it once at start and never check it again
+    (C(crunch-dispatch-slurm.go), C(lib/dispatchcloud/dispatcher.go), C(lib/lsf/dispatch.go),
+    2.7.4 and 3.2.1), so after a PostgreSQL restart a running dispatcher holds none, and
+    older dispatchers never take it. Ask the dispatcher host's service manager too.
+  - A standby server (C(pg_is_in_recovery())) is refused unless O(allow_standby=true), since its
+    rows may lag the primary's.
   - Cost, whatever the size of the tables, two C(squeue) calls and per kind one scan of the
     live records (while the first C(squeue) runs), one set-based re-read of the candidates
     (while the second C(squeue) runs; by UUID, or, when they are most of the live records, by
@@ -147,14 +171,50 @@ options:
       - UUIDs per set-based statement.
     type: int
     default: 10000
+  crunch_v1_dispatcher:
+    description:
+      - What the caller knows of crunch-dispatch.rb, the crunch v1 dispatcher (its runit
+        service or process on the host that ran it).
+      - V(running) - it runs, and may retry a job C(Running) without a Slurm job (after a
+        node failure it keeps such jobs until idle nodes return); such jobs are listed in
+        RV(jobs_awaiting_retry), never in RV(orphaned_jobs).
+      - V(unknown) - no evidence either way; the same as V(running).
+      - V(stopped) - it does not run; such jobs are orphaned (RV(orphaned_jobs)).
+    type: str
+    choices: [running, stopped, unknown]
+    default: unknown
+  orphan_grace:
+    description:
+      - Seconds. A job or container whose C(modified_at) is within this long before the
+        first read (the database's clock, in UTC) is never orphaned; RV(evidence) counts
+        them (C(recently_modified)). crunch-dispatch.rb spares jobs modified in the last 60 s.
+        At most 3600.
+    type: float
+    default: 60
+  missing_are_stray:
+    description:
+      - Also report as stray (RV(stray_slurm_jobs)) the Slurm jobs named after a UUID of the
+        cluster that the database lacks (RV(missing_from_database)). Arvados never cancels
+        them; set it only when this database is the cluster's primary and up to date.
+    type: bool
+    default: false
+  allow_standby:
+    description:
+      - Read a standby server (C(pg_is_in_recovery()) true) instead of failing. Its rows may
+        lag the primary's, so live work may look missing or orphaned.
+    type: bool
+    default: false
 notes:
   - The module runs where C(squeue) and the database are both reachable; the playbook
     C(recover_after_node_reboot.yml) runs it on the first C(slurm_controllers) host.
   - Orphans are not changed here. Crunch v1 jobs are failed with
     M(arvados_ops.recovery.arvados_fail_jobs) (O(arvados_ops.recovery.arvados_fail_jobs#module:uuids)).
     Containers are changed only through the API (their side effects live in the API
-    server) - a running crunch-dispatch-slurm cancels a C(Running) container whose Slurm job
-    is gone and unlocks a C(Locked) one, so start the dispatcher.
+    server) - start the dispatcher. At its start crunch-dispatch-slurm I(submits) each
+    C(Locked) container of its own that has no Slurm job (it does not unlock it), and
+    watches the others; while it runs, a container whose Slurm job leaves the queue is
+    cancelled when C(Running), unlocked when C(Locked) (C(runContainer),
+    C(services/crunch-dispatch-slurm/crunch-dispatch-slurm.go), 1.4.3 to 3.2.1).
 seealso:
   - module: arvados_ops.recovery.arvados_fail_jobs
   - module: arvados_ops.recovery.slurm_job_cancel
@@ -180,13 +240,19 @@ EXAMPLES = r"""
     name: "{{ reconcile.stray_slurm_jobs | map(attribute='name') | unique | list }}"
   when: reconcile.stray_slurm_jobs | length > 0
 
+- name: Crunch v1 jobs only, crunch-dispatch.rb known to be stopped (its jobs can be orphaned)
+  arvados_ops.recovery.arvados_reconcile_info:
+    crunch_v1_dispatcher: stopped
+    kinds: [jobs]
+  register: reconcile
+
 - name: Fail the orphaned crunch v1 jobs and revoke their tokens
   arvados_ops.recovery.arvados_fail_jobs:
     uuids: "{{ reconcile.orphaned_jobs | map(attribute='uuid') | list }}"
     cancel_slurm_jobs: false
   when: reconcile.orphaned_jobs | length > 0
 
-- name: Say when no dispatcher runs
+- name: Say that no session holds the dispatchers' lock (ask the service manager too)
   ansible.builtin.debug:
     msg: "{{ reconcile.dispatcher.reason }}"
   when: not reconcile.dispatcher.lock_held
@@ -225,8 +291,19 @@ stray_slurm_jobs:
     reason: {description: Why it is stray, type: str, returned: always,
              sample: "container is Cancelled: crunch-dispatch-slurm cancels the Slurm job of a final container"}
   sample: []
+missing_from_database:
+  description: The cluster's Slurm jobs named after a UUID the database lacks, one entry per
+    Slurm job, shaped as RV(stray_slurm_jobs)' entries (C(record_state) and C(priority) null).
+    Arvados leaves them alone; they are in RV(stray_slurm_jobs) too only with O(missing_are_stray=true).
+  returned: success
+  type: list
+  elements: dict
+  sample: [{"job_id": "4243", "name": "zzzzz-dz642-0123456789abcdf", "state": "RUNNING", "nodes": "compute1",
+            "user": "crunch", "kind": "container", "record_state": null, "priority": null,
+            "reason": "no container of this UUID in the database: ..."}]
 orphaned_jobs:
-  description: Crunch v1 jobs Running without a Slurm job (empty when withheld, see RV(orphans_withheld)).
+  description: Crunch v1 jobs Running without a Slurm job, with O(crunch_v1_dispatcher=stopped)
+    only (empty when withheld, see RV(orphans_withheld)).
   returned: success
   type: list
   elements: dict
@@ -238,6 +315,16 @@ orphaned_jobs:
     is_locked_by_uuid: {description: The user whose token runs the job, type: str, returned: always, sample: zzzzz-tpzed-0123456789abcde}
     reason: {description: Why it is orphaned, type: str, returned: always, sample: "job is Running, but no Slurm job ..."}
   sample: []
+jobs_awaiting_retry:
+  description: Crunch v1 jobs that would be orphaned but that crunch-dispatch.rb may still
+    retry (O(crunch_v1_dispatcher=running) or V(unknown)), shaped as RV(orphaned_jobs)'
+    entries; C(reason) names the evidence. Empty when withheld, see RV(orphans_withheld).
+  returned: success
+  type: list
+  elements: dict
+  sample: [{"uuid": "zzzzz-8i9sb-0123456789abcde", "state": "Running", "started_at": "2026-11-30T10:00:00.12",
+            "is_locked_by_uuid": "zzzzz-tpzed-0123456789abcde",
+            "reason": "job is Running without a Slurm job ..., but crunch-dispatch.rb runs and may retry it: ..."}]
 orphaned_containers:
   description: Containers Locked or Running without a Slurm job (empty when withheld).
   returned: success
@@ -270,17 +357,20 @@ orphans_rule_means:
   sample: "orphans of a kind are reported only when ..."
 evidence:
   description: Per kind, live records (C(live)), how many had a Slurm job in a listing
-    (C(with_slurm_job)) and how many had none in either (C(without_slurm_job), before the re-read).
+    (C(with_slurm_job)), how many had none in either (C(without_slurm_job), before the
+    re-read), and how many had none in the first but were spared as modified within
+    O(orphan_grace) (C(recently_modified)).
   returned: success
   type: dict
-  sample: {"jobs": {"live": 12, "with_slurm_job": 10, "without_slurm_job": 2}}
+  sample: {"jobs": {"live": 12, "with_slurm_job": 9, "without_slurm_job": 2, "recently_modified": 1}}
 ending_slurm_jobs:
   description: Stray Slurm jobs left out because Slurm is already ending them (COMPLETING).
   returned: success
   type: int
   sample: 0
 dispatcher:
-  description: Whether a dispatcher of Arvados 2.5 or later holds the Dispatch advisory lock.
+  description: Whether a session holds the Dispatch advisory lock of Arvados 2.5 and later
+    dispatchers. No holder does not prove that no dispatcher runs (see C(reason)).
   returned: success
   type: dict
   contains:
@@ -290,7 +380,8 @@ dispatcher:
               elements: dict, returned: always, sample: [{"pid": 4242, "application_name": "", "client_addr": "10.0.0.5/32",
                                                            "backend_start": "2026-11-30T10:00:00+00:00"}]}
     reason: {description: What that means, type: str, returned: always, sample: "a session holds the Dispatch advisory lock ..."}
-  sample: {"lock_key": 10005, "lock_held": false, "holders": [], "reason": "no session holds ..."}
+  sample: {"lock_key": 10005, "lock_held": false, "holders": [],
+           "reason": "no session holds the Dispatch advisory lock (10005), which alone cannot tell ..."}
 slurm:
   description: C(squeue_calls) (always 2), the cluster's Slurm jobs in each listing, and
     Slurm jobs named after other clusters' UUIDs.
@@ -298,10 +389,11 @@ slurm:
   type: dict
   sample: {"squeue_calls": 2, "first_listing": 5, "second_listing": 5, "other_clusters_jobs": 0}
 counts:
-  description: Numbers of stray Slurm jobs, orphaned jobs and orphaned containers.
+  description: The length of each list above.
   returned: success
   type: dict
-  sample: {"stray_slurm_jobs": 1, "orphaned_jobs": 2, "orphaned_containers": 0}
+  sample: {"stray_slurm_jobs": 1, "missing_from_database": 0, "orphaned_jobs": 2, "jobs_awaiting_retry": 0,
+           "orphaned_containers": 0}
 database_statements:
   description: SQL statements run (none per UUID).
   returned: success
@@ -317,6 +409,26 @@ settle:
   returned: success
   type: float
   sample: 10.0
+orphan_grace:
+  description: The O(orphan_grace) used.
+  returned: success
+  type: float
+  sample: 60.0
+crunch_v1_dispatcher:
+  description: The O(crunch_v1_dispatcher) used.
+  returned: success
+  type: str
+  sample: unknown
+missing_are_stray:
+  description: The O(missing_are_stray) used.
+  returned: success
+  type: bool
+  sample: false
+database_is_standby:
+  description: Whether the server read was a standby (only ever true with O(allow_standby=true)).
+  returned: success
+  type: bool
+  sample: false
 database:
   description: Where the connection settings came from (never the password).
   returned: success

@@ -9,18 +9,29 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import pwd
+import shutil
+import socket
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from lab.postgres import pg
+from lab.processes import run
 from plugins.module_utils.uuids import CONTAINER_INFIX, JOB_INFIX, TOKEN_INFIX, USER_INFIX, new_uuid
 from tests.integration import module_playbook
+from tests.integration.module_playbook import REPO_ROOT
 from tests.integration.slurm_helpers import wait_for
 
 MODULE = "arvados_ops.recovery.arvados_reconcile_info"
 PREFIX = "zzzzz"
 DISPATCHER_TOKEN = "%s-%s-000000000000000" % (PREFIX, TOKEN_INFIX)
 LAB_NODE = "localhost"
+# Rows are last modified this many seconds ago unless a test says otherwise: far past
+# arvados_reconcile_info's orphan_grace (60 s), so that only a test about the grace meets it.
+MODIFIED_AGO = 600.0
+_AGO = "(now() AT TIME ZONE 'UTC') - %s * interval '1 second'"
 
 
 class Records:
@@ -30,27 +41,28 @@ class Records:
         self.conn = conn
         self.user = new_uuid(PREFIX, USER_INFIX)
 
-    def job(self, state: str, started: bool = True) -> str:
+    def job(self, state: str, started: bool = True, modified_ago: float = MODIFIED_AGO) -> str:
+        """A job; its row last modified `modified_ago` seconds ago (UTC, as Arvados writes it)."""
         uuid = new_uuid(PREFIX, JOB_INFIX)
         self.conn.execute(
             "INSERT INTO jobs (uuid, owner_uuid, state, running, created_at, updated_at,"
             " modified_at, started_at, is_locked_by_uuid)"
-            " VALUES (%s, %s, %s, %s, now() - interval '1 hour', now(), now(),"
+            " VALUES (%s, %s, %s, %s, now() - interval '1 hour', now(), " + _AGO + ","
             " CASE WHEN %s THEN now() - interval '50 minutes' END, %s)",
-            (uuid, self.user, state, state == "Running", started, self.user),
+            (uuid, self.user, state, state == "Running", modified_ago, started, self.user),
         )
         self.conn.commit()
         return uuid
 
-    def container(self, state: str, priority: int = 1) -> str:
+    def container(self, state: str, priority: int = 1, modified_ago: float = MODIFIED_AGO) -> str:
         uuid = new_uuid(PREFIX, CONTAINER_INFIX)
         locked = state in ("Locked", "Running")
         self.conn.execute(
             "INSERT INTO containers (uuid, owner_uuid, state, priority, created_at, updated_at,"
             " modified_at, started_at, locked_by_uuid)"
-            " VALUES (%s, %s, %s, %s, now() - interval '1 hour', now(), now(),"
+            " VALUES (%s, %s, %s, %s, now() - interval '1 hour', now(), " + _AGO + ","
             " CASE WHEN %s = 'Running' THEN now() - interval '50 minutes' END, %s)",
-            (uuid, self.user, state, priority, state, DISPATCHER_TOKEN if locked else None),
+            (uuid, self.user, state, priority, modified_ago, state, DISPATCHER_TOKEN if locked else None),
         )
         self.conn.commit()
         return uuid
@@ -121,3 +133,65 @@ def node_down(slurm, node: str = LAB_NODE) -> Iterator[None]:
             30,
             interval=0.2,
         )
+
+
+@contextlib.contextmanager
+def standby_server(directory: Path) -> Iterator[dict[str, Any]]:
+    """A real hot standby: a PostgreSQL primary of its own, with the lab's tables, and a
+    streaming replica of it (pg_basebackup -R), both on free loopback ports under
+    `directory` (owned by postgres), never the lab's server. Yields the standby's
+    connection options for the module (trust authentication: no password)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    postgres = pwd.getpwnam("postgres")
+    os.chown(directory, postgres.pw_uid, postgres.pw_gid)
+    primary, standby = directory / "primary", directory / "standby"
+    ports = [_free_port(), _free_port()]
+    run(
+        [pg("initdb"), "-D", str(primary), "-U", "postgres", "--auth=trust", "--locale=C", "-E", "UTF8"],
+        user="postgres",
+        timeout=180,
+    )
+    started: list[Path] = []
+    try:
+        _start(primary, ports[0], started)
+        primary_server = ["-h", "127.0.0.1", "-p", str(ports[0]), "-U", "postgres"]
+        psql_primary = [pg("psql"), *primary_server, "-v", "ON_ERROR_STOP=1", "-q"]
+        run(psql_primary + ["-c", "CREATE EXTENSION pg_trgm"], user="postgres")
+        for schema in ("tables.sql", "indexes.sql"):
+            run(psql_primary + ["-f", str(REPO_ROOT / "lab" / "schema" / schema)], user="postgres", timeout=120)
+        backup = [pg("pg_basebackup"), *primary_server, "-D", str(standby), "-R", "-X", "stream"]
+        run(backup, user="postgres", timeout=180)
+        _start(standby, ports[1], started)
+        yield {"db_host": "127.0.0.1", "db_port": ports[1], "db_name": "postgres", "db_user": "postgres"}
+    finally:
+        for data in reversed(started):
+            run([pg("pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"], user="postgres", check=False)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _start(data: Path, port: int, started: list[Path]) -> None:
+    options = "-p %d -k %s -c listen_addresses=127.0.0.1" % (port, data.parent)
+    run(
+        [
+            pg("pg_ctl"),
+            "-D",
+            str(data),
+            "-l",
+            str(data.parent / (data.name + ".log")),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            "120",
+            "start",
+        ],
+        user="postgres",
+        timeout=180,
+    )
+    started.append(data)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

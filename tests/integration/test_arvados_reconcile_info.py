@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 from psycopg import sql
@@ -30,7 +31,9 @@ def between_the_listings(lab_env, tmp_path, config, action, settle=8):
 
     def reconcile():
         outcome["result"] = rh.run_reconcile(
-            lab_env, tmp_path, rh.reconcile_args(config, settle=settle, squeue_path=str(squeue))
+            lab_env,
+            tmp_path,
+            rh.reconcile_args(config, settle=settle, squeue_path=str(squeue), crunch_v1_dispatcher="stopped"),
         )
 
     thread = threading.Thread(target=reconcile)
@@ -54,7 +57,7 @@ def test_live_work_is_left_alone_and_lost_work_is_orphaned(lab_env, slurm, fresh
     slurm.submit(live_job, hold=True)
     slurm.submit(live_container, hold=True)
 
-    result = rh.run_reconcile(lab_env, tmp_path, rh.reconcile_args(config))
+    result = rh.run_reconcile(lab_env, tmp_path, rh.reconcile_args(config, crunch_v1_dispatcher="stopped"))
 
     assert not result.get("failed"), result.get("msg")
     assert result["changed"] is False
@@ -83,12 +86,12 @@ def test_stray_slurm_jobs_are_reported_with_their_slurm_details(lab_env, slurm, 
     complete_job = records.job("Complete")
     cancelled_container = records.container("Cancelled", priority=0)
     unwanted_container = records.container("Running", priority=0)
-    unknown_container = rh.Records(records.conn).container("Queued")
-    records.conn.execute("DELETE FROM containers WHERE uuid = %s", (unknown_container,))
-    records.conn.commit()
+    # 2.7.4 and 3.2.1 sdk/go/dispatch/dispatch.go: the tracker closes on Queued, and
+    # services/crunch-dispatch-slurm/crunch-dispatch-slurm.go runContainer cancels its job.
+    queued_container = records.container("Queued")
     ids = {
         uuid: slurm.submit(uuid, hold=True)
-        for uuid in (complete_job, cancelled_container, unwanted_container, unknown_container)
+        for uuid in (complete_job, cancelled_container, unwanted_container, queued_container)
     }
 
     result = rh.run_reconcile(lab_env, tmp_path, rh.reconcile_args(config), check=True)
@@ -103,7 +106,35 @@ def test_stray_slurm_jobs_are_reported_with_their_slurm_details(lab_env, slurm, 
     assert strays[complete_job]["reason"].startswith("job is Complete")
     assert strays[cancelled_container]["record_state"] == "Cancelled"
     assert "priority 0" in strays[unwanted_container]["reason"]
-    assert strays[unknown_container]["record_state"] is None
+    assert strays[queued_container]["record_state"] == "Queued"
+    assert "tracker closes" in strays[queued_container]["reason"]
+    assert not {entry["name"] for entry in result["missing_from_database"]} & set(ids)
+
+
+def test_a_uuid_missing_from_the_database_is_left_alone_unless_asked(lab_env, slurm, records, config, tmp_path):
+    # 2.7.4 and 3.2.1 sdk/go/dispatch/dispatch.go, TrackContainer: the dispatcher's GET of
+    # an unknown UUID fails and nothing is cancelled.
+    unknown_container = records.container("Queued")
+    unknown_job = records.job("Queued")
+    records.conn.execute("DELETE FROM containers WHERE uuid = %s", (unknown_container,))
+    records.conn.execute("DELETE FROM jobs WHERE uuid = %s", (unknown_job,))
+    records.conn.commit()
+    ids = {uuid: slurm.submit(uuid, hold=True) for uuid in (unknown_container, unknown_job)}
+
+    default = rh.run_reconcile(lab_env, tmp_path, rh.reconcile_args(config, orphans="never"))
+    asked = rh.run_reconcile(lab_env, tmp_path, rh.reconcile_args(config, orphans="never", missing_are_stray=True))
+
+    assert not default.get("failed"), default.get("msg")
+    missing = {entry["name"]: entry for entry in default["missing_from_database"]}
+    assert set(ids) <= set(missing)
+    assert not {entry["name"] for entry in default["stray_slurm_jobs"]} & set(ids)
+    for uuid, job_id in ids.items():
+        assert missing[uuid]["job_id"] == job_id and missing[uuid]["record_state"] is None
+    assert missing[unknown_container]["kind"] == "container" and missing[unknown_job]["kind"] == "job"
+    assert "no container of this UUID in the database" in missing[unknown_container]["reason"]
+    assert default["counts"]["missing_from_database"] >= 2
+    assert set(ids) <= {entry["name"] for entry in asked["stray_slurm_jobs"]}
+    assert set(ids) <= {entry["name"] for entry in asked["missing_from_database"]}
 
 
 def test_a_running_slurm_job_shows_its_node(lab_env, slurm, records, config, tmp_path):
@@ -127,11 +158,70 @@ def test_a_slurm_job_submitted_between_the_polls_is_not_orphaned(lab_env, slurm,
     assert result["orphaned_jobs"] == []
 
 
+def test_a_v1_job_without_a_slurm_job_awaits_a_running_dispatcher_s_retry(lab_env, slurm, records, config, tmp_path):
+    # 1.4.3 services/api/lib/crunch_dispatch.rb, reap_children: a job whose crunch-job exited
+    # 93 stays Running in @todo_job_retries, without a Slurm job, until idle nodes return.
+    witness = records.job("Running")
+    retrying = records.job("Running")
+    slurm.submit(witness, hold=True)
+
+    running = rh.run_reconcile(
+        lab_env, tmp_path, rh.reconcile_args(config, kinds=["jobs"], crunch_v1_dispatcher="running")
+    )
+    unknown = rh.run_reconcile(lab_env, tmp_path, rh.reconcile_args(config, kinds=["jobs"]))
+    stopped = rh.run_reconcile(
+        lab_env, tmp_path, rh.reconcile_args(config, kinds=["jobs"], crunch_v1_dispatcher="stopped")
+    )
+
+    assert not running.get("failed"), running.get("msg")
+    assert running["orphaned_jobs"] == [] and rh.names(running["jobs_awaiting_retry"]) == [retrying]
+    assert "crunch-dispatch.rb runs and may retry it" in running["jobs_awaiting_retry"][0]["reason"]
+    assert running["counts"]["jobs_awaiting_retry"] == 1
+    assert unknown["orphaned_jobs"] == [] and rh.names(unknown["jobs_awaiting_retry"]) == [retrying]
+    assert "no evidence whether crunch-dispatch.rb runs" in unknown["jobs_awaiting_retry"][0]["reason"]
+    assert rh.names(stopped["orphaned_jobs"]) == [retrying] and stopped["jobs_awaiting_retry"] == []
+    assert records.state("jobs", retrying) == "Running"
+
+
+def test_a_row_modified_within_the_grace_is_never_orphaned(lab_env, slurm, records, config, tmp_path):
+    # 1.4.3 services/api/lib/crunch_dispatch.rb, check_orphaned_slurm_jobs: jobs modified in
+    # the last 60 s are spared. modified_at is UTC; the database's session writes dates
+    # in another zone here, so a comparison in local time would be off by hours.
+    records.conn.execute(
+        sql.SQL("ALTER DATABASE {} SET TimeZone = 'America/Los_Angeles'").format(
+            sql.Identifier(records.conn.info.dbname)
+        )
+    )
+    records.conn.commit()
+    witness_job = records.job("Running")
+    witness_container = records.container("Running")
+    fresh_job = records.job("Running", modified_ago=5)
+    fresh_container = records.container("Locked", modified_ago=5)
+    old_job = records.job("Running", modified_ago=120)
+    slurm.submit(witness_job, hold=True)
+    slurm.submit(witness_container, hold=True)
+    args = rh.reconcile_args(config, crunch_v1_dispatcher="stopped")
+
+    spared = rh.run_reconcile(lab_env, tmp_path, args)
+    no_grace = rh.run_reconcile(lab_env, tmp_path, dict(args, orphan_grace=0))
+
+    assert not spared.get("failed"), spared.get("msg")
+    assert rh.names(spared["orphaned_jobs"]) == [old_job]
+    assert spared["orphaned_containers"] == []
+    assert spared["evidence"]["jobs"]["recently_modified"] == 1
+    assert spared["evidence"]["containers"]["recently_modified"] == 1
+    assert rh.names(no_grace["orphaned_jobs"]) == sorted([fresh_job, old_job])
+    assert rh.names(no_grace["orphaned_containers"]) == [fresh_container]
+    assert no_grace["evidence"]["jobs"]["recently_modified"] == 0
+
+
 def test_without_evidence_orphans_are_withheld_unless_told(lab_env, records, config, tmp_path):
     lost_job = records.job("Running")
 
     cautious = rh.run_reconcile(lab_env, tmp_path, rh.reconcile_args(config, kinds=["jobs"]))
-    told = rh.run_reconcile(lab_env, tmp_path, rh.reconcile_args(config, kinds=["jobs"], orphans="always"))
+    told = rh.run_reconcile(
+        lab_env, tmp_path, rh.reconcile_args(config, kinds=["jobs"], orphans="always", crunch_v1_dispatcher="stopped")
+    )
     never = rh.run_reconcile(lab_env, tmp_path, rh.reconcile_args(config, kinds=["jobs"], orphans="never"))
 
     assert cautious["orphaned_jobs"] == []
@@ -180,7 +270,9 @@ def test_a_lost_job_with_finished_at_set_is_orphaned_too(lab_env, slurm, records
     records.conn.commit()
     slurm.submit(witness, hold=True)
 
-    result = rh.run_reconcile(lab_env, tmp_path, rh.reconcile_args(config, kinds=["jobs"]))
+    result = rh.run_reconcile(
+        lab_env, tmp_path, rh.reconcile_args(config, kinds=["jobs"], crunch_v1_dispatcher="stopped")
+    )
 
     assert not result.get("failed"), result.get("msg")
     assert rh.names(result["orphaned_jobs"]) == lost
@@ -196,9 +288,32 @@ def test_the_dispatcher_lock_tells_whether_a_dispatcher_runs(lab_env, fresh_db, 
 
     assert before["dispatcher"]["lock_held"] is False
     assert "no session holds" in before["dispatcher"]["reason"]
+    # 2.7.4 and 3.2.1 services/crunch-dispatch-slurm/crunch-dispatch-slurm.go: the lock is
+    # taken once at start and never checked again, so no holder proves nothing.
+    assert "cannot tell whether a dispatcher runs" in before["dispatcher"]["reason"]
+    assert "service manager" in before["dispatcher"]["reason"]
     assert during["dispatcher"]["lock_held"] is True
     assert [h["pid"] for h in during["dispatcher"]["holders"]] == [holder_pid]
     assert during["dispatcher"]["holders"][0]["application_name"] == "crunch-dispatch-slurm"
+
+
+def test_a_standby_is_refused_unless_allowed(lab_env, tmp_path):
+    # A real streaming replica (its own primary, never the lab's server): `SET
+    # default_transaction_read_only` would not make pg_is_in_recovery() true.
+    squeue, log = logging_client(tmp_path / "bin", "squeue")
+    with rh.standby_server(Path("/tmp") / ("reconcile-standby-" + tmp_path.name)) as standby:
+        args = dict(standby, cluster_prefix=rh.PREFIX, settle=1, squeue_path=str(squeue))
+        refused = rh.run_reconcile(lab_env, tmp_path, args)
+        calls_when_refused = len(logged_calls(log))
+        allowed = rh.run_reconcile(lab_env, tmp_path, dict(args, allow_standby=True))
+
+    assert refused["failed"]
+    assert "127.0.0.1:%d (database postgres) is a standby" % standby["db_port"] in refused["msg"]
+    assert "point the database settings at the primary" in refused["msg"]
+    assert "allow_standby: true" in refused["msg"]
+    assert calls_when_refused == 0
+    assert not allowed.get("failed"), allowed.get("msg")
+    assert allowed["database_is_standby"] is True
 
 
 def test_the_prefix_comes_from_the_system_user(lab_env, fresh_db, records, config, tmp_path):
@@ -225,6 +340,9 @@ def test_the_prefix_comes_from_the_system_user(lab_env, fresh_db, records, confi
         ({"batch_size": 0}, "batch_size"),
         ({"squeue_path": "/nonexistent/squeue"}, "/nonexistent/squeue"),
         ({"orphans": "sometimes"}, "orphans"),
+        ({"orphan_grace": -5}, "orphan_grace must be a number of seconds of 0 or more"),
+        ({"orphan_grace": 86400}, "orphan_grace must be at most 3600 seconds"),
+        ({"crunch_v1_dispatcher": "perhaps"}, "crunch_v1_dispatcher"),
     ],
 )
 def test_bad_input_fails_before_anything_is_asked(lab_env, config, tmp_path, args, message):
@@ -288,6 +406,8 @@ def test_nothing_is_written(fresh_db, lab_env, slurm, records, config, tmp_path)
             ]
 
     before = snapshot()
-    result = rh.run_reconcile(lab_env, tmp_path, rh.reconcile_args(config, orphans="always"))
+    result = rh.run_reconcile(
+        lab_env, tmp_path, rh.reconcile_args(config, orphans="always", crunch_v1_dispatcher="stopped")
+    )
     assert result["counts"]["orphaned_jobs"] == 1 and result["counts"]["stray_slurm_jobs"] >= 1
     assert snapshot() == before

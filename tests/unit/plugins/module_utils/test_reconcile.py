@@ -44,12 +44,12 @@ def line(job_id, name, state="RUNNING", user="crunch", nodes="compute1"):
     return "|".join((job_id, state, user, nodes, name))
 
 
-def job(uuid, state="Running"):
-    return Record(uuid, state, STARTED if state == "Running" else None, P + "-tpzed-u", None)
+def job(uuid, state="Running", recent=False):
+    return Record(uuid, state, STARTED if state == "Running" else None, P + "-tpzed-u", None, recent=recent)
 
 
-def container(uuid, state="Running", priority=1):
-    return Record(uuid, state, STARTED, LOCK if state in ("Locked", "Running") else None, priority)
+def container(uuid, state="Running", priority=1, recent=False):
+    return Record(uuid, state, STARTED, LOCK if state in ("Locked", "Running") else None, priority, recent=recent)
 
 
 class FakeDatabase:
@@ -57,6 +57,7 @@ class FakeDatabase:
         self.rows = {row.uuid: row for row in rows}
         self.statements = 0
         self.holders: List[Dict[str, object]] = []
+        self.standby = False
 
     def kind(self, uuid):
         return JOBS if "-8i9sb-" in uuid else CONTAINERS
@@ -64,7 +65,11 @@ class FakeDatabase:
     @staticmethod
     def versioned(row):
         """The row as read, with a version that changes whenever a column does (xmin)."""
-        return row._replace(version=repr(tuple(row[:6])))
+        return row._replace(version=repr(tuple(row[:7])))
+
+    def in_recovery(self):
+        self.statements += 1
+        return self.standby
 
     def live(self, kind):
         self.statements += 1
@@ -201,16 +206,16 @@ def test_the_squeue_command_is_one_listing_of_every_user():
 @pytest.mark.parametrize(
     "kind, record, stray",
     [
-        (JOBS, None, True),
         (JOBS, job(JOB_A, "Running"), False),
         (JOBS, job(JOB_A, "Queued"), False),
         (JOBS, job(JOB_A, "Complete"), True),
         (JOBS, job(JOB_A, "Failed"), True),
         (JOBS, job(JOB_A, "Cancelled"), True),
-        (CONTAINERS, None, True),
         (CONTAINERS, container(CTR_A, "Running"), False),
         (CONTAINERS, container(CTR_A, "Locked"), False),
-        (CONTAINERS, container(CTR_A, "Queued"), False),
+        # 2.7.4 and 3.2.1 sdk/go/dispatch/dispatch.go: the tracker closes on Queued, and
+        # services/crunch-dispatch-slurm/crunch-dispatch-slurm.go runContainer then cancels.
+        (CONTAINERS, container(CTR_A, "Queued"), True),
         (CONTAINERS, container(CTR_A, "Running", priority=0), True),
         (CONTAINERS, container(CTR_A, "Complete"), True),
         (CONTAINERS, container(CTR_A, "Cancelled"), True),
@@ -229,7 +234,7 @@ def test_strays_carry_their_slurm_details_and_reason():
         line("14", CTR_B),
         line("15", JOB_C),
     ]
-    result = reconcile(db, [queue, queue])
+    result = reconcile(db, [queue, queue], missing_are_stray=True)
     strays = {entry["job_id"]: entry for entry in result["stray_slurm_jobs"]}
     assert sorted(strays) == ["11", "12", "15"]
     assert strays["11"] == {
@@ -244,7 +249,7 @@ def test_strays_carry_their_slurm_details_and_reason():
         "reason": "job is Complete: only Running and Queued jobs have a Slurm job",
     }
     assert strays["12"]["record_state"] == "Cancelled"
-    assert strays["15"]["reason"] == "no job of this UUID in the database"
+    assert strays["15"]["reason"].startswith("no job of this UUID in the database")
 
 
 def test_completing_strays_are_counted_not_listed_and_other_users_are_left_out():
@@ -262,34 +267,45 @@ def test_strays_are_judged_on_the_second_listing():
 
 
 # -- orphans ------------------------------------------------------------------------------
+# Tests about orphaned crunch v1 jobs pass crunch_v1_dispatcher="stopped": only then is a
+# job Running without a Slurm job orphaned (1.4.3 services/api/lib/crunch_dispatch.rb,
+# reap_children: a live crunch-dispatch.rb may retry it).
+
+STOPPED = {"crunch_v1_dispatcher": "stopped"}
 
 
 def test_absent_from_both_listings_and_unchanged_is_orphaned():
     db = FakeDatabase([job(JOB_A), job(JOB_B), container(CTR_A, "Locked"), container(CTR_B)])
     queue = [line("1", JOB_A), line("2", CTR_B)]
-    result = reconcile(db, [queue, queue])
+    result = reconcile(db, [queue, queue], **STOPPED)
     assert uuids(result["orphaned_jobs"]) == [JOB_B]
     assert uuids(result["orphaned_containers"]) == [CTR_A]
     assert result["orphaned_containers"][0]["locked_by_uuid"] == LOCK
     assert result["orphaned_jobs"][0]["started_at"] == "2026-11-30T10:00:00"
     assert result["evidence"] == {
-        JOBS: {"live": 2, "with_slurm_job": 1, "without_slurm_job": 1},
-        CONTAINERS: {"live": 2, "with_slurm_job": 1, "without_slurm_job": 1},
+        JOBS: {"live": 2, "with_slurm_job": 1, "without_slurm_job": 1, "recently_modified": 0},
+        CONTAINERS: {"live": 2, "with_slurm_job": 1, "without_slurm_job": 1, "recently_modified": 0},
     }
+    assert result["jobs_awaiting_retry"] == []
 
 
 def test_a_slurm_job_submitted_between_the_listings_saves_its_job():
     db = FakeDatabase([job(JOB_A), job(JOB_B)])
-    result = reconcile(db, [[line("1", JOB_A)], [line("1", JOB_A), line("2", JOB_B)]])
+    result = reconcile(db, [[line("1", JOB_A)], [line("1", JOB_A), line("2", JOB_B)]], **STOPPED)
     assert result["orphaned_jobs"] == []
     assert result["evidence"][JOBS]["with_slurm_job"] == 2
 
 
 def test_only_the_job_that_got_no_slurm_job_by_the_second_listing_is_orphaned():
     db = FakeDatabase([job(JOB_A), job(JOB_B), job(JOB_C)])
-    result = reconcile(db, [[line("1", JOB_A)], [line("1", JOB_A), line("2", JOB_B)]])
+    result = reconcile(db, [[line("1", JOB_A)], [line("1", JOB_A), line("2", JOB_B)]], **STOPPED)
     assert uuids(result["orphaned_jobs"]) == [JOB_C]
-    assert result["evidence"][JOBS] == {"live": 3, "with_slurm_job": 2, "without_slurm_job": 1}
+    assert result["evidence"][JOBS] == {
+        "live": 3,
+        "with_slurm_job": 2,
+        "without_slurm_job": 1,
+        "recently_modified": 0,
+    }
 
 
 def test_a_record_that_changed_before_the_reread_is_not_orphaned():
@@ -302,7 +318,12 @@ def test_a_record_that_changed_before_the_reread_is_not_orphaned():
         del db.rows[CTR_A]
 
     result = reconcile(
-        db, [[line("1", JOB_A)], [line("1", JOB_A)]], between=change, kinds=(JOBS, CONTAINERS), orphans="always"
+        db,
+        [[line("1", JOB_A)], [line("1", JOB_A)]],
+        between=change,
+        kinds=(JOBS, CONTAINERS),
+        orphans="always",
+        **STOPPED,
     )
     assert result["orphaned_jobs"] == []
     assert result["orphaned_containers"] == []
@@ -314,14 +335,14 @@ def test_a_record_that_became_live_after_the_scan_is_not_a_candidate():
     def start_another():
         db.rows[JOB_B] = job(JOB_B)
 
-    result = reconcile(db, [[line("1", JOB_A)], [line("1", JOB_A)]], between=start_another)
+    result = reconcile(db, [[line("1", JOB_A)], [line("1", JOB_A)]], between=start_another, **STOPPED)
     assert result["orphaned_jobs"] == []
 
 
 def test_without_evidence_orphans_are_withheld_per_kind():
     db = FakeDatabase([job(JOB_A), container(CTR_A), container(CTR_B)])
     queue = [line("1", CTR_A)]
-    result = reconcile(db, [queue, queue])
+    result = reconcile(db, [queue, queue], **STOPPED)
     assert result["orphaned_jobs"] == []
     assert result["orphans_withheld"][JOBS].startswith("Slurm shows no Slurm job for any of the 1 live jobs")
     assert uuids(result["orphaned_containers"]) == [CTR_B]
@@ -330,8 +351,8 @@ def test_without_evidence_orphans_are_withheld_per_kind():
 
 def test_always_reports_orphans_when_slurm_shows_nothing_and_never_reports_none():
     db = FakeDatabase([job(JOB_A)])
-    assert uuids(reconcile(db, [[], []], orphans="always")["orphaned_jobs"]) == [JOB_A]
-    never = reconcile(FakeDatabase([job(JOB_A), job(JOB_B)]), [[line("1", JOB_A)]] * 2, orphans="never")
+    assert uuids(reconcile(db, [[], []], orphans="always", **STOPPED)["orphaned_jobs"]) == [JOB_A]
+    never = reconcile(FakeDatabase([job(JOB_A), job(JOB_B)]), [[line("1", JOB_A)]] * 2, orphans="never", **STOPPED)
     assert never["orphaned_jobs"] == [] and never["orphans_withheld"][JOBS] == "orphans: never"
 
 
@@ -363,10 +384,11 @@ def test_the_second_listing_starts_settle_seconds_after_the_first():
 def test_reads_are_set_based_whatever_the_number_of_records():
     rows = [job("%s-8i9sb-%015d" % (P, n)) for n in range(50)]
     db = FakeDatabase(rows)
-    result = reconcile(db, [[line("1", rows[0].uuid)]] * 2, kinds=(JOBS,), batch_size=10000)
+    result = reconcile(db, [[line("1", rows[0].uuid)]] * 2, kinds=(JOBS,), batch_size=10000, **STOPPED)
     assert result["slurm"]["squeue_calls"] == 2
-    # One scan, one re-read of the candidates, one read of the names, one look at the lock.
-    assert db.statements == 4
+    # Whether a standby, one scan, one re-read of the candidates, one read of the names,
+    # one look at the lock.
+    assert db.statements == 5
     assert len(result["orphaned_jobs"]) == 49
 
 
@@ -395,6 +417,12 @@ def test_the_dispatcher_lock_is_reported():
         ({"batch_size": 0}, "batch_size must be a whole number of 1 or more"),
         ({"slurm_user": "a b"}, "slurm_user: invalid value"),
         ({"slurm_clusters": "a;b"}, "slurm_clusters: invalid value"),
+        ({"orphan_grace": -1}, "orphan_grace must be a number of seconds of 0 or more"),
+        ({"orphan_grace": float("inf")}, "orphan_grace"),
+        ({"orphan_grace": 3601}, "orphan_grace must be at most 3600 seconds"),
+        ({"crunch_v1_dispatcher": "maybe"}, "crunch_v1_dispatcher must be one of running, stopped, unknown"),
+        ({"missing_are_stray": "yes"}, "missing_are_stray must be true or false, got 'yes'"),
+        ({"allow_standby": 1}, "allow_standby must be true or false, got 1"),
     ],
 )
 def test_bad_options_name_the_bad_value(params, message):
@@ -483,7 +511,7 @@ class _VersionsCursor:
 
     def execute(self, statement, params=None):
         self.conn.executed.append(statement)
-        if params is not None:
+        if params is not None and "uuids" in params:
             wanted = params["uuids"].split(",")
             found = [row for row in self.conn.rows.values() if row.uuid in wanted]
         else:
@@ -552,7 +580,7 @@ def test_a_candidate_is_confirmed_only_with_the_version_of_its_first_read():
 
 def test_the_confirmed_orphans_come_by_uuid():
     db = FakeDatabase([job(JOB_C), job(JOB_A), job(JOB_B)])
-    result = reconcile(db, [[], []], orphans="always")
+    result = reconcile(db, [[], []], orphans="always", **STOPPED)
     assert uuids(result["orphaned_jobs"]) == [JOB_A, JOB_B, JOB_C]
 
 
@@ -570,3 +598,189 @@ def test_the_cycle_collector_is_off_during_a_run_and_back_on_after_it():
     reconcile(WatchedDatabase([job(JOB_A)]), [[line("1", JOB_A)]] * 2)
     assert seen and not any(seen)
     assert gc.isenabled()
+
+
+# -- issue 21: Arvados' own rules -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "evidence, reason",
+    [("running", "crunch-dispatch.rb runs and may retry it"), ("unknown", "no evidence whether crunch-dispatch.rb")],
+)
+def test_a_v1_job_without_a_slurm_job_awaits_the_retry_of_a_dispatcher_that_may_run(evidence, reason):
+    # 1.4.3 services/api/lib/crunch_dispatch.rb, reap_children: after crunch-job exits 93
+    # the job stays Running in @todo_job_retries, with no Slurm job and its row untouched.
+    db = FakeDatabase([job(JOB_A), job(JOB_B)])
+    result = reconcile(db, [[line("1", JOB_A)]] * 2, crunch_v1_dispatcher=evidence)
+    assert result["orphaned_jobs"] == []
+    assert uuids(result["jobs_awaiting_retry"]) == [JOB_B]
+    entry = result["jobs_awaiting_retry"][0]
+    assert reason in entry["reason"] and "exit 93" in entry["reason"]
+    assert set(entry) == {"uuid", "state", "started_at", "is_locked_by_uuid", "reason"}
+    assert result["counts"]["jobs_awaiting_retry"] == 1 and result["counts"]["orphaned_jobs"] == 0
+
+
+def test_a_v1_job_without_a_slurm_job_is_orphaned_when_the_dispatcher_is_stopped():
+    # 1.4.3 services/api/lib/crunch_dispatch.rb: only "this crunch-dispatch process" could
+    # retry it; stopped, nothing will.
+    db = FakeDatabase([job(JOB_A), job(JOB_B), container(CTR_A), container(CTR_B)])
+    queue = [line("1", JOB_A), line("2", CTR_A)]
+    stopped = reconcile(db, [queue, queue], crunch_v1_dispatcher="stopped")
+    assert uuids(stopped["orphaned_jobs"]) == [JOB_B] and stopped["jobs_awaiting_retry"] == []
+    assert stopped["orphaned_jobs"][0]["reason"].startswith("job is Running, but no Slurm job")
+    # Containers are not crunch-dispatch.rb's: orphaned whatever it does.
+    running = reconcile(db, [queue, queue], crunch_v1_dispatcher="running")
+    assert uuids(running["orphaned_containers"]) == [CTR_B]
+
+
+def test_withheld_orphans_withhold_the_jobs_awaiting_retry_too():
+    result = reconcile(FakeDatabase([job(JOB_A)]), [[], []], crunch_v1_dispatcher="running")
+    assert result["jobs_awaiting_retry"] == [] and result["orphans_withheld"][JOBS]
+
+
+def test_a_record_modified_within_the_grace_is_never_orphaned():
+    # 1.4.3 services/api/lib/crunch_dispatch.rb, check_orphaned_slurm_jobs: jobs modified in
+    # the last 60 s are spared.
+    db = FakeDatabase(
+        [
+            job(JOB_A),
+            job(JOB_B, recent=True),
+            job(JOB_C),
+            container(CTR_A),
+            container(CTR_B, "Locked", recent=True),
+        ]
+    )
+    queue = [line("1", JOB_A), line("2", CTR_A)]
+    result = reconcile(db, [queue, queue], crunch_v1_dispatcher="stopped")
+    assert uuids(result["orphaned_jobs"]) == [JOB_C]
+    assert result["orphaned_containers"] == []
+    assert result["evidence"][JOBS] == {"live": 3, "with_slurm_job": 1, "without_slurm_job": 1, "recently_modified": 1}
+    assert result["evidence"][CONTAINERS]["recently_modified"] == 1
+
+
+def test_a_recent_record_whose_slurm_job_comes_by_the_second_listing_is_evidence():
+    db = FakeDatabase([job(JOB_A, recent=True), job(JOB_B)])
+    result = reconcile(db, [[], [line("1", JOB_A)]], crunch_v1_dispatcher="stopped")
+    assert result["evidence"][JOBS] == {"live": 2, "with_slurm_job": 1, "without_slurm_job": 1, "recently_modified": 0}
+    assert uuids(result["orphaned_jobs"]) == [JOB_B]
+
+
+def test_the_slurm_job_of_a_queued_container_is_stray():
+    # 2.7.4 and 3.2.1 sdk/go/dispatch/dispatch.go (TrackContainer, checkListForUpdates: the
+    # tracker closes on Queued) and services/crunch-dispatch-slurm/crunch-dispatch-slurm.go
+    # (runContainer: a closed tracker cancels the Slurm job).
+    db = FakeDatabase([container(CTR_A, "Queued"), container(CTR_B, "Locked")])
+    queue = [line("1", CTR_A, state="PENDING", nodes=""), line("2", CTR_B)]
+    result = reconcile(db, [queue, queue])
+    assert [(entry["job_id"], entry["record_state"]) for entry in result["stray_slurm_jobs"]] == [("1", "Queued")]
+    assert "tracker closes" in result["stray_slurm_jobs"][0]["reason"]
+
+
+def test_a_uuid_missing_from_the_database_is_reported_not_stray_unless_asked():
+    # 2.7.4 and 3.2.1 sdk/go/dispatch/dispatch.go, TrackContainer: the GET of an unknown
+    # UUID fails and nothing is cancelled.
+    db = FakeDatabase([container(CTR_A, "Cancelled")])
+    queue = [line("1", CTR_A), line("2", CTR_B), line("3", JOB_C), line("4", JOB_B, state="COMPLETING")]
+    default = reconcile(db, [queue, queue])
+    assert [entry["name"] for entry in default["stray_slurm_jobs"]] == [CTR_A]
+    assert sorted(entry["name"] for entry in default["missing_from_database"]) == [JOB_C, CTR_B]
+    missing = {entry["name"]: entry for entry in default["missing_from_database"]}
+    assert missing[CTR_B]["record_state"] is None and missing[CTR_B]["kind"] == "container"
+    assert "no container of this UUID in the database" in missing[CTR_B]["reason"]
+    # An ending Slurm job of a missing UUID is no ending stray.
+    assert default["ending_slurm_jobs"] == 0
+    assert default["counts"]["missing_from_database"] == 2 and default["counts"]["stray_slurm_jobs"] == 1
+
+    asked = reconcile(db, [queue, queue], missing_are_stray=True)
+    assert sorted(entry["name"] for entry in asked["stray_slurm_jobs"]) == [JOB_C, CTR_A, CTR_B]
+    assert len(asked["missing_from_database"]) == 2
+    assert asked["ending_slurm_jobs"] == 1
+
+
+def test_a_standby_is_refused_naming_the_server_and_the_fix():
+    db = FakeDatabase([job(JOB_A)])
+    db.standby = True
+    lister = ScriptedLister([[], []])
+    with pytest.raises(RecoveryError) as raised:
+        Reconciler(options(), db, lister, FakeClock(), "10.0.0.7:5432 (database arvados)").run()
+    message = str(raised.value)
+    assert "10.0.0.7:5432 (database arvados) is a standby" in message
+    assert "point the database settings at the primary" in message and "allow_standby: true" in message
+    # Refused before anything else is asked.
+    assert lister.calls == 0 and db.statements == 1
+    allowed = reconcile(db, [[], []], allow_standby=True)
+    assert allowed["database_is_standby"] is True
+    assert reconcile(FakeDatabase([]), [[], []])["database_is_standby"] is False
+
+
+def test_no_lock_holder_does_not_say_that_no_dispatcher_runs():
+    # 2.7.4 and 3.2.1 services/crunch-dispatch-slurm/crunch-dispatch-slurm.go,
+    # lib/dispatchcloud/dispatcher.go, lib/lsf/dispatch.go: dblock.Dispatch.Lock once at
+    # start, nothing calls Check(): after a PostgreSQL restart a running one holds no lock.
+    dispatcher = reconcile(FakeDatabase([]), [[], []])["dispatcher"]
+    assert dispatcher["lock_held"] is False and dispatcher["holders"] == []
+    assert "no dispatcher" not in dispatcher["reason"]
+    assert "cannot tell whether a dispatcher runs" in dispatcher["reason"]
+    assert "service manager" in dispatcher["reason"]
+
+
+def test_the_new_options_default_to_arvados_own_caution():
+    opts = ReconcileOptions.from_params({"squeue_path": "/bin/true"})
+    assert (opts.crunch_v1_dispatcher, opts.orphan_grace, opts.missing_are_stray, opts.allow_standby) == (
+        "unknown",
+        60.0,
+        False,
+        False,
+    )
+    assert ReconcileOptions.from_params({"squeue_path": "/bin/true", "orphan_grace": 0}).orphan_grace == 0.0
+
+
+class _ParamsConnection(_VersionsConnection):
+    """Keeps the parameters of every statement too; answers pg_is_in_recovery() with `standby`."""
+
+    def __init__(self, rows, standby=False):
+        super().__init__(rows)
+        self.params = []
+        self.standby = standby
+
+    def cursor(self):
+        conn = self
+
+        class Cursor(_VersionsCursor):
+            def execute(self, statement, params=None):
+                conn.params.append(params)
+                if statement.startswith("SELECT pg_is_in_recovery"):
+                    conn.executed.append(statement)
+                    self.answer = [(conn.standby,)]
+                    return
+                super().execute(statement, params)
+
+            def fetchone(self):
+                return self.answer[0]
+
+        return Cursor(self)
+
+
+def test_the_grace_is_a_bound_parameter_compared_with_the_database_s_utc_clock():
+    from plugins.module_utils.fail_jobs import SQL_NOW_UTC
+    from plugins.module_utils.reconcile_db import SQL_BY_UUID, SQL_LIVE, DatabaseReader, read_live
+
+    for statement in list(SQL_LIVE.values()) + list(SQL_BY_UUID.values()):
+        assert "modified_at > %s - %%(grace)s * interval '1 second'" % SQL_NOW_UTC in statement
+    conn = _ParamsConnection({})
+    assert read_live(conn, SQL_LIVE[JOBS], {"grace": 12.5}) == []
+    assert conn.params == [{"grace": 12.5}]
+    reader = DatabaseReader(conn, batch_size=10, orphan_grace=7.0)
+    with reader.pipeline():
+        reader.send_by_uuid(JOBS, [JOB_A])()
+    assert conn.params[-1] == {"grace": 7.0, "uuids": JOB_A}
+
+
+def test_the_reader_asks_whether_the_server_is_a_standby():
+    from plugins.module_utils.reconcile_db import SQL_IN_RECOVERY, DatabaseReader
+
+    for standby in (True, False):
+        conn = _ParamsConnection({}, standby=standby)
+        reader = DatabaseReader(conn, batch_size=10)
+        assert reader.in_recovery() is standby
+        assert conn.executed == [SQL_IN_RECOVERY] and reader.statements == 1

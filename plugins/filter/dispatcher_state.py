@@ -1,0 +1,77 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to arvados_ops.recovery
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Filters of recover_after_node_reboot.yml: thin adapters over module_utils/dispatcher_state.py.
+
+Each takes the host names of a group, ``hostvars`` and the names of the results the
+playbook registered on those hosts; a host without them was not asked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.arvados_ops.recovery.plugins.module_utils import dispatcher_state as decide
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError
+
+
+def _plain(value):
+    if isinstance(value, Mapping):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value
+
+
+def _probe(hostvars, host, name):
+    """The result registered as `name` on `host`, as a plain dict; None when it never ran there."""
+    try:
+        host_vars = hostvars[host]
+    except KeyError:
+        return None
+    value = host_vars.get(name) if isinstance(host_vars, Mapping) else None
+    return _plain(value) if isinstance(value, Mapping) else None
+
+
+def container_dispatcher_state(lock, hosts, hostvars, probes, unit="crunch-dispatch-slurm"):
+    """The container dispatcher's state (running, running_without_lock, not_running, unknown).
+
+    probes: {'systemd': ..., 'unit': ..., 'process': ...}, each the name of a registered result.
+    """
+    evidence = [
+        (str(host), {kind: _probe(hostvars, host, name) for kind, name in dict(probes).items()}) for host in hosts or []
+    ]
+    try:
+        return decide.container_dispatcher(_plain(lock), evidence, str(unit))
+    except ConfigError as error:
+        raise AnsibleFilterError(str(error)) from None
+
+
+def container_dispatcher_line(decision, started_on=(), check_mode=False):
+    """The summary's line about the container dispatcher."""
+    return decide.container_dispatcher_line(
+        _plain(decision), [str(host) for host in started_on or []], bool(check_mode)
+    )
+
+
+def crunch_v1_dispatcher_state(hosts, hostvars, probe, stated=None):
+    """Whether crunch-dispatch.rb runs: running, stopped or unknown."""
+    try:
+        return decide.crunch_v1_dispatcher(
+            [(str(host), _probe(hostvars, host, probe)) for host in hosts or []],
+            None if stated is None else str(stated),
+        )
+    except ConfigError as error:
+        raise AnsibleFilterError(str(error)) from None
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "container_dispatcher_state": container_dispatcher_state,
+            "container_dispatcher_line": container_dispatcher_line,
+            "crunch_v1_dispatcher_state": crunch_v1_dispatcher_state,
+        }

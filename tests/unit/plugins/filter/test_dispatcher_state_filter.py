@@ -1,0 +1,98 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to arvados_ops.recovery
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The filters of recover_after_node_reboot.yml read each host's registered results out of
+hostvars; a host without them was not asked. (The decisions themselves:
+tests/unit/plugins/module_utils/test_dispatcher_state.py.)"""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+try:
+    from ansible.module_utils import _internal as module_utils_internal
+except ImportError:  # before ansible-core 2.19 there is no controller flag to restore
+    module_utils_internal = None
+
+
+@pytest.fixture(scope="module")
+def filters():
+    """The filter plugin, imported here rather than at collection: importing it (through
+    ansible.errors) marks the process as Ansible's controller, and the module tests that
+    run later in the same process would then no longer see their modules' warnings."""
+    was_controller = getattr(module_utils_internal, "is_controller", None)
+    yield importlib.import_module("ansible_collections.arvados_ops.recovery.plugins.filter.dispatcher_state")
+    if was_controller is not None:
+        module_utils_internal.is_controller = was_controller
+
+
+PROBES = {"systemd": "reconcile__systemd", "unit": "reconcile__unit_active", "process": "reconcile__dispatcher_process"}
+LOCK_FREE = {"lock_key": 10005, "lock_held": False, "holders": [], "reason": "free"}
+
+
+def probed(systemd=True, unit="inactive", pids=""):
+    return {
+        "reconcile__systemd": {"stat": {"exists": systemd}},
+        "reconcile__unit_active": {"rc": 0 if unit == "active" else 3, "stdout": unit}
+        if systemd
+        else {"skipped": True},
+        "reconcile__dispatcher_process": {"rc": 0 if pids else 1, "stdout": pids, "stderr": ""},
+        "reconcile__v1_process": {"rc": 0 if pids else 1, "stdout": pids, "stderr": ""},
+    }
+
+
+def test_the_filters_are_registered(filters):
+    assert set(filters.FilterModule().filters()) == {
+        "container_dispatcher_state",
+        "container_dispatcher_line",
+        "crunch_v1_dispatcher_state",
+    }
+
+
+def test_each_host_is_read_from_hostvars(filters):
+    hostvars = {"d1": probed(), "d2": probed(systemd=False, pids="77")}
+
+    decision = filters.container_dispatcher_state(LOCK_FREE, ["d1", "d2"], hostvars, PROBES)
+
+    assert decision["state"] == "running_without_lock"
+    assert decision["up_on"] == ["d2"]
+    assert filters.container_dispatcher_line(decision, [], False).startswith("Dispatcher: running_without_lock: ")
+
+
+def test_a_host_without_results_was_not_asked(filters):
+    hostvars = {"d1": probed(), "d2": {"inventory_hostname": "d2"}}
+
+    decision = filters.container_dispatcher_state(LOCK_FREE, ["d1", "d2", "gone"], hostvars, PROBES)
+
+    assert decision["state"] == "unknown"
+    assert decision["unknown_on"] == ["d2", "gone"]
+
+
+def test_every_host_down_starts_on_the_first_with_systemd(filters):
+    hostvars = {"d1": probed(systemd=False), "d2": probed()}
+
+    decision = filters.container_dispatcher_state(LOCK_FREE, ["d1", "d2"], hostvars, PROBES)
+
+    assert (decision["state"], decision["start_on"]) == ("not_running", "d2")
+
+
+def test_crunch_v1_dispatcher_from_hostvars(filters):
+    assert filters.crunch_v1_dispatcher_state(["api"], {"api": probed(pids="5")}, "reconcile__v1_process")["state"] == (
+        "running"
+    )
+    assert filters.crunch_v1_dispatcher_state(["api"], {"api": probed()}, "reconcile__v1_process", "auto")["state"] == (
+        "stopped"
+    )
+    assert filters.crunch_v1_dispatcher_state([], {}, "reconcile__v1_process")["state"] == "unknown"
+
+
+def test_bad_input_is_a_filter_error_naming_it(filters):
+    from ansible.errors import AnsibleFilterError
+
+    with pytest.raises(AnsibleFilterError, match="got 'sometimes'"):
+        filters.crunch_v1_dispatcher_state([], {}, "reconcile__v1_process", "sometimes")
+    with pytest.raises(AnsibleFilterError, match="no lock_held"):
+        filters.container_dispatcher_state({}, [], {}, PROBES)
