@@ -42,9 +42,9 @@ def test_on_3_2_the_instance_type_template_is_written_once(collections, tmp_path
     assert changed > 0 and config.read_text() == CONFIG
     assert "--constraint=instancetype=%I" in predicted and "WARNING" not in predicted
 
-    done, _ = run(collections, tmp_path, DISPATCHER_PLAY, variables, *TAGS)
+    run(collections, tmp_path, DISPATCHER_PLAY, variables, *TAGS)
     assert sbatch_list(config)["SbatchArgumentsList"] == TEMPLATE
-    assert config.read_text().startswith(CONFIG.split("\n")[0])
+    assert config.read_text().startswith(CONFIG.split("\n", maxsplit=1)[0])
     assert run(collections, tmp_path, DISPATCHER_PLAY, variables, *TAGS)[1] == 0
 
 
@@ -52,7 +52,7 @@ def test_on_3_2_instance_types_without_percent_i_are_warned_about(collections, t
     config = tmp_path / "config.yml"
     config.write_text(CONFIG)
     config.chmod(0o600)
-    done, _ = run(collections, tmp_path, DISPATCHER_PLAY, dispatcher_variables(tmp_path, "3.2"), *TAGS)
+    done = run(collections, tmp_path, DISPATCHER_PLAY, dispatcher_variables(tmp_path, "3.2"), *TAGS)[0]
     assert "WARNING: dispatcher_config: Clusters.zzzzz.InstanceTypes is configured" in done
     assert "dispatcher_config_instance_type_constraint: true" in done
     assert "SbatchArgumentsList" not in sbatch_list(config)
@@ -64,7 +64,7 @@ def test_where_it_does_not_apply_it_is_refused_and_nothing_is_written(collection
     config.write_text(config_text)
     config.chmod(0o600)
     variables = dict(dispatcher_variables(tmp_path, release), dispatcher_config_instance_type_constraint=True)
-    failed, _ = run(collections, tmp_path, DISPATCHER_PLAY, variables, *TAGS, succeeds=False)
+    failed = run(collections, tmp_path, DISPATCHER_PLAY, variables, *TAGS, succeeds=False)[0]
     reason = "places containers by instance type itself" if release == "2.7.4" else "InstanceTypes is empty"
     assert reason in failed
     assert config.read_text() == config_text

@@ -62,7 +62,7 @@ def test_config_yml_readable_by_others_becomes_0640_with_its_owner_and_group_kep
     variables = dispatcher_variables(tmp_path, "3.2")
     tags = ("--tags", "dispatcher_config_settings")
 
-    predicted, _ = run(collections, tmp_path, DISPATCHER_PLAY, variables, "--check", "--diff", *tags)
+    predicted, _changed = run(collections, tmp_path, DISPATCHER_PLAY, variables, "--check", "--diff", *tags)
     assert mode_of(config) == ("0644", group), "check mode changed the mode"
     assert "was mode 0644" in predicted and "It would become 0640" in predicted
     assert "secret-root-token" not in predicted and "other-secret" not in predicted
@@ -82,7 +82,7 @@ def test_config_yml_readable_by_others_becomes_0640_with_its_owner_and_group_kep
 def test_a_root_group_config_yml_is_tightened_with_a_word_on_the_api_servers_group(collections, tmp_path):
     config = tmp_path / "config.yml"
     existing_file(config, "Clusters:\n  zzzzz: {}\n", "root")
-    done, _ = run(
+    done, _changed = run(
         collections, tmp_path, DISPATCHER_PLAY, dispatcher_variables(tmp_path, "3.2"), "--tags", "dispatcher_config"
     )
     assert mode_of(config) == ("0640", "root")
@@ -99,11 +99,13 @@ def test_the_1_x_dispatcher_file_readable_by_others_loses_their_access(collectio
     existing_file(legacy, "Client: {}\n", "root")
     variables = dict(dispatcher_variables(tmp_path, "1.4"), dispatcher_config_file_group=group)
 
-    predicted, _ = run(collections, tmp_path, DISPATCHER_PLAY, variables, "--check", "--tags", "dispatcher_config")
+    predicted, _changed = run(
+        collections, tmp_path, DISPATCHER_PLAY, variables, "--check", "--tags", "dispatcher_config"
+    )
     assert mode_of(legacy) == ("0644", "root")
     assert "it would become %s" % expected[0] in predicted and "secret-token" not in predicted
 
-    done, _ = run(collections, tmp_path, DISPATCHER_PLAY, variables, "--tags", "dispatcher_config_settings")
+    done, _changed = run(collections, tmp_path, DISPATCHER_PLAY, variables, "--tags", "dispatcher_config_settings")
     assert mode_of(legacy) == expected
     assert "was mode 0644" in done and "it is now %s" % expected[0] in done
     assert yaml.safe_load(legacy.read_text())["Client"]["AuthToken"] == "secret-token"
@@ -130,7 +132,7 @@ def test_the_boot_recovery_options_file_with_a_password_loses_the_access_of_othe
         "boot_recovery_options": {"db_password": "secret-db-password", "db_host": "db"},
     }
 
-    predicted, _ = run(collections, tmp_path, BOOT_RECOVERY_PLAY, variables, "--check", "--diff")
+    predicted, _changed = run(collections, tmp_path, BOOT_RECOVERY_PLAY, variables, "--check", "--diff")
     assert mode_of(options) == ("0644", "root")
     assert "it would become 0600" in predicted and "secret-db-password" not in predicted
 

@@ -250,17 +250,17 @@ SECRET_FILES = {
 
 @pytest.mark.parametrize("release", sorted(RELEASES))
 def test_files_with_secrets_that_others_could_read_lose_their_access(host, release, tmp_path):
-    for path, (text, group, _) in SECRET_FILES[release].items():
+    for path, (text, group, _mode) in SECRET_FILES[release].items():
         put_file(host, path, text, group)
     variables = dict(RELEASES[release], boot_recovery_options={"db_password": "check-mode-db-password"})
 
     predicted = run_site(host, variables, tmp_path, "--check", "--diff")
-    for path, (_, group, _) in SECRET_FILES[release].items():
+    for path, (_text, group, _mode) in SECRET_FILES[release].items():
         assert stat_of(host, path) == ["644", "root", group], "check mode changed %s" % path
         assert "%s was mode 0644" % path in predicted.stdout
 
     done = run_site(host, variables, tmp_path)
-    for path, (_, _, expected) in SECRET_FILES[release].items():
+    for path, (_text, _group, expected) in SECRET_FILES[release].items():
         assert stat_of(host, path) == expected, path
         assert "%s was mode 0644" % path in done.stdout
     for secret in ("check-mode-db-password", "check-mode-root-token", "check-mode-token"):

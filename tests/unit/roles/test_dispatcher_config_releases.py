@@ -388,7 +388,7 @@ def test_from_3_2_the_instance_type_template_is_the_release_default_with_the_con
 def test_the_instance_type_template_is_written_without_extra_arguments_and_stays_as_written():
     release = dc.parse_release("3.2.1")
     wanted = dc.cluster_settings(release, dict(UNSET, instance_type_constraint=True))
-    text, _, before, after, warnings = dc.merge_cluster_text(WITH_INSTANCE_TYPES, "zzzzz", release, wanted)
+    text, _changes, before, after, warnings = dc.merge_cluster_text(WITH_INSTANCE_TYPES, "zzzzz", release, wanted)
     assert after["Containers.SLURM.SbatchArgumentsList"] == [
         "--job-name=%U",
         "--constraint=instancetype=%I",
@@ -441,7 +441,7 @@ def test_a_constraint_after_the_instance_types_one_is_refused(extra):
 
 def test_instance_types_without_percent_i_on_3_2_are_warned_about_not_refused():
     release = dc.parse_release("3.2.1")
-    text, _, _, _, warnings = dc.merge_cluster_text(
+    text, _changes, _before, _after, warnings = dc.merge_cluster_text(
         WITH_INSTANCE_TYPES, "zzzzz", release, dc.cluster_settings(release, UNSET)
     )
     assert text is WITH_INSTANCE_TYPES

@@ -41,8 +41,12 @@ FAILED = command(3, "failed\n")
 NO_BUS = command(1, "", "Failed to connect to bus: No such file or directory")
 
 
-def host(systemd=SYSTEMD, unit=INACTIVE, process=NO_PROCESS):
-    return {"systemd": systemd, "unit": unit, "process": process}
+def host(systemd=None, unit=None, process=None):
+    return {
+        "systemd": SYSTEMD if systemd is None else systemd,
+        "unit": INACTIVE if unit is None else unit,
+        "process": NO_PROCESS if process is None else process,
+    }
 
 
 def decide(lock, **hosts):
