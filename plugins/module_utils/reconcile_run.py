@@ -7,12 +7,14 @@
 How a run goes (nothing is ever written, so check mode is the same run):
 
 1. Every option is checked and squeue is found before anything is asked.
-2. The database is opened read-only; the cluster prefix comes from ``cluster_prefix`` or
-   the database's one system user.
+2. The database is opened read-only; a standby (``pg_is_in_recovery()``) is refused
+   unless ``allow_standby``; the cluster prefix comes from ``cluster_prefix`` or the
+   database's one system user.
 3. Listing 1: one ``squeue --all`` (only the cluster's UUID-named jobs are kept), and while
    it runs one scan per kind of the live records (``Running`` jobs; ``Locked`` and
-   ``Running`` containers). Those named in listing 1 are counted, the others kept as
-   candidates.
+   ``Running`` containers), each row telling whether its ``modified_at`` is within
+   ``orphan_grace`` of the database's clock. Those named in listing 1 are counted, the
+   recently modified set aside, the others kept as candidates.
 4. Once ``settle`` seconds have passed since listing 1 began, listing 2, and while it runs
    the candidates' row versions (``xmin``) are read again, set-based: by UUID
    (``uuid = ANY``, ``batch_size`` a statement) while they are at most half the live
@@ -21,7 +23,8 @@ How a run goes (nothing is ever written, so check mode is the same run):
 5. The names in listing 2 are read, set-based, to judge the strays, and whether a
    dispatcher holds the ``Dispatch`` advisory lock (pg_locks), while the versions are
    compared. Candidates in listing 2 drop out; the others must have the row version of
-   the first read: not updated at all since.
+   the first read: not updated at all since. Confirmed crunch v1 jobs are orphaned only
+   with ``crunch_v1_dispatcher: stopped``, else awaiting crunch-dispatch.rb's retry.
 
 So Slurm is asked exactly twice and the database a few times per kind, whatever the
 numbers of jobs: memory follows the live records and the Slurm queue, not the tables.
