@@ -110,8 +110,12 @@ run_core() {
     scripts/sanity.sh
 }
 
-# The modules' unit tests run against the project's ansible (its module_utils support 3.8),
-# put on the path as ansible-test units does, without installing ansible-core there.
+# The unit tests of the code that runs on managed hosts (modules, module_utils) run against
+# the project's ansible (its module_utils support 3.8), put on the path as ansible-test units
+# does, without installing ansible-core there. Filter plugins run on the controller (Python
+# 3.11+ for 2.19), so the core runs above test them: importing their ansible.errors here
+# loads controller code, after which 2.19 serializes module arguments as a controller does
+# and asks for jinja2, which a managed host does not have.
 run_python() {
   local version=$1 python=$2 tools
   local dir=$VERSIONS_DIR/python-$version
@@ -122,8 +126,9 @@ run_python() {
     "$VERSIONS_DIR/ansible-lib/ansible"
   # ansible-test finds target interpreters as pythonX.Y on PATH.
   ln -sfn "$python" "$VERSIONS_DIR/bin/python$version"
-  step "Python $version: unit tests of plugins/" env PYTHONPATH="$VERSIONS_DIR/ansible-lib" \
-    "$dir/bin/python" -m pytest -q -p no:cacheprovider tests/unit/plugins
+  step "Python $version: unit tests of plugins/modules and plugins/module_utils" \
+    env PYTHONPATH="$VERSIONS_DIR/ansible-lib" \
+    "$dir/bin/python" -m pytest -q -p no:cacheprovider tests/unit/plugins/modules tests/unit/plugins/module_utils
   step "Python $version: compile and import" env PATH="$PWD/$VERSIONS_DIR/bin:$PATH" SANITY_PYTHON="$version" \
     scripts/sanity.sh --test compile --test import
 }
