@@ -57,6 +57,7 @@ options:
     description:
       - Database port, from 1 to 65535 (for example V(5432)).
       - Unset everywhere, libpq's default applies (E(PGPORT), then 5432).
+      - From V(1) to V(65535), else the option is refused before anything is done.
     type: int
     aliases: [login_port, port]
   db_name:
@@ -98,6 +99,7 @@ options:
   db_connect_timeout:
     description:
       - Seconds to wait for each attempt to connect, at least 1.
+      - At most V(86400) (a day), else the option is refused before anything is done.
     type: int
     default: 10
 """

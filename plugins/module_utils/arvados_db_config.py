@@ -49,7 +49,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from .errors import ConfigError
+from .errors import ConfigError, shown
+from .option_bounds import MAX_PORT, MAX_SLEEP_SECONDS
 
 DEFAULT_CONFIG_FILE = "/etc/arvados/config.yml"
 DEFAULT_DATABASE_YML = "/etc/arvados/api/database.yml"
@@ -81,7 +82,13 @@ CONNECTION_OPTIONS: Dict[str, Dict[str, Any]] = {
     # The aliases are community.postgresql's names, which Ansible users know; the modules
     # take them, the command's flags and options file only the names.
     "db_host": {"type": "str", "default": None, "aliases": ["login_host"], "help": "database host or socket directory"},
-    "db_port": {"type": "int", "default": None, "aliases": ["login_port", "port"], "help": "database port"},
+    "db_port": {
+        "type": "int",
+        "default": None,
+        "max": MAX_PORT,
+        "aliases": ["login_port", "port"],
+        "help": "database port",
+    },
     "db_name": {"type": "str", "default": None, "aliases": ["login_db"], "help": "database name"},
     "db_user": {"type": "str", "default": None, "aliases": ["login_user"], "help": "database user"},
     "db_password": {
@@ -108,6 +115,7 @@ CONNECTION_OPTIONS: Dict[str, Dict[str, Any]] = {
     "db_connect_timeout": {
         "type": "int",
         "default": DEFAULT_CONNECT_TIMEOUT,
+        "max": MAX_SLEEP_SECONDS,
         "help": "seconds to wait for each connection attempt",
     },
 }
@@ -247,7 +255,7 @@ def _values_from_file(
     if cluster_id:
         raise ConfigError(
             "cluster_id %s given but no config.yml is read (%s does not exist or config_file is '')"
-            % (cluster_id, default_config_file)
+            % (shown(cluster_id), default_config_file)
         )
     if found_database_yml:
         return _database_yml_values(found_database_yml)
@@ -263,7 +271,7 @@ def _required(found: Optional[Tuple[Dict[str, Any], str]], path: str) -> Tuple[D
     if found is None:
         raise ConfigError(
             "config_file %s has no Clusters.<id>.PostgreSQL.Connection settings; "
-            "give database_yml or the db_* options" % path
+            "give database_yml or the db_* options" % shown(path)
         )
     return found
 
@@ -275,23 +283,25 @@ def _config_file_values(path: str, cluster_id: Optional[str]) -> Optional[Tuple[
     if not clusters:
         return None
     chosen_id = _choose_cluster(clusters, cluster_id, path)
-    postgresql = _mapping_at(clusters[chosen_id], "PostgreSQL", path, "Clusters.%s" % chosen_id)
-    connection = _mapping_at(postgresql, "Connection", path, "Clusters.%s.PostgreSQL" % chosen_id)
+    postgresql = _mapping_at(clusters[chosen_id], "PostgreSQL", path, "Clusters.%s" % shown(chosen_id))
+    connection = _mapping_at(postgresql, "Connection", path, "Clusters.%s.PostgreSQL" % shown(chosen_id))
     if not connection:
         return None
-    key_prefix = "Clusters.%s.PostgreSQL.Connection" % chosen_id
+    key_prefix = "Clusters.%s.PostgreSQL.Connection" % shown(chosen_id)
     values = _pick_values(connection, _CONFIG_YML_KEYS, path, key_prefix)
-    return values, "config_file %s, cluster %s" % (path, chosen_id)
+    return values, "config_file %s, cluster %s" % (shown(path), shown(chosen_id))
 
 
 def _choose_cluster(clusters: Dict[str, Any], cluster_id: Optional[str], path: str) -> str:
     known = _cluster_ids_text(clusters)
     if cluster_id is not None:
         if cluster_id not in clusters:
-            raise ConfigError("cluster_id %s is not in config_file %s, which defines: %s" % (cluster_id, path, known))
+            raise ConfigError(
+                "cluster_id %s is not in config_file %s, which defines: %s" % (shown(cluster_id), shown(path), known)
+            )
         return cluster_id
     if len(clusters) > 1:
-        raise ConfigError("config_file %s defines several clusters (%s); set cluster_id" % (path, known))
+        raise ConfigError("config_file %s defines several clusters (%s); set cluster_id" % (shown(path), known))
     return next(iter(clusters))
 
 
@@ -311,11 +321,12 @@ def _database_yml_values(path: str) -> Tuple[Dict[str, Any], str]:
     document = _parse_yaml(text, path, "database_yml")
     production = _mapping_at(document, "production", path)
     if not production:
-        raise ConfigError("database_yml %s has no production section; give the db_* options" % path)
+        raise ConfigError("database_yml %s has no production section; give the db_* options" % shown(path))
     adapter = production.get("adapter")
     if isinstance(adapter, str) and adapter and "postg" not in adapter.lower():
-        raise ConfigError("database_yml %s: production uses adapter %r, not PostgreSQL" % (path, adapter))
-    return _pick_values(production, _DATABASE_YML_KEYS, path, "production"), "database_yml %s, production" % path
+        raise ConfigError("database_yml %s: production uses adapter %r, not PostgreSQL" % (shown(path), adapter))
+    source = "database_yml %s, production" % shown(path)
+    return _pick_values(production, _DATABASE_YML_KEYS, path, "production"), source
 
 
 def _refuse_erb_code(text: str, path: str) -> None:
@@ -327,7 +338,7 @@ def _refuse_erb_code(text: str, path: str) -> None:
     if lines:
         raise ConfigError(
             "database_yml %s holds ERB code (<%% %%>) on line %s, which only Rails can run; "
-            "give the db_* options and database_yml: '' instead" % (path, ", ".join(lines))
+            "give the db_* options and database_yml: '' instead" % (shown(path), ", ".join(lines))
         )
 
 
@@ -339,7 +350,9 @@ def _pick_values(section: Mapping[str, Any], key_map: Mapping[str, str], path: s
             continue
         key_path = "%s.%s" % (key_prefix, file_key)
         if not isinstance(value, str):
-            raise ConfigError("%s in %s must be plain text, not a list, mapping or tagged value" % (key_path, path))
+            raise ConfigError(
+                "%s in %s must be plain text, not a list, mapping or tagged value" % (key_path, shown(path))
+            )
         values[libpq_key] = _ErbValue(key_path) if "<%" in value else value
     return values
 
@@ -397,8 +410,10 @@ def _sslmode(value: Any, source: str) -> Optional[str]:
 
 def _connect_timeout(value: Any) -> int:
     text = str(value).strip()
-    if not re.fullmatch(r"\d+", text, re.ASCII) or int(text) < 1:
-        raise ConfigError("db_connect_timeout %r is not a whole number of seconds, at least 1" % (value,))
+    if not re.fullmatch(r"\d+", text, re.ASCII) or not 1 <= int(text) <= MAX_SLEEP_SECONDS:
+        raise ConfigError(
+            "db_connect_timeout %r is not a whole number of seconds from 1 to %d" % (value, MAX_SLEEP_SECONDS)
+        )
     return int(text)
 
 
@@ -408,12 +423,12 @@ def _mapping_at(container: Any, key: str, path: str, parent: str = "") -> Dict[s
     if container is None:
         return {}
     if not isinstance(container, dict):
-        raise ConfigError("%s is not a YAML mapping where %s should be" % (path, where))
+        raise ConfigError("%s is not a YAML mapping where %s should be" % (shown(path), where))
     value = container.get(key)
     if value is None or value == "":
         return {}
     if not isinstance(value, dict):
-        raise ConfigError("%s in %s is not a mapping" % (where, path))
+        raise ConfigError("%s in %s is not a mapping" % (where, shown(path)))
     return value
 
 
@@ -426,9 +441,9 @@ def _read_text(path: str, option: str) -> str:
         with open(path, encoding="utf-8") as settings_file:
             return settings_file.read()
     except UnicodeDecodeError:
-        raise ConfigError("%s %s is not UTF-8 text" % (option, path)) from None
+        raise ConfigError("%s %s is not UTF-8 text" % (option, shown(path))) from None
     except OSError as error:
-        raise ConfigError("cannot read %s %s: %s" % (option, path, error.strerror or error)) from None
+        raise ConfigError("cannot read %s %s: %s" % (option, shown(path), error.strerror or error)) from None
 
 
 def _parse_yaml(text: str, path: str, option: str) -> Any:
@@ -439,7 +454,7 @@ def _parse_yaml(text: str, path: str, option: str) -> Any:
         where = _yaml_error_position(error)
     # Raised outside the handler so that PyYAML's error, which quotes the
     # offending text (perhaps the password), is not kept as __context__.
-    raise ConfigError("%s %s is not valid YAML%s" % (option, path, where))
+    raise ConfigError("%s %s is not valid YAML%s" % (option, shown(path), where))
 
 
 def _yaml_error_position(error: Exception) -> str:

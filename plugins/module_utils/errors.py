@@ -7,9 +7,33 @@
 Modules turn them into ``module.fail_json(msg=str(error))``; the boot-time
 command prints ``str(error)`` as its one-line reason and exits non-zero.
 Anything else escaping the pure code is a bug, not an operator error.
+
+Every value a message, a progress line or a warning echoes goes through `shown` (and
+every RecoveryError's message through it again): a control character in a value (an
+escape sequence, a newline, a carriage return) is written as its escape, never raw, so
+a value cannot forge a line of stderr, of the journal or of Ansible's output.
 """
 
 from __future__ import annotations
+
+import unicodedata
+
+# Control and format characters, the line and paragraph separators (what a terminal or a
+# log reader acts on instead of showing) and lone surrogates (which no output can encode).
+_UNSHOWN_CATEGORIES = ("Cc", "Cf", "Zl", "Zp", "Cs")
+
+
+def shown(value) -> str:
+    """`value` as text to echo: each control character as its escape (ESC as \\x1b, a
+    newline as \\n), everything else as it is."""
+    text = value if isinstance(value, str) else str(value)
+    return "".join(_escaped(char) for char in text)
+
+
+def _escaped(char: str) -> str:
+    if unicodedata.category(char) in _UNSHOWN_CATEGORIES:
+        return char.encode("unicode_escape").decode("ascii")
+    return char
 
 
 class RecoveryError(Exception):
@@ -17,11 +41,12 @@ class RecoveryError(Exception):
 
     The message names what is wrong and, where it helps, how to fix it. It
     is kept on one line because journald and Ansible's ``msg`` show the first
-    line prominently and bury the rest.
+    line prominently and bury the rest. The lines of the message's own text are
+    joined with spaces; a control character left over (a value's) is escaped.
     """
 
     def __init__(self, message: str) -> None:
-        super().__init__(" ".join(message.splitlines()))
+        super().__init__(shown(" ".join(message.splitlines())))
 
 
 class ConfigError(RecoveryError):

@@ -64,6 +64,12 @@ DEFAULT_LOCK_WAIT = 60.0
 DEFAULT_ROW_LOCK_WAIT = 10.0
 DEFAULT_LIVE = "auto"
 
+# The longest `dispatch` row summary a run writes, in bytes of UTF-8. logs.summary has a
+# btree index (index_logs_on_summary, 2017 to today), whose rows PostgreSQL caps at 2704
+# bytes (a third of a page, less overhead): a longer summary fails the batch's INSERT, after
+# its Slurm jobs were cancelled. 2500 leaves room for the index row's own header.
+MAX_SUMMARY_BYTES = 2500
+
 DEFAULT_FAIL_MESSAGE = (
     "This job was left Running when its server went down (reboot or crash); "
     "nothing was watching it any more, so arvados_ops.recovery marked it Failed."
@@ -492,6 +498,7 @@ class CleanupOptions:
             raise RecoveryError("live must be auto, true or false, got %r" % (self.live,))
         if not self.message.strip():
             raise RecoveryError("message must not be empty")
+        check_summary(self.message, self.retry)
         if self.uuids is not None:
             check_job_uuids(self.uuids)
 
@@ -511,6 +518,26 @@ def check_seconds(name, value, positive=False):
     if positive and value == 0:
         raise RecoveryError("%s must be above 0, got %r" % (name, value))
     return float(value)
+
+
+def check_summary(message, retry):
+    """Refuse a log message whose longest summary (with `retry`, the note for a job failed
+    instead is added to it) is longer than MAX_SUMMARY_BYTES or holds a NUL."""
+    if "\x00" in message:
+        raise RecoveryError(
+            "option log_message must not contain a NUL character (\\x00), which PostgreSQL text cannot hold"
+        )
+    note = len(UNRUNNABLE_NOTE.encode("utf-8")) if retry else 0
+    size = len(message.encode("utf-8", "surrogatepass"))
+    if size + note > MAX_SUMMARY_BYTES:
+        raise RecoveryError(
+            "option log_message is %d bytes of UTF-8, more than the %d the logs' summary index takes%s"
+            % (
+                size,
+                MAX_SUMMARY_BYTES - note,
+                " with retry (which adds a %d-byte note for a job failed instead)" % note if note else "",
+            )
+        )
 
 
 def check_positive_int(name, value):

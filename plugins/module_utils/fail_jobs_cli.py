@@ -8,7 +8,14 @@ It needs Python 3 and psycopg 3 on the host (and PyYAML to read Arvados' config 
 The flags are the module's options (``--before reboot``, ``--retry``,
 ``--no-revoke-tokens``, ``--config``, ...). ``--options-file`` reads them from a YAML or
 JSON mapping of option names, which is where the boot unit keeps them, so a database
-password never has to be on a command line; flags win over the file.
+password never has to be on a command line; flags win over the file. The file is read as
+options only: a file that is not a mapping of known options is refused by its type or by
+the count of its unknown keys, never quoted (behind a sudo rule the command could
+otherwise show a file its caller cannot read). A file that holds the password must be
+kept from other users as libpq wants ``~/.pgpass``: no permission for group or others
+(``0600``), except that a file owned by root may be readable by its group (``0640``),
+as the boot_recovery role writes it for a group and as PostgreSQL accepts its own key
+file. A flag and its ``--no-`` form together are refused, not "the last wins".
 
 Output: a summary a person reads at a glance on stdout (``--json``: the module's result
 as JSON, a failure too, as the module reports it: ``failed``, ``changed``, ``msg``),
@@ -21,12 +28,14 @@ cannot be understood.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
+import stat
 import sys
 import time
 
-from .errors import RecoveryError
+from .errors import RecoveryError, shown
 from .fail_jobs_run import ALL_OPTIONS, run_fail_jobs
 from .version import COLLECTION, COLLECTION_VERSION
 
@@ -37,6 +46,20 @@ _FLAG_ALIASES = {"config_file": ["--config"], "uuids": ["--uuid"], "log_message"
 _NO_FLAG = ("db_password",)
 _PRIORITY = {"info": 6, "warning": 4, "error": 3}
 _PROGRESS_EVERY = 5.0
+# An options file is a few lines; reading more is reading some other file.
+MAX_OPTIONS_FILE_BYTES = 65536
+# The permissions a file holding a password may have: the owner's (libpq's rule for
+# ~/.pgpass); and, for a file root owns, its group's read (PostgreSQL's rule for its key
+# file, and what boot_recovery writes with boot_recovery_options_file_group).
+_OTHERS_PERMISSIONS = stat.S_IRWXG | stat.S_IRWXO
+_ROOT_GROUP_READ = stat.S_IRGRP
+_TYPE_WORDS = (
+    (dict, "a mapping"),
+    (bool, "true or false"),
+    (list, "a list"),
+    (str, "text"),
+    ((int, float), "a number"),
+)
 
 
 class Reporter:
@@ -53,7 +76,8 @@ class Reporter:
         if self.quiet and level == "info":
             return
         prefix = "<%d>" % _PRIORITY[level] if self.journald else "%s: " % PROGRAM
-        self.stream.write("%s%s\n" % (prefix, text))
+        # A value in the text (a Slurm message, a path) must not forge another line.
+        self.stream.write("%s%s\n" % (prefix, shown(text)))
         self.stream.flush()
 
     def progress(self, result):
@@ -97,8 +121,10 @@ def build_parser():
 def add_option_flag(parser, name, spec):
     flags = ["--" + name.replace("_", "-")] + _FLAG_ALIASES.get(name, [])
     if spec["type"] == "bool":
-        parser.add_argument(*flags, dest=name, action="store_true", default=None, help=spec["help"])
-        parser.add_argument(
+        # --x --no-x is an error naming both (argparse's "not allowed with"), not "the last wins".
+        pair = parser.add_mutually_exclusive_group()
+        pair.add_argument(*flags, dest=name, action="store_true", default=None, help=spec["help"])
+        pair.add_argument(
             "--no-" + name.replace("_", "-"), dest=name, action="store_false", help="the opposite of %s" % flags[0]
         )
         return
@@ -113,38 +139,102 @@ def add_option_flag(parser, name, spec):
 
 
 def read_options_file(path):
-    try:
-        with open(path) as handle:
-            text = handle.read()
-    except OSError as error:
-        raise RecoveryError("cannot read options file %s: %s" % (path, error.strerror)) from None
-    try:
-        import yaml  # pylint: disable=import-outside-toplevel
-    except ImportError:
-        values = _json_options(text, path)
-    else:
-        try:
-            values = yaml.safe_load(text)
-        except yaml.YAMLError:
-            # PyYAML quotes the offending text, which may be the password: say only where.
-            raise RecoveryError("options file %s is not valid YAML" % path) from None
+    """The options of the file at `path`, or a RecoveryError that names the file and what
+    is wrong with it, never a word of its contents."""
+    shown_path = shown(path)
+    text, status = _read_small_text(path, shown_path)
+    values = _parse_options(text, shown_path)
     if values is None:
         return {}
     if not isinstance(values, dict):
-        raise RecoveryError("options file %s must hold a mapping of option names to values" % path)
-    unknown = sorted(str(key) for key in values if key not in ALL_OPTIONS)
+        raise RecoveryError(
+            "options file %s holds %s, not a mapping of option names to values" % (shown_path, _type_word(values))
+        )
+    unknown = [key for key in values if key not in ALL_OPTIONS]
     if unknown:
-        raise RecoveryError("options file %s has unknown option(s): %s" % (path, ", ".join(unknown)))
+        raise RecoveryError(unknown_keys_message(shown_path, unknown))
+    secrets = sorted(name for name, value in values.items() if ALL_OPTIONS[name].get("no_log") and value)
+    if secrets:
+        check_secret_file_mode(shown_path, status, secrets)
     return values
 
 
-def _json_options(text, path):
+def _read_small_text(path, shown_path):
+    """(the file's text, its os.stat_result), read from one open file."""
+    try:
+        with open(path, "rb") as handle:
+            status = os.fstat(handle.fileno())
+            data = handle.read(MAX_OPTIONS_FILE_BYTES + 1)
+    except OSError as error:
+        raise RecoveryError("cannot read options file %s: %s" % (shown_path, error.strerror)) from None
+    if len(data) > MAX_OPTIONS_FILE_BYTES:
+        raise RecoveryError(
+            "options file %s is larger than %d bytes: not an options file" % (shown_path, MAX_OPTIONS_FILE_BYTES)
+        )
+    try:
+        return data.decode("utf-8"), status
+    except UnicodeDecodeError:
+        raise RecoveryError("options file %s is not UTF-8 text" % shown_path) from None
+
+
+def _parse_options(text, shown_path):
+    try:
+        import yaml  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        return _json_options(text, shown_path)
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        # PyYAML quotes the offending text, which may be the password: say only where.
+        raise RecoveryError("options file %s is not valid YAML" % shown_path) from None
+
+
+def _json_options(text, shown_path):
     try:
         return json.loads(text)
     except ValueError:
         raise RecoveryError(
-            "options file %s is not valid JSON (and PyYAML is not installed to read YAML)" % path
+            "options file %s is not valid JSON (and PyYAML is not installed to read YAML)" % shown_path
         ) from None
+
+
+def _type_word(value):
+    for kinds, word in _TYPE_WORDS:
+        if isinstance(value, kinds):
+            return word
+    return "a %s" % type(value).__name__
+
+
+def unknown_keys_message(shown_path, unknown):
+    """How many keys are no option, and the known options close to some of them: the keys
+    themselves are not shown, as any text of a file that is no options file (a password,
+    a line of /etc/shadow) can be a key."""
+    near = sorted(
+        set(
+            match
+            for key in unknown
+            if isinstance(key, str)
+            for match in difflib.get_close_matches(key, list(ALL_OPTIONS), n=1, cutoff=0.8)
+        )
+    )
+    return "options file %s has %d key(s) that are no option of %s (not shown: it may not be an options file)%s" % (
+        shown_path,
+        len(unknown),
+        PROGRAM,
+        "; options with a close name: %s" % ", ".join(near) if near else "",
+    )
+
+
+def check_secret_file_mode(shown_path, status, secrets):
+    """Refuse a file holding a secret that users other than its owner may read or write,
+    as libpq refuses ~/.pgpass; a file root owns may be readable by its group."""
+    mode = stat.S_IMODE(status.st_mode)
+    allowed = _ROOT_GROUP_READ if status.st_uid == 0 else 0
+    if mode & _OTHERS_PERMISSIONS & ~allowed:
+        raise RecoveryError(
+            "options file %s holds %s but is mode %04o (owner uid %d): other users could read or change it; "
+            "chmod 0600 (or 0640 with owner root)" % (shown_path, ", ".join(secrets), mode, status.st_uid)
+        )
 
 
 def gather_params(args):
@@ -230,7 +320,7 @@ def main(argv=None, stdout=None, reporter=None):
         json.dump(result, stdout, indent=2, sort_keys=True)
         stdout.write("\n")
     else:
-        stdout.write("".join(line + "\n" for line in summary_lines(result, args.check)))
+        stdout.write("".join(shown(line) + "\n" for line in summary_lines(result, args.check)))
         if args.diff and result.get("diff"):
             stdout.write(result["diff"]["after"])
     return 0

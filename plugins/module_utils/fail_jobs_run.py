@@ -29,6 +29,15 @@ from .fail_jobs import (
     check_seconds,
 )
 from .fail_jobs_threshold import parse_before
+from .option_bounds import (
+    MAX_BATCH_SIZE,
+    MAX_CONCURRENT_SCANCEL,
+    MAX_PG_TIMEOUT_SECONDS,
+    MAX_SCANCEL_PER_SECOND,
+    MAX_SLEEP_SECONDS,
+    check_max,
+    check_text,
+)
 from .pg_connect import connect, import_psycopg, redact
 from .slurm_cancel import cancel_jobs
 from .slurm_cancel_request import CancelRequest
@@ -59,16 +68,20 @@ FAIL_JOBS_OPTIONS = {
     "batch_size": {
         "type": "int",
         "default": None,
+        "max": MAX_BATCH_SIZE,
         "help": "jobs per transaction (default: %d at boot, %d when live)" % (DEFAULT_BATCH_SIZE, LIVE_BATCH_SIZE),
     },
     "lock_wait": {
         "type": "float",
         "default": DEFAULT_LOCK_WAIT,
+        "max": MAX_SLEEP_SECONDS,
         "help": "seconds to wait for another cleanup run to finish",
     },
     "row_lock_wait": {
         "type": "float",
         "default": DEFAULT_ROW_LOCK_WAIT,
+        # Also the batches' lock_timeout.
+        "max": MAX_PG_TIMEOUT_SECONDS,
         "help": "seconds to keep trying jobs another transaction holds locked "
         "(never waiting on them while holding other rows); those still "
         "locked then are reported and left for a rerun",
@@ -90,12 +103,14 @@ FAIL_JOBS_OPTIONS = {
     "batch_pause": {
         "type": "float",
         "default": None,
+        "max": MAX_SLEEP_SECONDS,
         "help": "seconds to pause between batches, to leave the database to "
         "other clients (default: %g when live, 0 at boot)" % LIVE_BATCH_PAUSE,
     },
     "db_wait": {
         "type": "float",
         "default": 30.0,
+        "max": MAX_SLEEP_SECONDS,
         "help": "seconds to keep trying an unreachable database (at boot it may be starting)",
     },
     "cancel_slurm_jobs": {
@@ -112,11 +127,22 @@ FAIL_JOBS_OPTIONS = {
     "slurm_timeout": {
         "type": "float",
         "default": 120.0,
+        "max": MAX_SLEEP_SECONDS,
         "help": "seconds to wait for one batch's Slurm jobs to leave the queue",
     },
     "slurm_user": {"type": "str", "default": None, "help": "only Slurm jobs of this user (the dispatcher's)"},
-    "slurm_max_scancel_per_second": {"type": "float", "default": 10.0, "help": "rate limit of scancel calls"},
-    "slurm_max_concurrent_scancel": {"type": "int", "default": 3, "help": "scancel processes alive at once"},
+    "slurm_max_scancel_per_second": {
+        "type": "float",
+        "default": 10.0,
+        "max": MAX_SCANCEL_PER_SECOND,
+        "help": "rate limit of scancel calls",
+    },
+    "slurm_max_concurrent_scancel": {
+        "type": "int",
+        "default": 3,
+        "max": MAX_CONCURRENT_SCANCEL,
+        "help": "scancel processes alive at once",
+    },
     "squeue_path": {"type": "path", "default": None, "help": "squeue to run (default: from PATH)"},
     "scancel_path": {"type": "path", "default": None, "help": "scancel to run (default: from PATH)"},
 }
@@ -125,7 +151,8 @@ ALL_OPTIONS = dict(CONNECTION_OPTIONS)
 ALL_OPTIONS.update(FAIL_JOBS_OPTIONS)
 
 # The numbers' ranges, checked here for the module and the command alike, with the
-# engine's messages (the Slurm engine's own checks would name its field, not the option).
+# engine's messages (the Slurm engine's own checks would name its field, not the option);
+# the upper bounds are the table's `max` (option_bounds).
 SECONDS_OPTIONS = ("lock_wait", "row_lock_wait", "batch_pause", "db_wait")
 POSITIVE_OPTIONS = ("slurm_timeout", "slurm_max_scancel_per_second")
 COUNT_OPTIONS = ("batch_size", "slurm_max_concurrent_scancel")
@@ -168,6 +195,7 @@ def typed_option(name, value):
     if typed is None:
         # The value itself is left out: it may be the password.
         raise ConfigError("option %s must be of type %s" % (name, kind))
+    check_text(name, typed, secret=bool(spec.get("no_log")))
     if spec.get("choices") and typed not in spec["choices"]:
         raise ConfigError("option %s must be one of %s, got %r" % (name, ", ".join(spec["choices"]), typed))
     return _in_range(name, typed)
@@ -176,11 +204,12 @@ def typed_option(name, value):
 def _in_range(name, value):
     try:
         if name in SECONDS_OPTIONS or name in POSITIVE_OPTIONS:
-            return check_seconds(name, value, positive=name in POSITIVE_OPTIONS)
-        if name in COUNT_OPTIONS:
-            return check_positive_int(name, value)
+            value = check_seconds(name, value, positive=name in POSITIVE_OPTIONS)
+        elif name in COUNT_OPTIONS:
+            value = check_positive_int(name, value)
     except RecoveryError as error:
         raise ConfigError("option %s" % error) from None
+    check_max(name, value, ALL_OPTIONS[name])
     return value
 
 

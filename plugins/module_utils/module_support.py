@@ -8,7 +8,8 @@
   the table the `arvados-fail-jobs` flags are made from too;
 - `run_engine(module, engine, options, describe_missing)`: one way to run an engine and
   report: psycopg missing (for the database modules), its result, its warnings, or its
-  one-line reason as the failure.
+  one-line reason as the failure, with the values of the no_log options masked in it
+  (`without_secrets`), so that a failure says why without the secret.
 """
 
 from __future__ import annotations
@@ -16,10 +17,14 @@ from __future__ import annotations
 import traceback
 from typing import Any, Callable, Dict, Mapping, Optional
 
-from .errors import RecoveryError
+from .errors import RecoveryError, shown
+
+# What a secret is replaced with in a message (as Ansible masks no_log values).
+MASK = "********"
 
 # What an option table holds for people (flags' help), not for Ansible.
-_NOT_FOR_ANSIBLE = ("help",)
+# `max` is checked by the engines (option_bounds), for the module and the command alike.
+_NOT_FOR_ANSIBLE = ("help", "max")
 
 
 def argument_spec(options: Mapping[str, Mapping[str, Any]]) -> Dict[str, Dict[str, Any]]:
@@ -37,6 +42,26 @@ def argument_spec(options: Mapping[str, Mapping[str, Any]]) -> Dict[str, Dict[st
 def canonical_params(params: Mapping[str, Any], options: Mapping[str, Any]) -> Dict[str, Any]:
     """The options by their own names: Ansible also keeps each value under the alias it was given."""
     return {name: params[name] for name in options if name in params}
+
+
+def secret_values(params: Mapping[str, Any], options: Mapping[str, Mapping[str, Any]]) -> list:
+    """The values of the no_log options given, longest first (so that a secret holding
+    another is masked whole)."""
+    values = set()
+    for name, spec in options.items():
+        value = params.get(name)
+        if spec.get("no_log") and isinstance(value, str) and value:
+            values.add(value)
+    return sorted(values, key=len, reverse=True)
+
+
+def without_secrets(text: str, secrets) -> str:
+    """`text` with every secret masked and every control character escaped: a failure's
+    message then says why (a wrong password, say) without the secret, and the task need
+    not hide its whole result with no_log."""
+    for secret in secrets:
+        text = text.replace(secret, MASK)
+    return shown(text)
 
 
 def psycopg_import_error() -> Optional[str]:
@@ -64,12 +89,15 @@ def run_engine(
         import_error = psycopg_import_error()
         if import_error:
             module.fail_json(msg=describe_missing("psycopg (version 3)"), exception=import_error)
+    secrets = secret_values(module.params, options)
     try:
         result = engine(canonical_params(module.params, options))
     except RecoveryError as error:
-        module.fail_json(msg=str(error))
+        module.fail_json(msg=without_secrets(str(error), secrets))
     for warning in result.pop("warnings", []):
-        module.warn(warning)
+        module.warn(without_secrets(warning, secrets))
     if result.pop("failed", False):
+        if "msg" in result:
+            result["msg"] = without_secrets(str(result["msg"]), secrets)
         module.fail_json(**result)
     module.exit_json(**result)

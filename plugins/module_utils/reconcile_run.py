@@ -43,6 +43,7 @@ from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 from .arvados_db_config import CONNECTION_OPTIONS, resolve_database_settings
 from .errors import ConfigError, RecoveryError
+from .option_bounds import MAX_BATCH_SIZE, MAX_PG_TIMEOUT_SECONDS, MAX_SLEEP_SECONDS, check_maxima, check_texts
 from .pg_connect import connect, import_psycopg, redact
 from .reconcile import (
     DEFAULT_ORPHAN_GRACE,
@@ -72,19 +73,20 @@ from .uuids import check_prefix
 RECONCILE_OPTIONS: Dict[str, Dict[str, Any]] = {
     "cluster_prefix": {"type": "str", "default": None},
     "kinds": {"type": "list", "elements": "str", "choices": list(KINDS), "default": list(KINDS)},
-    "settle": {"type": "float", "default": 10.0},
+    "settle": {"type": "float", "default": 10.0, "max": MAX_SLEEP_SECONDS},
     "orphans": {"type": "str", "choices": list(ORPHAN_RULES), "default": EVIDENCE},
     "crunch_v1_dispatcher": {"type": "str", "choices": list(V1_DISPATCHER_EVIDENCE), "default": UNKNOWN},
-    "orphan_grace": {"type": "float", "default": DEFAULT_ORPHAN_GRACE},
+    "orphan_grace": {"type": "float", "default": DEFAULT_ORPHAN_GRACE, "max": MAX_ORPHAN_GRACE},
     "missing_are_stray": {"type": "bool", "default": False},
     "allow_standby": {"type": "bool", "default": False},
     "slurm_user": {"type": "str", "default": None},
     "slurm_clusters": {"type": "str", "default": None},
     "squeue_path": {"type": "path", "default": None},
-    "command_timeout": {"type": "float", "default": 10.0},
-    "db_wait": {"type": "float", "default": 30.0},
-    "query_timeout": {"type": "float", "default": 300.0},
-    "batch_size": {"type": "int", "default": 10000},
+    "command_timeout": {"type": "float", "default": 10.0, "max": MAX_SLEEP_SECONDS},
+    "db_wait": {"type": "float", "default": 30.0, "max": MAX_SLEEP_SECONDS},
+    # The session's statement_timeout.
+    "query_timeout": {"type": "float", "default": 300.0, "max": MAX_PG_TIMEOUT_SECONDS},
+    "batch_size": {"type": "int", "default": 10000, "max": MAX_BATCH_SIZE},
 }
 ALL_OPTIONS: Dict[str, Dict[str, Any]] = dict(CONNECTION_OPTIONS, **RECONCILE_OPTIONS)
 
@@ -494,7 +496,9 @@ def check_params(params: Mapping[str, Any]) -> Tuple[Any, ReconcileOptions]:
     unknown = sorted(set(params) - set(ALL_OPTIONS))
     if unknown:
         raise ConfigError("unknown option(s): %s" % ", ".join(unknown))
+    check_texts(params, ALL_OPTIONS)
     options = ReconcileOptions.from_params(params)
+    check_maxima(params, ALL_OPTIONS)
     return resolve_database_settings(params), options
 
 

@@ -15,8 +15,21 @@ import os
 from dataclasses import replace
 from typing import Any, Callable, Dict, Mapping, Optional
 
+from .option_bounds import (
+    MAX_CONCURRENT_SCANCEL,
+    MAX_JOB_IDS_PER_SCANCEL,
+    MAX_SCANCEL_PER_SECOND,
+    MAX_SLEEP_SECONDS,
+    check_maxima,
+)
 from .slurm_cancel import cancel_jobs
-from .slurm_cancel_request import AFTER_TERM_CHOICES, STOP_CHOICES, CancelRequest, request_defaults
+from .slurm_cancel_request import (
+    AFTER_TERM_CHOICES,
+    STOP_CHOICES,
+    TERM_INTERVAL_BOUNDS,
+    CancelRequest,
+    request_defaults,
+)
 from .slurm_runner import require_program
 
 _DEFAULTS = request_defaults()
@@ -33,20 +46,20 @@ CANCEL_OPTIONS: Dict[str, Dict[str, Any]] = {
     "job_id": _option("list", elements="str"),
     "user": _option("str"),
     "wait": _option("bool", "wait"),
-    "grace_period": _option("float", "grace_period"),
-    "retry_delay": _option("float", "retry_delay"),
-    "error_retry_delay": _option("float", "error_retry_delay"),
+    "grace_period": _option("float", "grace_period", max=MAX_SLEEP_SECONDS),
+    "retry_delay": _option("float", "retry_delay", max=MAX_SLEEP_SECONDS),
+    "error_retry_delay": _option("float", "error_retry_delay", max=MAX_SLEEP_SECONDS),
     # None: the request works the deadline out from stop and terminate_grace.
-    "timeout": _option("float"),
-    "command_timeout": _option("float", "command_timeout"),
-    "max_scancel_per_second": _option("float", "max_scancel_per_second"),
-    "max_concurrent_scancel": _option("int", "max_concurrent_scancel"),
-    "max_job_ids_per_scancel": _option("int", "max_job_ids_per_scancel"),
-    "log_interval": _option("float", "log_interval"),
+    "timeout": _option("float", max=MAX_SLEEP_SECONDS),
+    "command_timeout": _option("float", "command_timeout", max=MAX_SLEEP_SECONDS),
+    "max_scancel_per_second": _option("float", "max_scancel_per_second", max=MAX_SCANCEL_PER_SECOND),
+    "max_concurrent_scancel": _option("int", "max_concurrent_scancel", max=MAX_CONCURRENT_SCANCEL),
+    "max_job_ids_per_scancel": _option("int", "max_job_ids_per_scancel", max=MAX_JOB_IDS_PER_SCANCEL),
+    "log_interval": _option("float", "log_interval", max=MAX_SLEEP_SECONDS),
     "stop": _option("str", "stop", choices=list(STOP_CHOICES)),
     "after_term": _option("str", "after_term", choices=list(AFTER_TERM_CHOICES)),
-    "term_interval": _option("float", "term_interval"),
-    "terminate_grace": _option("float", "terminate_grace"),
+    "term_interval": _option("float", "term_interval", max=TERM_INTERVAL_BOUNDS[1]),
+    "terminate_grace": _option("float", "terminate_grace", max=MAX_SLEEP_SECONDS),
     "signal": _option("str"),
     "batch": _option("bool", "batch"),
     "clusters": _option("str"),
@@ -64,6 +77,7 @@ _CLIENT_PATHS = {"squeue_path": "squeue", "scancel_path": "scancel"}
 def build_request(params: Mapping[str, Any], check_mode: bool = False) -> CancelRequest:
     """The request the options describe; CancelRequestError names a bad value. The clients'
     paths are left to client_paths, so a bad option is refused before any client is looked for."""
+    check_maxima(params, CANCEL_OPTIONS)
     fields = {
         _REQUEST_FIELD.get(name, name): value
         for name, value in params.items()

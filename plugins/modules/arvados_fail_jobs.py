@@ -143,11 +143,13 @@ options:
     description:
       - Jobs per transaction, for example V(500).
       - Unset, V(1000) at boot and V(100) when live (see O(live)).
+      - At most V(100000), else the option is refused before anything is done.
     type: int
   lock_wait:
     description:
       - Seconds to wait for another run of this cleanup (which holds the advisory lock) to
         finish before failing.
+      - At most V(86400) (a day), else the option is refused before anything is done.
     type: float
     default: 60
   row_lock_wait:
@@ -158,6 +160,8 @@ options:
         this are listed in RV(locked_jobs) and left C(Running) for a rerun.
       - Also the longest wait for any other lock a batch needs (C(lock_timeout)).
       - V(0) tries them once more only.
+      - At most V(2147483), else the option is refused before anything is done (PostgreSQL's
+        C(lock_timeout) is a whole number of milliseconds that fits in 32 bits).
     type: float
     default: 10
   full_scan:
@@ -204,11 +208,13 @@ options:
         example V(0.5). The run takes about that much longer per O(batch_size) jobs.
       - Unset, V(2) when live (see O(live)) and V(0) at boot.
       - Check mode writes nothing and does not pause.
+      - At most V(86400) (a day), else the option is refused before anything is done.
     type: float
   db_wait:
     description:
       - Seconds to keep trying a database that refuses connections or does not answer, as at
         boot while PostgreSQL starts. A wrong password or a missing database fails at once.
+      - At most V(86400) (a day), else the option is refused before anything is done.
     type: float
     default: 30
   cancel_slurm_jobs:
@@ -232,6 +238,7 @@ options:
   slurm_timeout:
     description:
       - Seconds one batch may spend making its Slurm jobs absent.
+      - At most V(86400) (a day), else the option is refused before anything is done.
     type: float
     default: 120
   slurm_user:
@@ -241,11 +248,13 @@ options:
   slurm_max_scancel_per_second:
     description:
       - Rate limit of C(scancel) calls.
+      - At most V(1000), else the option is refused before anything is done.
     type: float
     default: 10
   slurm_max_concurrent_scancel:
     description:
       - How many C(scancel) processes may be alive at once.
+      - At most V(64), else the option is refused before anything is done.
     type: int
     default: 3
   squeue_path:

@@ -122,6 +122,7 @@ options:
       - Seconds between the start of the first and of the second C(squeue) listing. A
         dispatcher submits a Slurm job shortly after a record becomes live; longer than that,
         and longer than a few C(squeue) poll periods of the dispatcher (10 s by default).
+      - At most V(86400) (a day), else the option is refused before anything is done.
     type: float
     default: 10
   orphans:
@@ -153,22 +154,27 @@ options:
     description:
       - Seconds one C(squeue) may take before it is killed and the module fails. Slurm's
         clients give up on an unreachable controller after C(MessageTimeout).
+      - At most V(86400) (a day), else the option is refused before anything is done.
     type: float
     default: 10
   db_wait:
     description:
       - Seconds to keep trying a database that refuses connections or does not answer. A
         wrong password or a missing database fails at once.
+      - At most V(86400) (a day), else the option is refused before anything is done.
     type: float
     default: 30
   query_timeout:
     description:
       - Seconds one SQL statement may take (PostgreSQL C(statement_timeout)).
+      - At most V(2147483), else the option is refused before anything is done (PostgreSQL's
+        C(statement_timeout) is a whole number of milliseconds that fits in 32 bits).
     type: float
     default: 300
   batch_size:
     description:
       - UUIDs per set-based statement.
+      - At most V(100000), else the option is refused before anything is done.
     type: int
     default: 10000
   crunch_v1_dispatcher:
@@ -188,7 +194,7 @@ options:
       - Seconds. A job or container whose C(modified_at) is within this long before the
         first read (the database's clock, in UTC) is never orphaned; RV(evidence) counts
         them (C(recently_modified)). crunch-dispatch.rb spares jobs modified in the last 60 s.
-        At most 3600.
+      - At most V(3600), else the option is refused before anything is done.
     type: float
     default: 60
   missing_are_stray:

@@ -95,17 +95,20 @@ options:
       - Seconds to let the jobs leave the queue on their own before the first C(scancel), for
         example V(5) right after a container has finished. The queue is watched meanwhile and
         jobs that leave cost no C(scancel).
+      - At most V(86400) (a day), else the option is refused before anything is done.
     type: float
     default: 0
   retry_delay:
     description:
       - Seconds between an C(scancel) and the next one for a job still queued, for example V(2).
         The queue is listed again after the delay, before any new C(scancel).
+      - At most V(86400) (a day), else the option is refused before anything is done.
     type: float
     default: 2
   error_retry_delay:
     description:
       - Like O(retry_delay), after an C(scancel) that failed or timed out, for example V(10).
+      - At most V(86400) (a day), else the option is refused before anything is done.
     type: float
     default: 10
   timeout:
@@ -118,6 +121,7 @@ options:
       - With O(after_term=cancel) and O(wait), a O(timeout) not above O(terminate_grace) is refused
         when a job is sure to be sent C(TERM) first, since it would end the task before any outright
         cancel.
+      - At most V(86400) (a day), else the option is refused before anything is done.
     type: float
   command_timeout:
     description:
@@ -127,24 +131,28 @@ options:
         C(MessageTimeout), so it may take O(command_timeout) per ten of its ids, for example
         500 s for 500 ids at the default, before it is killed; never past O(timeout), unless it
         started less than O(command_timeout) before it.
+      - At most V(86400) (a day), else the option is refused before anything is done.
     type: float
     default: 10
   max_scancel_per_second:
     description:
       - Global rate limit on starting C(scancel) processes, for example V(2). Starts are spaced at
         least 1/O(max_scancel_per_second) seconds apart.
+      - At most V(1000), else the option is refused before anything is done.
     type: float
     default: 10
   max_concurrent_scancel:
     description:
       - At most this many C(scancel) processes are alive at once, for example V(1). C(squeue)
         never runs beside them, so Slurm sees at most this many client processes of this task.
+      - At most V(64), else the option is refused before anything is done.
     type: int
     default: 3
   max_job_ids_per_scancel:
     description:
       - Job ids given to one C(scancel), for example V(100). Keeps a failure confined to its own
         ids.
+      - At most V(10000), else the option is refused before anything is done.
     type: int
     default: 500
   log_interval:
@@ -152,6 +160,7 @@ options:
       - At most one "still in queue" warning per job per this many seconds, for example V(60).
         The first comes O(retry_delay) after the job's first C(scancel). Repeated C(squeue) or
         C(scancel) failures are limited the same way.
+      - At most V(86400) (a day), else the option is refused before anything is done.
     type: float
     default: 30
   stop:
@@ -204,7 +213,7 @@ options:
         last one still shows the job running.
       - The default, 10 s, is the dispatcher's, which sends C(TERM) again once per C(squeue) poll
         (C(PollInterval), 10 s by default; C(PollPeriod) in 1.x).
-      - At least 1 and at most 3600.
+      - At least V(1) and at most V(3600), else the option is refused before anything is done.
     type: float
     default: 10
   terminate_grace:
@@ -216,6 +225,7 @@ options:
       - The default, 120 s, is how long Arvados' cloud dispatcher gives C(crunch-run) after its first
         C(TERM) (C(Containers.CloudVMs.TimeoutTERM), 2 minutes).
       - The queue is watched meanwhile; jobs that leave cost no further C(scancel).
+      - At most V(86400) (a day), else the option is refused before anything is done.
     type: float
     default: 120
   signal:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import stat
 
 import pytest
 from slurm_fakes import FakeClock
@@ -93,6 +95,7 @@ def test_flags_it_cannot_understand_exit_2(argv, capsys):
 def test_flags_win_over_the_options_file(tmp_path):
     options_file = tmp_path / "options.yml"
     options_file.write_text("before: reboot\nbatch_size: 10\ndb_password: 'pw: with colon'\nretry: true\n")
+    options_file.chmod(0o600)
     params = parse(["--options-file", str(options_file), "--batch-size", "20", "--no-retry"])
     assert params == {"before": "reboot", "batch_size": 20, "db_password": "pw: with colon", "retry": False}
 
@@ -102,8 +105,12 @@ def test_options_file_unknown_option(tmp_path):
     options_file.write_text("before: reboot\ndb_pasword: hunter2-secret\nzeta: 1\n")
     with pytest.raises(RecoveryError) as raised:
         fail_jobs_cli.read_options_file(str(options_file))
-    assert str(raised.value) == "options file %s has unknown option(s): db_pasword, zeta" % options_file
+    assert str(raised.value) == (
+        "options file %s has 2 key(s) that are no option of arvados-fail-jobs (not shown: it may not be an "
+        "options file); options with a close name: db_password" % options_file
+    )
     assert "hunter2" not in str(raised.value)
+    assert "zeta" not in str(raised.value)
 
 
 def test_options_file_invalid_yaml_never_quotes_the_password(tmp_path):
@@ -131,7 +138,7 @@ def test_options_file_empty_or_json(tmp_path, text, expected):
 def test_options_file_must_be_a_mapping_and_readable(tmp_path):
     options_file = tmp_path / "options.yml"
     options_file.write_text("- retry\n- before\n")
-    with pytest.raises(RecoveryError, match="must hold a mapping of option names to values"):
+    with pytest.raises(RecoveryError, match="holds a list, not a mapping of option names to values"):
         fail_jobs_cli.read_options_file(str(options_file))
     with pytest.raises(RecoveryError, match="cannot read options file .*missing.yml: No such file"):
         fail_jobs_cli.read_options_file(str(tmp_path / "missing.yml"))
@@ -293,3 +300,155 @@ def test_every_module_option_has_a_flag_except_the_password():
     for name in fail_jobs_run.ALL_OPTIONS:
         flag = "--" + name.replace("_", "-")
         assert (flag in flags) is (name != "db_password"), name
+
+
+# -- issue 26: files read as options, never echoed; conflicting flags ---------------------
+
+
+SHADOW_LIKE = "root:$6$saltsalt$hashhashhashhash:19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\n"
+
+
+@pytest.mark.parametrize(
+    "text, kind",
+    [
+        ("hunter2-secret and more words\n", "text"),
+        ("- hunter2-secret\n- other\n", "a list"),
+        ("31337\n", "a number"),
+        ("true\n", "true or false"),
+    ],
+)
+def test_a_file_that_is_no_mapping_is_refused_by_its_type_and_never_quoted(tmp_path, text, kind):
+    options_file = tmp_path / "not-options"
+    options_file.write_text(text)
+    with pytest.raises(RecoveryError) as raised:
+        fail_jobs_cli.read_options_file(str(options_file))
+    assert str(raised.value) == "options file %s holds %s, not a mapping of option names to values" % (
+        options_file,
+        kind,
+    )
+
+
+def test_a_mapping_of_unknown_keys_is_refused_by_their_count_never_quoted(tmp_path):
+    options_file = tmp_path / "secrets.yml"
+    options_file.write_text("root: $6$saltsalt$hashhash\nhunter2-secret: x\ndaemon: '*'\n")
+    with pytest.raises(RecoveryError) as raised:
+        fail_jobs_cli.read_options_file(str(options_file))
+    message = str(raised.value)
+    assert message == (
+        "options file %s has 3 key(s) that are no option of arvados-fail-jobs (not shown: it may not be an "
+        "options file)" % options_file
+    )
+
+
+def test_the_command_never_echoes_a_file_that_is_no_options_file(tmp_path):
+    options_file = tmp_path / "shadow"
+    options_file.write_text(SHADOW_LIKE)
+    stderr, stdout = io.StringIO(), io.StringIO()
+    code = fail_jobs_cli.main(
+        ["--options-file", str(options_file)], stdout=stdout, reporter=fail_jobs_cli.Reporter(stream=stderr)
+    )
+    assert code == 1
+    # Each line ends with ':', so YAML reads it as a key: two keys, none shown.
+    assert stderr.getvalue() == (
+        "arvados-fail-jobs: options file %s has 2 key(s) that are no option of arvados-fail-jobs "
+        "(not shown: it may not be an options file)\n" % options_file
+    )
+    for secret in ("saltsalt", "hashhash", "daemon", "19000"):
+        assert secret not in stderr.getvalue() + stdout.getvalue()
+
+
+def test_a_large_or_binary_file_is_refused_unread(tmp_path):
+    large = tmp_path / "large"
+    large.write_text("retry: true\n" + "#" * fail_jobs_cli.MAX_OPTIONS_FILE_BYTES)
+    with pytest.raises(RecoveryError, match="is larger than 65536 bytes: not an options file"):
+        fail_jobs_cli.read_options_file(str(large))
+    binary = tmp_path / "binary"
+    binary.write_bytes(b"retry: \xff\xfe\n")
+    with pytest.raises(RecoveryError, match="is not UTF-8 text"):
+        fail_jobs_cli.read_options_file(str(binary))
+
+
+def status(mode, uid):
+    # os.stat_result from (st_mode, st_ino, st_dev, st_nlink, st_uid, st_gid, st_size, atime, mtime, ctime)
+    return os.stat_result((stat.S_IFREG | mode, 1, 1, 1, uid, 0, 10, 0, 0, 0))
+
+
+@pytest.mark.parametrize(
+    "mode, uid, accepted",
+    [
+        (0o600, 1000, True),
+        (0o400, 1000, True),
+        (0o600, 0, True),
+        (0o640, 0, True),
+        (0o640, 1000, False),
+        (0o644, 0, False),
+        (0o660, 0, False),
+        (0o604, 1000, False),
+        (0o620, 1000, False),
+        (0o601, 0, False),
+    ],
+)
+def test_a_file_holding_the_password_is_checked_as_libpq_checks_pgpass(mode, uid, accepted):
+    check = lambda: fail_jobs_cli.check_secret_file_mode("/etc/x.yml", status(mode, uid), ["db_password"])  # noqa: E731
+    if accepted:
+        check()
+        return
+    with pytest.raises(RecoveryError) as raised:
+        check()
+    assert str(raised.value) == (
+        "options file /etc/x.yml holds db_password but is mode %04o (owner uid %d): other users could read or "
+        "change it; chmod 0600 (or 0640 with owner root)" % (mode, uid)
+    )
+
+
+def test_a_world_readable_file_with_the_password_is_refused_without_showing_it(tmp_path):
+    options_file = tmp_path / "options.yml"
+    options_file.write_text("db_password: hunter2-secret\nretry: true\n")
+    options_file.chmod(0o644)
+    with pytest.raises(RecoveryError) as raised:
+        fail_jobs_cli.read_options_file(str(options_file))
+    assert "holds db_password but is mode 0644" in str(raised.value)
+    assert "hunter2" not in str(raised.value)
+    options_file.chmod(0o600)
+    assert fail_jobs_cli.read_options_file(str(options_file)) == {"db_password": "hunter2-secret", "retry": True}
+
+
+def test_a_world_readable_file_without_a_password_is_read(tmp_path):
+    options_file = tmp_path / "options.yml"
+    options_file.write_text("retry: true\ndb_password: ''\n")
+    options_file.chmod(0o644)
+    assert fail_jobs_cli.read_options_file(str(options_file)) == {"retry": True, "db_password": ""}
+
+
+@pytest.mark.parametrize("flag", ["retry", "revoke-tokens", "full-scan"])
+def test_a_flag_and_its_no_form_together_are_an_error_naming_both(flag, capsys):
+    with pytest.raises(SystemExit) as raised:
+        parse(["--%s" % flag, "--no-%s" % flag])
+    assert raised.value.code == 2
+    assert "argument --no-%s: not allowed with argument --%s" % (flag, flag) in capsys.readouterr().err
+
+
+def test_a_flag_given_twice_is_no_conflict():
+    assert parse(["--retry", "--retry"]) == {"retry": True}
+
+
+# -- issue 26: echoed values escaped ------------------------------------------------------
+
+
+def test_progress_and_errors_escape_control_characters():
+    stream = io.StringIO()
+    reporter = fail_jobs_cli.Reporter(stream=stream, journald=True)
+    reporter.say("error", "cluster_id zz\nzz<3>forged line \x1b[2J")
+    assert stream.getvalue() == "<3>cluster_id zz\\nzz<3>forged line \\x1b[2J\n"
+
+
+def test_a_control_character_in_cluster_id_is_shown_escaped_in_the_error(tmp_path):
+    stderr = io.StringIO()
+    options_file = tmp_path / "options.json"
+    options_file.write_text(json.dumps(dict(NO_FILES, config_file="", cluster_id="zz\nzz\x1b[31m")))
+    code = fail_jobs_cli.main(["--options-file", str(options_file)], reporter=fail_jobs_cli.Reporter(stream=stderr))
+    assert code == 1
+    assert stderr.getvalue() == (
+        "arvados-fail-jobs: cluster_id zz\\nzz\\x1b[31m given but no config.yml is read "
+        "(/etc/arvados/config.yml does not exist or config_file is '')\n"
+    )

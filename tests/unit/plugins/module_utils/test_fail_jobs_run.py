@@ -248,3 +248,123 @@ def test_an_error_in_a_batch_says_it_was_rolled_back_and_after_batches_what_was_
         "database error, while listing the Running jobs, after 3 batch(es) committed whole "
         "(a rerun finishes the work): server closed the connection"
     )
+
+
+# -- issue 26: every input checked against what its consumer accepts ----------------------
+
+
+@pytest.mark.parametrize(
+    "given, message",
+    [
+        ({"row_lock_wait": 1e308}, "option row_lock_wait must be at most 2147483, got 1e+308"),
+        ({"row_lock_wait": 3000000}, "option row_lock_wait must be at most 2147483, got 3000000.0"),
+        ({"batch_pause": 1e300}, "option batch_pause must be at most 86400, got 1e+300"),
+        ({"batch_size": 10**23}, "option batch_size must be at most 100000, got %d" % 10**23),
+        ({"batch_size": 1e23}, "option batch_size must be at most 100000, got %d" % int(1e23)),
+        ({"lock_wait": 86400.5}, "option lock_wait must be at most 86400, got 86400.5"),
+        ({"db_wait": "1e9"}, "option db_wait must be at most 86400, got 1000000000.0"),
+        ({"slurm_timeout": 1e12}, "option slurm_timeout must be at most 86400, got 1000000000000.0"),
+        (
+            {"slurm_max_scancel_per_second": 1001},
+            "option slurm_max_scancel_per_second must be at most 1000, got 1001.0",
+        ),
+        ({"slurm_max_concurrent_scancel": 65}, "option slurm_max_concurrent_scancel must be at most 64, got 65"),
+        ({"db_port": 70000}, "option db_port must be at most 65535, got 70000"),
+        ({"db_connect_timeout": 10**6}, "option db_connect_timeout must be at most 86400, got 1000000"),
+    ],
+)
+def test_numbers_above_their_bound_are_refused_by_name_before_connecting(given, message):
+    with pytest.raises(ConfigError) as raised:
+        fail_jobs_run.run_fail_jobs(dict(NO_FILES, **given), connect_db=refuse_to_connect)
+    assert str(raised.value) == message
+
+
+def refuse_to_connect(*_args, **_kwargs):
+    raise AssertionError("connected with a bad option")
+
+
+@pytest.mark.parametrize(
+    "name, value", [("row_lock_wait", 2147483), ("batch_size", 100000), ("batch_pause", 86400), ("db_wait", 0)]
+)
+def test_numbers_at_their_bound_are_taken(name, value):
+    assert fail_jobs_run.with_defaults(dict(NO_FILES, **{name: value}))[name] == value
+
+
+@pytest.mark.parametrize("name", ["log_message", "cluster_id", "before", "db_host", "db_name", "slurm_user"])
+def test_a_nul_in_any_text_option_is_refused_by_name_with_the_value_escaped(name):
+    with pytest.raises(ConfigError) as raised:
+        fail_jobs_run.run_fail_jobs(dict(NO_FILES, **{name: "a\x00b"}), connect_db=refuse_to_connect)
+    assert str(raised.value) == (
+        "option %s must not contain a NUL character (\\x00), which PostgreSQL text cannot hold, got 'a\\x00b'" % name
+    )
+
+
+def test_a_nul_in_a_uuid_list_or_the_password_is_refused_and_the_password_not_shown():
+    with pytest.raises(ConfigError, match="option uuids must not contain a NUL"):
+        fail_jobs_run.prepare(dict(NO_FILES, uuids=[JOB % 1, "x\x00"]))
+    with pytest.raises(ConfigError) as raised:
+        fail_jobs_run.prepare(dict(NO_FILES, db_password="hunter2\x00"))
+    assert (
+        str(raised.value)
+        == "option db_password must not contain a NUL character (\\x00), which PostgreSQL text cannot hold"
+    )
+
+
+def test_a_lone_surrogate_is_refused():
+    with pytest.raises(ConfigError, match="option log_message must not contain a lone surrogate"):
+        fail_jobs_run.prepare(dict(NO_FILES, log_message="a\ud800"))
+
+
+def test_a_long_log_message_is_refused_with_its_size_in_bytes():
+    with pytest.raises(RecoveryError) as raised:
+        fail_jobs_run.run_fail_jobs(dict(NO_FILES, log_message="x" * 3000), connect_db=refuse_to_connect)
+    assert str(raised.value) == (
+        "option log_message is 3000 bytes of UTF-8, more than the 2500 the logs' summary index takes"
+    )
+
+
+def test_the_bound_counts_bytes_and_with_retry_the_note_added():
+    fail_jobs_run.prepare(dict(NO_FILES, log_message="x" * fail_jobs.MAX_SUMMARY_BYTES))
+    with pytest.raises(RecoveryError, match="option log_message is 2502 bytes"):
+        fail_jobs_run.prepare(dict(NO_FILES, log_message="é" * 1251))
+    note = len(fail_jobs.UNRUNNABLE_NOTE.encode("utf-8"))
+    fits = "x" * (fail_jobs.MAX_SUMMARY_BYTES - note)
+    fail_jobs_run.prepare(dict(NO_FILES, log_message=fits, retry=True))
+    with pytest.raises(RecoveryError) as raised:
+        fail_jobs_run.prepare(dict(NO_FILES, log_message=fits + "x", retry=True))
+    assert str(raised.value) == (
+        "option log_message is %d bytes of UTF-8, more than the %d the logs' summary index takes with retry "
+        "(which adds a %d-byte note for a job failed instead)" % (len(fits) + 1, len(fits), note)
+    )
+
+
+def test_the_default_messages_fit():
+    for retry in (False, True):
+        fail_jobs.check_summary(fail_jobs.DEFAULT_RETRY_MESSAGE if retry else fail_jobs.DEFAULT_FAIL_MESSAGE, retry)
+
+
+def test_the_command_refuses_the_trial_inputs_before_connecting(tmp_path, capsys):
+    options_file = tmp_path / "options.json"
+    options_file.write_text(json.dumps(dict(NO_FILES, log_message="a\u0000b")))
+    stderr = io.StringIO()
+    code = fail_jobs_cli.main(["--options-file", str(options_file)], reporter=fail_jobs_cli.Reporter(stream=stderr))
+    assert code == 1
+    assert stderr.getvalue() == (
+        "arvados-fail-jobs: option log_message must not contain a NUL character (\\x00), which PostgreSQL text "
+        "cannot hold, got 'a\\x00b'\n"
+    )
+    for flags, message in (
+        (["--row-lock-wait", "1e308"], "option row_lock_wait must be at most 2147483, got 1e+308"),
+        (["--batch-pause", "1e300"], "option batch_pause must be at most 86400, got 1e+300"),
+    ):
+        options_file.write_text(json.dumps(NO_FILES))
+        stderr = io.StringIO()
+        code = fail_jobs_cli.main(
+            ["--options-file", str(options_file)] + flags, reporter=fail_jobs_cli.Reporter(stream=stderr)
+        )
+        assert code == 1
+        assert stderr.getvalue() == "arvados-fail-jobs: %s\n" % message
+    with pytest.raises(SystemExit) as raised:
+        fail_jobs_cli.main(["--batch-size", "1e23"])
+    assert raised.value.code == 2
+    assert "argument --batch-size: invalid int value: '1e23'" in capsys.readouterr().err

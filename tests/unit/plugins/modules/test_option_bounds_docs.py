@@ -1,0 +1,64 @@
+"""Every number option of the three modules has an upper bound in its option table, and the
+module's documentation states that bound (issue 26: finite values past what PostgreSQL, sleep
+or Slurm accept crashed or hung a run half way)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from ansible_collections.arvados_ops.recovery.plugins.doc_fragments.arvados_db import ModuleDocFragment
+from ansible_collections.arvados_ops.recovery.plugins.module_utils import (
+    fail_jobs_run,
+    reconcile_run,
+    slurm_cancel_run,
+)
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.module_support import argument_spec
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.option_bounds import (
+    number_text,
+    unbounded_numbers,
+)
+from ansible_collections.arvados_ops.recovery.plugins.modules import (
+    arvados_fail_jobs,
+    arvados_reconcile_info,
+    slurm_job_cancel,
+)
+
+MODULES = {
+    "arvados_fail_jobs": (arvados_fail_jobs, fail_jobs_run.ALL_OPTIONS),
+    "arvados_reconcile_info": (arvados_reconcile_info, reconcile_run.ALL_OPTIONS),
+    "slurm_job_cancel": (slurm_job_cancel, slurm_cancel_run.CANCEL_OPTIONS),
+}
+
+
+def documented(module):
+    options = {}
+    if "arvados_db" in module.DOCUMENTATION:
+        options.update(yaml.safe_load(ModuleDocFragment.DOCUMENTATION)["options"])
+    options.update(yaml.safe_load(module.DOCUMENTATION)["options"])
+    return options
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_every_number_option_has_an_upper_bound(name):
+    _module, options = MODULES[name]
+    assert unbounded_numbers(options) == []
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_the_documentation_states_each_bound(name):
+    module, options = MODULES[name]
+    docs = documented(module)
+    for option, spec in options.items():
+        if "max" not in spec:
+            continue
+        text = " ".join(docs[option]["description"])
+        assert re.search(r"\b(?:at most|to) V\(%s\)" % re.escape(number_text(spec["max"])), text, re.I), option
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_the_bound_is_not_an_ansible_key(name):
+    _module, options = MODULES[name]
+    assert all("max" not in entry for entry in argument_spec(options).values())
