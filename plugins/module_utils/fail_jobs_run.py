@@ -11,6 +11,7 @@ its flags. Every option is checked before the database is opened or Slurm is ask
 
 from __future__ import annotations
 
+import math
 import shutil
 from typing import NamedTuple, Optional
 
@@ -37,6 +38,7 @@ from .option_bounds import (
     MAX_SLEEP_SECONDS,
     check_max,
     check_text,
+    excerpt,
 )
 from .pg_connect import connect, import_psycopg, redact
 from .slurm_cancel import cancel_jobs
@@ -193,8 +195,9 @@ def typed_option(name, value):
     else:
         typed = value
     if typed is None:
-        # The value itself is left out: it may be the password.
-        raise ConfigError("option %s must be of type %s" % (name, kind))
+        # The password itself is left out.
+        shown_value = "" if spec.get("no_log") else ", got %s" % excerpt(str(value))
+        raise ConfigError("option %s must be of type %s%s" % (name, kind, shown_value))
     check_text(name, typed, secret=bool(spec.get("no_log")))
     if spec.get("choices") and typed not in spec["choices"]:
         raise ConfigError("option %s must be one of %s, got %r" % (name, ", ".join(spec["choices"]), typed))
@@ -230,7 +233,10 @@ def _as_number(value, kind):
     try:
         return kind(value)
     except (TypeError, ValueError, OverflowError):
-        return None
+        pass
+    # YAML reads 1e23 (no dot) as text: a whole number written so is still a whole number.
+    whole = _as_number(value, float) if kind is int and isinstance(value, str) else None
+    return int(whole) if whole is not None and math.isfinite(whole) and whole.is_integer() else None
 
 
 def cancel_slurm_mode(value):

@@ -368,3 +368,19 @@ def test_the_command_refuses_the_trial_inputs_before_connecting(tmp_path, capsys
         fail_jobs_cli.main(["--batch-size", "1e23"])
     assert raised.value.code == 2
     assert "argument --batch-size: invalid int value: '1e23'" in capsys.readouterr().err
+
+
+def test_a_whole_number_written_with_an_exponent_is_a_whole_number_and_bounded():
+    # YAML reads `batch_size: 1e23` as the text '1e23'.
+    assert fail_jobs_run.with_defaults(dict(NO_FILES, batch_size="1e3"))["batch_size"] == 1000
+    with pytest.raises(ConfigError, match="option batch_size must be at most 100000, got 99999999999999991611392"):
+        fail_jobs_run.with_defaults(dict(NO_FILES, batch_size="1e23"))
+
+
+def test_a_value_of_the_wrong_type_is_shown_unless_it_is_the_password():
+    with pytest.raises(ConfigError) as raised:
+        fail_jobs_run.with_defaults(dict(NO_FILES, batch_size="many\n"))
+    assert str(raised.value) == "option batch_size must be of type int, got 'many\\n'"
+    with pytest.raises(ConfigError) as raised:
+        fail_jobs_run.with_defaults(dict(NO_FILES, db_password=["hunter2"]))
+    assert str(raised.value) == "option db_password must be of type str"
