@@ -73,6 +73,12 @@ description:
     anything is done, Slurm included, as it takes no writes and its rows may lag behind.
   - The same cleanup is available without Ansible as the C(arvados-fail-jobs) command
     (see the C(boot_recovery) role), with the same options as flags.
+  - Every option is checked before anything is read or changed, Slurm included, against what
+    its consumer accepts - each number against its upper bound (stated with the option), each
+    text against what PostgreSQL stores (no NUL character) - and a bad value is refused with
+    a message that names the option and the value, its control characters escaped. A
+    failure's message masks the O(db_password) given, so it says why (a wrong password, for
+    example) without the secret.
 author:
   - Arvados Ops recovery maintainers (@arvados-ops)
 extends_documentation_fragment:
@@ -138,6 +144,10 @@ options:
         C(properties.text)).
       - The default says the job was left C(Running) by a server going down and was marked
         C(Failed) (or put back in the queue).
+      - At most 2500 bytes of UTF-8, and with O(retry) 2500 less the note added for a job
+        failed instead (183 bytes), since C(logs.summary) has a btree index
+        (C(index_logs_on_summary)) whose rows PostgreSQL caps at 2704 bytes. A longer
+        message, or one with a NUL character, is refused before anything is done.
     type: str
   batch_size:
     description:

@@ -300,6 +300,35 @@ def test_explicit_password_never_shows(fresh_db, lab_env, tmp_path):
         assert states(conn, summary.running_before_boot) == {u: "Failed" for u in summary.running_before_boot}
 
 
+def test_a_wrong_password_says_authentication_failed_without_the_password(fresh_db, lab_env, tmp_path):
+    # The database tasks run with no_log when db_password is given: before issue 26 every
+    # failure then read "censored"; the rescue says the module's reason, which masks it.
+    summary = stale_cluster(fresh_db, running=3, running_after_boot=1, running_unstarted=0)
+    connection = fresh_db.connection
+    wrong_password = "Wrong-Pw-7c41e9d2b6"
+    extra = recover_vars(fresh_db, tmp_path, summary)
+    extra["recover_db"] = {
+        "config_file": "",
+        "db_host": connection["host"],
+        "db_port": connection["port"],
+        "db_name": connection["dbname"],
+        "db_user": connection["user"],
+        "db_password": wrong_password,
+    }
+    env = {k: v for k, v in lab_env.items() if k not in ("PGPASSFILE", "PGPASSWORD")}
+    dump_before = helpers.pg_dump(fresh_db, lab_env)
+
+    completed = ansible_playbook(env, RECOVER, extra, flags=["-vvv"], expect_rc=2)
+
+    output = completed.stdout + completed.stderr
+    assert wrong_password not in output
+    reasons = re.findall(r'"msg": "(Listing the stale jobs failed: (?:[^"\\]|\\.)*)"', completed.stdout)
+    assert reasons, completed.stdout[-3000:]
+    assert "password authentication failed for user" in reasons[0]
+    assert "cannot connect to the database" in reasons[0]
+    assert helpers.pg_dump(fresh_db, lab_env) == dump_before
+
+
 def test_nothing_stale_changes_nothing(fresh_db, lab_env, tmp_path):
     summary = stale_cluster(fresh_db, running=2, running_after_boot=2, running_unstarted=0)
     dump_before = helpers.pg_dump(fresh_db, lab_env)

@@ -62,3 +62,11 @@ def test_the_documentation_states_each_bound(name):
 def test_the_bound_is_not_an_ansible_key(name):
     _module, options = MODULES[name]
     assert all("max" not in entry for entry in argument_spec(options).values())
+
+
+def test_the_log_message_bound_is_documented_as_the_engine_applies_it():
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs
+
+    text = " ".join(documented(arvados_fail_jobs)["log_message"]["description"])
+    assert "At most %d bytes of UTF-8" % fail_jobs.MAX_SUMMARY_BYTES in text
+    assert "(%d bytes)" % len(fail_jobs.UNRUNNABLE_NOTE.encode("utf-8")) in text
