@@ -65,7 +65,9 @@ def test_the_module_refuses_each_trial_input_before_any_change(fresh_db, lab_env
     base = slurm_options(fresh_db, tmp_path)
     dump_before = h.pg_dump(fresh_db, lab_env)
 
-    results, run = h.run_playbook(lab_env, tmp_path, [{"args": dict(base, **given)} for given, _ in MODULE_CASES])
+    results, run = h.run_playbook(
+        lab_env, tmp_path, [{"args": dict(base, **given)} for given, _message in MODULE_CASES]
+    )
 
     for (given, message), result in zip(MODULE_CASES, results, strict=True):
         assert result.get("failed") is True, given
@@ -87,7 +89,7 @@ def test_the_reconciliation_refuses_settle_and_query_timeout_past_their_bounds(f
         "arvados_ops.recovery.arvados_reconcile_info",
         lab_env,
         tmp_path,
-        [{"args": dict(base, **given)} for given, _ in cases],
+        [{"args": dict(base, **given)} for given, _message in cases],
         timeout=120,
     )
 

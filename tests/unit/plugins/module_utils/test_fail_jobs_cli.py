@@ -389,7 +389,9 @@ def status(mode, uid):
     ],
 )
 def test_a_file_holding_the_password_is_checked_as_libpq_checks_pgpass(mode, uid, accepted):
-    check = lambda: fail_jobs_cli.check_secret_file_mode("/etc/x.yml", status(mode, uid), ["db_password"])  # noqa: E731
+    def check():
+        fail_jobs_cli.check_secret_file_mode("/etc/x.yml", status(mode, uid), ["db_password"])
+
     if accepted:
         check()
         return
