@@ -75,7 +75,7 @@ trap stop_lab EXIT
 run_stage() {
   case "$1" in
     unit)        .venv/bin/pytest -q tests/unit ;;
-    integration) .venv/bin/pytest -q tests/integration ;;
+    integration) .venv/bin/pytest -q --durations=15 tests/integration ;;
     sanity)      scripts/sanity.sh ;;
     versions)    versions_stage ;;
     lint)        scripts/lint.sh ;;
