@@ -21,13 +21,16 @@ How a run goes:
    cannot be told from the user's other tokens, so none is revoked for it.
 3. Per batch: the Slurm jobs named after the batch's job UUIDs are made absent first (a
    job must not go on running behind a ``Failed`` or re-``Queued`` row); then one
-   transaction locks the rows it can (a row another transaction holds is skipped and
-   tried again after the other batches, for at most ``row_lock_wait``), re-checks that
-   each job is still ``Running`` and still qualifies (others are reported as skipped),
-   revokes the jobs' tokens, updates the jobs, deletes their tasks (retry), inserts one
-   ``logs`` row per job and notifies ``logs`` listeners. Killing the process at any
-   instant leaves every job either untouched or completely done; a rerun finishes the
-   rest and changes nothing that is done.
+   transaction locks its tables (the only lock it may wait for, holding no row), locks
+   the job rows, tokens and tasks it can (a job whose row, token or task another
+   transaction holds is set aside and tried again after the other batches, while the
+   run's one budget of ``row_lock_wait`` lasts), re-checks that each job is still
+   ``Running`` and still qualifies (others are reported as skipped), revokes the jobs'
+   tokens, updates the jobs, deletes their tasks (retry), inserts the ``logs`` rows and
+   notifies ``logs`` listeners. Killing the process at any instant leaves every job
+   either untouched or completely done; a rerun finishes the rest and changes nothing
+   that is done. Before the first Slurm step the database user's privileges are checked
+   against what a real run writes (check_privileges), in check mode too.
 4. Check mode runs the same reads and no write, so it predicts the jobs, tokens and Slurm
    jobs a real run would touch (not which rows another transaction will hold locked).
 5. Live (other sessions on the database, or ``live: true``), the batches merge the trigram
