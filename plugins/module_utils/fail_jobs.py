@@ -1214,6 +1214,17 @@ class JobCleaner:
             )
         return "while %s, nothing was changed" % self.step
 
+    def _stranded_note(self):
+        """For an error that ends the run before the batch under way changed anything:
+        the jobs set aside earlier, whose Slurm jobs are gone already."""
+        stranded = self._without_slurm_job()
+        if not stranded:
+            return ""
+        return (
+            "; %d job(s) set aside earlier as locked have no Slurm job and are still "
+            "Running: %s; a rerun finishes them" % (len(stranded), ", ".join(stranded))
+        )
+
     def _without_slurm_job(self):
         """The jobs whose Slurm step is done and whose rows no committed batch changed:
         the batch under way's and those set aside as locked."""
@@ -1309,7 +1320,10 @@ class JobCleaner:
     def _clean_batch(self, uuids, last, first_try=True):
         opts = self.options
         if first_try and self.cancel_slurm is not None:
-            self.result.add_slurm(self.cancel_slurm(uuids, opts.check_mode))
+            try:
+                self.result.add_slurm(self.cancel_slurm(uuids, opts.check_mode))
+            except RecoveryError as error:
+                raise RecoveryError(str(error) + self._stranded_note()) from None
         if self.cancel_slurm is not None and not opts.check_mode:
             self._slurm_done = list(uuids)
         outcome = self._batch_transaction(uuids, last)

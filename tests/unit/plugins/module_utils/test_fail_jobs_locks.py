@@ -459,3 +459,17 @@ def test_a_run_killed_mid_batch_says_postgresqls_reason_once(monkeypatch):
     assert unraisable == []
     # Nothing more was sent on the dead session (no rollback, no unlock).
     assert sent_before_the_kill == [len(conn.statements)]
+
+
+def test_a_slurm_step_failing_later_names_the_jobs_set_aside_before():
+    def refuse(uuids, check_mode):
+        raise RecoveryError("Slurm jobs of 1 job(s) could not be made absent: squeue timed out")
+
+    cleaner = JobCleaner(ScriptedConnection(), None, CleanupOptions(), cancel_slurm=refuse)
+    cleaner._deferred = [JOB % 4]  # pylint: disable=protected-access
+    with pytest.raises(RecoveryError) as caught:
+        cleaner._clean_batch([JOB % 5], last=False)  # pylint: disable=protected-access
+    assert str(caught.value) == (
+        "Slurm jobs of 1 job(s) could not be made absent: squeue timed out; 1 job(s) set aside "
+        "earlier as locked have no Slurm job and are still Running: %s; a rerun finishes them" % (JOB % 4)
+    )
