@@ -1323,7 +1323,10 @@ class JobCleaner:
             try:
                 self.result.add_slurm(self.cancel_slurm(uuids, opts.check_mode))
             except RecoveryError as error:
-                raise RecoveryError(str(error) + self._stranded_note()) from None
+                note = self._stranded_note()
+                if not note:
+                    raise
+                raise RecoveryError(str(error) + note) from None
         if self.cancel_slurm is not None and not opts.check_mode:
             self._slurm_done = list(uuids)
         outcome = self._batch_transaction(uuids, last)
