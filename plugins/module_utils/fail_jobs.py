@@ -21,13 +21,16 @@ How a run goes:
    cannot be told from the user's other tokens, so none is revoked for it.
 3. Per batch: the Slurm jobs named after the batch's job UUIDs are made absent first (a
    job must not go on running behind a ``Failed`` or re-``Queued`` row); then one
-   transaction locks the rows it can (a row another transaction holds is skipped and
-   tried again after the other batches, for at most ``row_lock_wait``), re-checks that
-   each job is still ``Running`` and still qualifies (others are reported as skipped),
-   revokes the jobs' tokens, updates the jobs, deletes their tasks (retry), inserts one
-   ``logs`` row per job and notifies ``logs`` listeners. Killing the process at any
-   instant leaves every job either untouched or completely done; a rerun finishes the
-   rest and changes nothing that is done.
+   transaction locks its tables (the only lock it may wait for, holding no row), locks
+   the job rows, tokens and tasks it can (a job whose row, token or task another
+   transaction holds is set aside and tried again after the other batches, while the
+   run's one budget of ``row_lock_wait`` lasts), re-checks that each job is still
+   ``Running`` and still qualifies (others are reported as skipped), revokes the jobs'
+   tokens, updates the jobs, deletes their tasks (retry), inserts the ``logs`` rows and
+   notifies ``logs`` listeners. Killing the process at any instant leaves every job
+   either untouched or completely done; a rerun finishes the rest and changes nothing
+   that is done. Before the first Slurm step the database user's privileges are checked
+   against what a real run writes (check_privileges), in check mode too.
 4. Check mode runs the same reads and no write, so it predicts the jobs, tokens and Slurm
    jobs a real run would touch (not which rows another transaction will hold locked).
 5. Live (other sessions on the database, or ``live: true``), the batches merge the trigram
@@ -40,6 +43,7 @@ A session-level advisory lock keeps two runs (the boot unit and a playbook) apar
 from __future__ import annotations
 
 import bisect
+import contextlib
 import hashlib
 import json
 import math
@@ -295,17 +299,46 @@ SQL_REVOKE_TOKENS = """
     RETURNING uuid
 """.format(now=SQL_NOW_UTC)
 
-# Row locks: a batch never waits for a job row another transaction holds (an API request
-# updating that job, a SELECT ... FOR UPDATE): SKIP LOCKED takes the rows it can and the
-# others are tried again after the other batches, for at most `row_lock_wait` seconds.
-# Waiting on the row instead (lock_timeout for the batch) would hold the batch's other
-# rows, and so stall the API server's writes to those jobs, as long as it waited, and a
-# timeout would roll back the whole batch without telling which row was locked. Other
-# locks (tokens, a table locked by a migration) are bounded by lock_timeout for the batch.
+# Locks: a batch never waits on a lock while it holds job rows. It first takes the tables
+# it writes (LOCK TABLE in the modes its statements take anyway, so nobody else waits more)
+# while it holds no row: a table locked by a migration is waited for there, within what
+# is left of the run's one budget of `row_lock_wait` (LockBudget). Then every row lock is
+# taken with SKIP LOCKED: the job rows, then the tokens to revoke, then (retry) the tasks
+# to delete. A job whose row is held is skipped; a job whose token or task another
+# transaction holds is set aside before anything is written (its row lock is let go at
+# commit); both are tried again after the other batches, while the budget lasts, and
+# those still locked then are reported and left for a rerun. Waiting on the rows instead
+# (lock_timeout for the batch) held the batch's other rows, and so stalled the API
+# server's writes to those jobs, as long as it waited, and a timeout rolled back the
+# whole batch: one held token cost 100 jobs a wait on every pass (issue 26).
 #
-# The update locks, re-checks and changes each row in one pass (a separate SELECT ... FOR
-# UPDATE would write every row twice). It returns the row as it was (`o`, the locked row
-# read by the subquery) and as it is now (`j`), whole, for the `update` audit row.
+# The update re-checks and changes each locked row in one pass. It returns the row as it
+# was (`o`, read by the subquery) and as it is now (`j`), whole, for the `update` audit row.
+SQL_LOCK_JOBS = "SELECT {columns}, {run_as} FROM jobs j WHERE {where} FOR UPDATE OF j SKIP LOCKED".format(
+    columns=batch_columns("j"), run_as=run_as("j"), where=SQL_QUALIFYING
+)
+SQL_LOCK_TOKENS = "SELECT id FROM api_client_authorizations WHERE id = ANY(%(ids)s::bigint[]) FOR UPDATE SKIP LOCKED"
+# Two reads of the same tasks: a job has a task another transaction holds when the
+# second, which skips held rows, finds fewer of its tasks than the first.
+SQL_COUNT_TASKS = "SELECT job_uuid, count(*) FROM job_tasks WHERE job_uuid = ANY(%(uuids)s::text[]) GROUP BY job_uuid"
+SQL_LOCK_TASKS = "SELECT job_uuid FROM job_tasks WHERE job_uuid = ANY(%(uuids)s::text[]) FOR UPDATE SKIP LOCKED"
+
+# The tables a writing batch locks first, in the mode its own statements take (ROW
+# EXCLUSIVE for those it writes, ACCESS SHARE for those it only reads). The tokens' and
+# tasks' tables only when the run writes them.
+WRITTEN_TABLES = ("jobs", "logs")
+READ_TABLES = ("users", "containers", "pipeline_instances")
+TOKEN_TABLE = "api_client_authorizations"
+TASK_TABLE = "job_tasks"
+
+# After its tables are locked a batch waits on no row (SKIP LOCKED), but a few locks
+# PostgreSQL takes itself remain: the queue lock of a commit that notifies, a unique index
+# entry another transaction is inserting. They are held for moments; this bounds them, and
+# a batch that meets the bound is set aside whole like one whose table was locked.
+ROW_PHASE_LOCK_TIMEOUT_MS = 500
+# lock_timeout is an int of milliseconds.
+MAX_LOCK_TIMEOUT_MS = 2147483647
+
 SQL_LOCKED_ROWS = "SELECT j.*, {run_as} AS run_as FROM jobs j WHERE {where} FOR UPDATE OF j SKIP LOCKED"
 SQL_CHANGED_ROWS = "{columns}, o.run_as, to_jsonb(o) - 'run_as', to_jsonb(j)".format(columns=batch_columns("o"))
 
@@ -681,10 +714,13 @@ def merge_slurm_results(results):
 class BatchOutcome:
     """What one batch did (in check mode, would do): what the transaction committed."""
 
-    def __init__(self, done, skipped, not_requeued=()):
+    def __init__(self, done, skipped, not_requeued=(), set_aside=()):
         self.done = done
         self.skipped = skipped
         self.not_requeued = list(not_requeued)
+        # Jobs whose token or task another transaction held: left as they were, for the
+        # next try (see SQL_LOCK_JOBS).
+        self.set_aside = list(set_aside)
         self.tokens = []
         self.tokens_left_alone = []
         self.logs = []
@@ -770,6 +806,56 @@ def audit_etag(attributes):
     return text or "0"
 
 
+class TokenCandidate(NamedTuple):
+    """A token in a job's window (SQL_TOKEN_CANDIDATES)."""
+
+    id: int
+    uuid: str
+    user_uuid: str
+    created_at: datetime
+
+
+def window_holds(job, token):
+    """Whether `token` was made in `job`'s window, for the job's user."""
+    return (
+        job.started_at is not None
+        and job.is_locked_by_uuid == token.user_uuid
+        and job.created_at <= token.created_at <= job.started_at
+    )
+
+
+class TokenPlan:
+    """A batch's tokens: those to revoke, and those another's work could own, with it."""
+
+    def __init__(self, to_revoke=(), left_alone=()):
+        self.to_revoke = list(to_revoke)
+        self.left_alone = list(left_alone)
+
+    def set_aside_for(self, held, jobs):
+        """The uuids of `jobs` whose window holds a token of `held` (another transaction
+        holds its row); those tokens are not revoked by this batch."""
+        held_ids = set(token.id for token in held)
+        self.to_revoke = [token for token in self.to_revoke if token.id not in held_ids]
+        return [job.uuid for job in jobs if any(window_holds(job, token) for token in held)]
+
+    def report(self, ended, outcome):
+        """The tokens of the `ended` jobs into `outcome`: to revoke, and left alone. A
+        token only a set-aside job's window holds waits for that job's next try."""
+        windows = JobWindows(
+            (job.is_locked_by_uuid, job.created_at, job.started_at) for job in ended if job.started_at is not None
+        )
+        outcome.tokens.extend(t.uuid for t in self.to_revoke if windows.contain(t.user_uuid, t.created_at))
+        outcome.tokens_left_alone.extend(
+            {"uuid": t.uuid, "user_uuid": t.user_uuid, "could_belong_to": owner}
+            for t, owner in self.left_alone
+            if windows.contain(t.user_uuid, t.created_at)
+        )
+
+    def ids(self, uuids):
+        wanted = set(uuids)
+        return [token.id for token in self.to_revoke if token.uuid in wanted]
+
+
 class JobWindows:
     """The time windows [created_at, started_at] of jobs, by user, for telling whether an
     instant falls inside one of a user's windows in O(log n).
@@ -847,6 +933,104 @@ def check_schema(conn):
         )
 
 
+class LockBudget:
+    """The run's one allowance of `row_lock_wait` seconds for waiting on locks: spent by
+    every wait for a table's lock and by the tries again of locked jobs, never renewed
+    per batch or per pass."""
+
+    def __init__(self, seconds, clock=time.monotonic):
+        self.seconds = seconds
+        self.spent = 0.0
+        self.clock = clock
+
+    def remaining(self):
+        return max(0.0, self.seconds - self.spent)
+
+    def spend(self, seconds):
+        self.spent += max(0.0, seconds)
+
+    def lock_timeout_ms(self):
+        """What is left as PostgreSQL's lock_timeout: at least 1 ms, as 0 means no bound."""
+        return min(MAX_LOCK_TIMEOUT_MS, max(1, int(self.remaining() * 1000)))
+
+
+class Privilege(NamedTuple):
+    """A table privilege a real run needs, and what for."""
+
+    table: str
+    privilege: str
+    purpose: str
+
+
+def needed_privileges(options):
+    """The table privileges a real run of `options` uses. Table privileges, not column
+    ones: a batch locks its tables first (LOCK TABLE), which PostgreSQL allows by the
+    table's own privileges only."""
+    needs = [
+        Privilege("jobs", "SELECT", "to read the jobs"),
+        Privilege("jobs", "UPDATE", "to lock and change the jobs"),
+        Privilege("logs", "SELECT", "to read the ids of its log rows"),
+        Privilege("logs", "INSERT", "to write the log rows"),
+    ]
+    if options.revoke_tokens:
+        needs += [
+            Privilege(TOKEN_TABLE, "SELECT", "to find the jobs' tokens"),
+            Privilege(TOKEN_TABLE, "UPDATE", "to lock and expire the jobs' tokens"),
+        ]
+        needs += [Privilege(table, "SELECT", "to tell whose tokens they are") for table in READ_TABLES]
+    if options.retry:
+        needs += [
+            Privilege(TASK_TABLE, "SELECT", "to find the requeued jobs' tasks"),
+            Privilege(TASK_TABLE, "UPDATE", "to lock the tasks it deletes without waiting"),
+            Privilege(TASK_TABLE, "DELETE", "to delete the requeued jobs' tasks"),
+        ]
+    return needs
+
+
+SQL_HAS_PRIVILEGES = """
+    SELECT n.position, has_table_privilege(n.tab::regclass, n.privilege)
+    FROM unnest(%(tables)s::text[], %(privileges)s::text[]) WITH ORDINALITY AS n(tab, privilege, position)
+"""
+# The logs' ids come from their sequence (nextval), which needs its own privilege.
+SQL_LOG_SEQUENCE = """
+    SELECT s, has_sequence_privilege(s, 'USAGE')
+    FROM pg_get_serial_sequence('logs', 'id') AS s WHERE s IS NOT NULL
+"""
+
+
+def missing_privileges(conn, options):
+    """The privileges of needed_privileges (and the logs' id sequence) the current
+    database user lacks, as phrases naming privilege, table and purpose."""
+    needs = needed_privileges(options)
+    rows = conn.execute(
+        SQL_HAS_PRIVILEGES,
+        {"tables": [n.table for n in needs], "privileges": [n.privilege for n in needs]},
+    ).fetchall()
+    granted = dict(rows)
+    missing = [
+        "%s on table %s (%s)" % (need.privilege, need.table, need.purpose)
+        for position, need in enumerate(needs, 1)
+        if not granted.get(position)
+    ]
+    for sequence, usable in conn.execute(SQL_LOG_SEQUENCE).fetchall():
+        if not usable:
+            missing.append("USAGE on sequence %s (to number the log rows)" % sequence)
+    return missing
+
+
+def check_privileges(conn, options):
+    """Fail, before Slurm is asked and before any row is written, when the database user
+    may not do what a real run does; check mode fails the same way, as it predicts."""
+    missing = missing_privileges(conn, options)
+    if missing:
+        user = conn.execute("SELECT current_user").fetchone()[0]
+        raise RecoveryError(
+            "the database user %s lacks privileges a run needs, so nothing was changed "
+            "(no Slurm job cancelled, no row written): %s; grant them (GRANT ... ON ... TO %s) "
+            "or connect as the Arvados database user" % (user, "; ".join(missing), user)
+        )
+
+
 def check_primary(conn):
     """Refuse a standby, before anything changes (Slurm included): it refuses writes, and
     its rows may lag behind the primary's, so even check mode would predict from the past."""
@@ -885,6 +1069,22 @@ def take_advisory_lock(conn, wait, sleep=time.sleep, clock=time.monotonic):
         delay = min(delay * 2, 2.0)
 
 
+def connection_lost(conn):
+    """Whether psycopg has found `conn` dead (closed, or its server session gone)."""
+    return bool(getattr(conn, "closed", False) or getattr(conn, "broken", False))
+
+
+def close_listing(cursor, conn):
+    """Close the listing's cursor. On a connection that died meanwhile the server dropped
+    the cursor with the session, and closing fails: that failure is not raised, as the
+    error that ended the run (or the listing) is the one to tell."""
+    try:
+        cursor.close()
+    except Exception:  # pylint: disable=broad-except
+        if not connection_lost(conn):
+            raise
+
+
 class JobCleaner:
     """Runs one cleanup on two open psycopg 3 connections to the same database.
 
@@ -919,6 +1119,13 @@ class JobCleaner:
         self._batch_under_way = False
         # Jobs found locked by another transaction, to be tried again after the others.
         self._deferred = []
+        # The run's one allowance for waiting on locks (row_lock_wait).
+        self._lock_budget = LockBudget(options.row_lock_wait, clock)
+        # The jobs of the batch under way whose Slurm step is done: if its transaction
+        # fails they are Running without a Slurm job, and the error names them.
+        self._slurm_done = []
+        # The locked jobs of a pass of tries again that its batches have not reached yet.
+        self._retrying = []
 
     def run(self):
         opts = self.options
@@ -933,6 +1140,8 @@ class JobCleaner:
         self.step = "checking the schema"
         check_schema(self.conn)
         check_primary(self.conn)
+        self.step = "checking the database user's privileges"
+        check_privileges(self.conn, opts)
         self.conn.rollback()
         self.step = "taking the cleanup lock (pg_try_advisory_lock)"
         take_advisory_lock(self.conn, opts.lock_wait)
@@ -941,21 +1150,28 @@ class JobCleaner:
             self.result.live = self._is_live()
             self._keep_gin_limit = self.result.live
             self.step = "listing the Running jobs"
-            for batch, last in with_last(self._qualifying_batches()):
-                # The last batch merges the trigram index's pending list (see
-                # BULK_SETTINGS_KB) even when some of its jobs are deferred: the tries
-                # again run with the server's limit.
-                self._clean_batch(batch, last)
-                self._batch_done()
-                self._notice_other_sessions()
-                if self._batch_pause() and not last:
-                    self.sleep(self._batch_pause())
+            # Closed here, not by the garbage collector: a generator left suspended by an
+            # error would close its server-side cursor later, on a connection closed by
+            # then, and Python would print that second error as "Exception ignored".
+            with contextlib.closing(self._qualifying_batches()) as batches:
+                for batch, last in with_last(batches):
+                    # The last batch merges the trigram index's pending list (see
+                    # BULK_SETTINGS_KB) even when some of its jobs are deferred: the tries
+                    # again run with the server's limit.
+                    self._clean_batch(batch, last)
+                    self._batch_done()
+                    self._notice_other_sessions()
+                    if self._batch_pause() and not last:
+                        self.sleep(self._batch_pause())
             self.step = "trying the locked jobs again"
             self._retry_deferred()
         finally:
-            self.conn.rollback()
-            self.conn.execute("SELECT pg_advisory_unlock(%s)", (ADVISORY_LOCK_KEY,))
-            self.conn.commit()
+            # A dead session has let go of its lock; trying to unlock it would only put
+            # "the connection is lost" in place of the error that says why it died.
+            if not connection_lost(self.conn):
+                self.conn.rollback()
+                self.conn.execute("SELECT pg_advisory_unlock(%s)", (ADVISORY_LOCK_KEY,))
+                self.conn.commit()
         return self.result
 
     def _notice_other_sessions(self):
@@ -1001,15 +1217,47 @@ class JobCleaner:
             self.result.notes.append(text)
 
     def failure_context(self):
-        """What a database error interrupted, and what of the work it left done."""
+        """What a database error interrupted, and what of the work it left done: by name,
+        the jobs whose Slurm jobs are gone while their rows still say Running."""
+        stranded = self._without_slurm_job()
+        if self._batch_under_way and stranded:
+            return (
+                "the batch under way was rolled back after its Slurm step, so %d job(s) now "
+                "have no Slurm job and are still Running: %s; a rerun finishes them"
+                % (len(stranded), ", ".join(stranded))
+            )
         if self._batch_under_way:
             return "the batch under way was rolled back (a rerun finishes the work)"
+        if stranded:
+            return (
+                "while %s, after %d batch(es) committed whole; %d job(s) have no Slurm job "
+                "and are still Running: %s; a rerun finishes them"
+                % (self.step, self.result.batches, len(stranded), ", ".join(stranded))
+            )
         if self.result.batches:
             return "while %s, after %d batch(es) committed whole (a rerun finishes the work)" % (
                 self.step,
                 self.result.batches,
             )
         return "while %s, nothing was changed" % self.step
+
+    def _stranded_note(self):
+        """For an error that ends the run before the batch under way changed anything:
+        the jobs set aside earlier, whose Slurm jobs are gone already."""
+        stranded = self._without_slurm_job()
+        if not stranded:
+            return ""
+        return (
+            "; %d job(s) set aside earlier as locked have no Slurm job and are still "
+            "Running: %s; a rerun finishes them" % (len(stranded), ", ".join(stranded))
+        )
+
+    def _without_slurm_job(self):
+        """The jobs whose Slurm step is done and whose rows no committed batch changed:
+        the batch under way's and those set aside as locked."""
+        if self.cancel_slurm is None or self.options.check_mode:
+            return []
+        return sorted(set(self._slurm_done) | set(self._deferred) | set(self._retrying))
 
     def _listing_query(self):
         opts = self.options
@@ -1035,7 +1283,7 @@ class JobCleaner:
                     break
                 yield from page
         finally:
-            cursor.close()
+            close_listing(cursor, conn)
 
     def _qualifying_batches(self):
         """Yield lists of job UUIDs that qualify, a batch at a time, exempt ones apart."""
@@ -1063,32 +1311,35 @@ class JobCleaner:
         return verdict == QUALIFIES
 
     def _retry_deferred(self):
-        """Try the locked jobs again, without waiting on any row, until `row_lock_wait` has
-        passed; those still locked then are reported, and a rerun picks them up."""
-        opts = self.options
-        deadline = self.clock() + opts.row_lock_wait
+        """Try the locked jobs again, without waiting on any row, while the run's lock
+        budget lasts (the tries themselves spend it too); those still locked then are
+        reported, and a rerun picks them up. One try comes even with no budget left."""
+        budget = self._lock_budget
         delay = 0.1
         next_note = self.clock()
         while self._deferred:
             if self.clock() >= next_note:
                 self._note(
                     "waiting up to %.0f s more for %d job(s) locked by another "
-                    "transaction: %s" % (max(0.0, deadline - self.clock()), len(self._deferred), _first(self._deferred))
+                    "transaction: %s" % (budget.remaining(), len(self._deferred), _first(self._deferred))
                 )
                 self._report()
                 next_note = self.clock() + PROGRESS_WHILE_WAITING
-            self.sleep(min(delay, max(0.0, deadline - self.clock())))
+            started = self.clock()
+            self.sleep(min(delay, budget.remaining()))
             delay = min(delay * 2, 1.0)
-            uuids, self._deferred = self._deferred, []
+            self._retrying, self._deferred = self._deferred, []
             size = self._batch_size()
-            for start in range(0, len(uuids), size):
+            while self._retrying:
+                chunk, self._retrying = self._retrying[:size], self._retrying[size:]
                 # The Slurm step was done when these jobs' batch first came: not again.
-                self._clean_batch(uuids[start : start + size], last=True, first_try=False)
-            if self._deferred and self.clock() >= deadline:
+                self._clean_batch(chunk, last=True, first_try=False)
+            budget.spend(self.clock() - started)
+            if self._deferred and not budget.remaining():
                 self.result.locked.extend(self._deferred)
                 self._note(
                     "%d job(s) still locked by another transaction after %.0f s, "
-                    "left for a rerun: %s" % (len(self._deferred), opts.row_lock_wait, _first(self._deferred))
+                    "left for a rerun: %s" % (len(self._deferred), budget.seconds, _first(self._deferred))
                 )
                 self._report()
                 self._deferred = []
@@ -1096,22 +1347,36 @@ class JobCleaner:
     def _clean_batch(self, uuids, last, first_try=True):
         opts = self.options
         if first_try and self.cancel_slurm is not None:
-            self.result.add_slurm(self.cancel_slurm(uuids, opts.check_mode))
+            try:
+                self.result.add_slurm(self.cancel_slurm(uuids, opts.check_mode))
+            except RecoveryError as error:
+                note = self._stranded_note()
+                if not note:
+                    raise
+                raise RecoveryError(str(error) + note) from None
+        if self.cancel_slurm is not None and not opts.check_mode:
+            self._slurm_done = list(uuids)
         outcome = self._batch_transaction(uuids, last)
+        if outcome is not None:
+            # Committed: only the jobs the batch left as they were may still be Running.
+            left = set(outcome.skipped) | set(outcome.set_aside)
+            self._slurm_done = [u for u in self._slurm_done if u in left]
         if outcome is None:
-            # A lock (a token's, a table's) was waited for longer than row_lock_wait.
+            # A table's lock was not had within the budget: nothing of the batch was done.
             outcome = BatchOutcome([], [])
             locked = list(uuids)
         else:
             # Only what has been committed (or, in check mode, what would be) is reported.
             skipped = outcome.skipped
-            locked = self._still_qualifying(skipped) if skipped and not opts.check_mode else []
-            outcome.skipped[:] = [u for u in skipped if u not in set(locked)]
+            held = self._still_qualifying(skipped) if skipped and not opts.check_mode else []
+            outcome.skipped[:] = [u for u in skipped if u not in set(held)]
+            locked = held + outcome.set_aside
+        self._slurm_done = []
         self._deferred.extend(locked)
         if locked and first_try:
             self._note(
                 "%d job(s) locked by another transaction, tried again after the "
-                "others: %s" % (len(locked), _first(locked))
+                "others: %s" % (len(locked), _first(sorted(locked)))
             )
         self.result.add_batch(outcome)
         if outcome.tokens_left_alone:
@@ -1121,33 +1386,51 @@ class JobCleaner:
             )
 
     def _batch_transaction(self, uuids, last):
-        """The batch's outcome, committed (in check mode rolled back); None when a lock
-        was waited for longer than lock_timeout, the batch then rolled back."""
+        """The batch's outcome, committed (in check mode rolled back); None when a table's
+        lock was not had within the run's lock budget, the batch then rolled back."""
         opts = self.options
         self._batch_under_way = True
         try:
             if not opts.check_mode:
-                self._bound_lock_waits()
+                self._lock_tables()
                 self._raise_bulk_settings(last)
             outcome = self._write_batch(uuids)
+            if opts.check_mode:
+                self.conn.rollback()
+            else:
+                self.conn.commit()
         except BaseException as error:
-            self.conn.rollback()
+            if not connection_lost(self.conn):
+                self.conn.rollback()
             if getattr(error, "sqlstate", None) != SQLSTATE_LOCK_TIMEOUT:
                 raise  # still "under way" for the error's message
             self._batch_under_way = False
             return None
-        if opts.check_mode:
-            self.conn.rollback()
-        else:
-            self.conn.commit()
         self._batch_under_way = False
         return outcome
 
-    def _bound_lock_waits(self):
-        """lock_timeout for this batch's transaction: no lock it needs is waited for
-        longer than row_lock_wait (job rows themselves are never waited for)."""
-        # An int formatted by Python: SET takes no bound parameters.
-        self.conn.execute("SET LOCAL lock_timeout = %d" % max(1, int(self.options.row_lock_wait * 1000)))
+    def _lock_tables(self):
+        """Lock the tables the batch writes and reads before it holds any row, waiting at
+        most what is left of the run's lock budget, and spending it; then bound the locks
+        PostgreSQL itself takes later (ROW_PHASE_LOCK_TIMEOUT_MS)."""
+        written = list(WRITTEN_TABLES)
+        read = []
+        if self.options.revoke_tokens:
+            written.append(TOKEN_TABLE)
+            read.extend(READ_TABLES)
+        if self.options.retry:
+            written.append(TASK_TABLE)
+        # Ints and the collection's own table names formatted by Python: SET and LOCK
+        # take no bound parameters.
+        self.conn.execute("SET LOCAL lock_timeout = %d" % self._lock_budget.lock_timeout_ms())
+        started = self.clock()
+        try:
+            self.conn.execute("LOCK TABLE %s IN ROW EXCLUSIVE MODE" % ", ".join(written))
+            if read:
+                self.conn.execute("LOCK TABLE %s IN ACCESS SHARE MODE" % ", ".join(read))
+        finally:
+            self._lock_budget.spend(self.clock() - started)
+        self.conn.execute("SET LOCAL lock_timeout = %d" % ROW_PHASE_LOCK_TIMEOUT_MS)
 
     def _still_qualifying(self, uuids):
         """Those of `uuids` that still qualify as committed: locked, not changed."""
@@ -1170,32 +1453,54 @@ class JobCleaner:
 
     def _write_batch(self, uuids):
         """All of one batch's statements, in the transaction the caller ends."""
+        if self.options.check_mode:
+            return self._predict_batch(uuids)
         opts = self.options
         params = self._batch_params(uuids)
-        if opts.check_mode:
-            jobs = self._batch_jobs(SQL_BATCH_JOBS, params)
-            unrunnable = [job for job in jobs if opts.retry and job.run_as is None]
-        elif opts.retry:
+        locked = self._batch_jobs(SQL_LOCK_JOBS, params)
+        tokens = self._token_plan(locked, uuids) if opts.revoke_tokens else TokenPlan()
+        set_aside = set(tokens.set_aside_for(self._held_tokens(tokens.to_revoke), locked))
+        if opts.retry:
+            set_aside.update(
+                self._jobs_with_held_tasks([j.uuid for j in locked if j.uuid not in set_aside and j.run_as])
+            )
+        params["uuids"] = [job.uuid for job in locked if job.uuid not in set_aside]
+        jobs, unrunnable = [], []
+        if params["uuids"] and opts.retry:
             jobs = self._batch_jobs(SQL_REQUEUE_JOBS, params)
             unrunnable = self._batch_jobs(SQL_FAIL_UNRUNNABLE, params)
-        else:
-            jobs, unrunnable = self._batch_jobs(SQL_FAIL_JOBS, params), []
-        ended = jobs if opts.check_mode else jobs + unrunnable
+        elif params["uuids"]:
+            jobs = self._batch_jobs(SQL_FAIL_JOBS, params)
+        ended = jobs + unrunnable
+        outcome = self._outcome(uuids, ended, unrunnable, set_aside)
+        if not ended:
+            return outcome
+        tokens.report(ended, outcome)
+        if outcome.tokens:
+            revoked = self.conn.execute(SQL_REVOKE_TOKENS, {"ids": tokens.ids(outcome.tokens)})
+            outcome.tokens[:] = [row[0] for row in revoked]
+        if opts.retry and outcome.done:
+            self.conn.execute(SQL_DELETE_TASKS, {"uuids": outcome.done})
+        outcome.logs.extend(self._insert_logs(jobs, unrunnable))
+        return outcome
+
+    def _predict_batch(self, uuids):
+        """Check mode: what _write_batch would do, read without a lock or a write."""
+        opts = self.options
+        jobs = self._batch_jobs(SQL_BATCH_JOBS, self._batch_params(uuids))
+        unrunnable = [job for job in jobs if opts.retry and job.run_as is None]
+        outcome = self._outcome(uuids, jobs, unrunnable, set())
+        if jobs and opts.revoke_tokens:
+            self._token_plan(jobs, uuids).report(jobs, outcome)
+        return outcome
+
+    @staticmethod
+    def _outcome(uuids, ended, unrunnable, set_aside):
         unrunnable_set = set(job.uuid for job in unrunnable)
         done = [job.uuid for job in ended if job.uuid not in unrunnable_set]
         ended_set = set(job.uuid for job in ended)
-        skipped = [u for u in uuids if u not in ended_set]
-        outcome = BatchOutcome(done, skipped, not_requeued=sorted(unrunnable_set))
-        if not ended:
-            return outcome
-        if opts.revoke_tokens:
-            self._tokens(ended, uuids, outcome)
-        if opts.check_mode:
-            return outcome
-        if opts.retry and done:
-            self.conn.execute(SQL_DELETE_TASKS, {"uuids": done})
-        outcome.logs.extend(self._insert_logs(jobs, unrunnable))
-        return outcome
+        skipped = [u for u in uuids if u not in ended_set and u not in set_aside]
+        return BatchOutcome(done, skipped, not_requeued=sorted(unrunnable_set), set_aside=sorted(set_aside))
 
     def _batch_params(self, uuids):
         opts = self.options
@@ -1208,24 +1513,32 @@ class JobCleaner:
     def _batch_jobs(self, statement, params):
         return [BatchJob(*row) for row in self.conn.execute(statement, params).fetchall()]
 
-    def _tokens(self, jobs, batch, outcome):
-        """The batch's job tokens into `outcome`: revoked, or in check mode listed. Those
-        that could be another's (SQL_TOKEN_OTHER_OWNERS) are left alone and reported."""
+    def _token_plan(self, jobs, batch):
+        """The tokens in `jobs`' windows: those to revoke, and those another's work could
+        own (SQL_TOKEN_OTHER_OWNERS), to leave alone and report."""
         candidates = self._token_candidates(jobs)
-        if not candidates:
-            return
-        others = self._other_owners(candidates, batch)
-        outcome.tokens_left_alone.extend(
-            {"uuid": token_uuid, "user_uuid": user_uuid, "could_belong_to": others[token_id]}
-            for token_id, token_uuid, user_uuid, _made in candidates
-            if token_id in others
+        others = self._other_owners(candidates, batch) if candidates else {}
+        return TokenPlan(
+            [TokenCandidate(*c) for c in candidates if c[0] not in others],
+            [(TokenCandidate(*c), others[c[0]]) for c in candidates if c[0] in others],
         )
-        tokens = [(token_id, token_uuid) for token_id, token_uuid, _user, _made in candidates if token_id not in others]
-        if self.options.check_mode or not tokens:
-            outcome.tokens.extend(token_uuid for _token_id, token_uuid in tokens)
-            return
-        revoked = self.conn.execute(SQL_REVOKE_TOKENS, {"ids": [token_id for token_id, _uuid in tokens]})
-        outcome.tokens.extend(row[0] for row in revoked)
+
+    def _held_tokens(self, tokens):
+        """Those of `tokens` another transaction holds: the others are locked for this batch."""
+        if not tokens:
+            return []
+        got = set(row[0] for row in self.conn.execute(SQL_LOCK_TOKENS, {"ids": [t.id for t in tokens]}))
+        return [token for token in tokens if token.id not in got]
+
+    def _jobs_with_held_tasks(self, uuids):
+        """Those of `uuids` with a task another transaction holds: the tasks of the others
+        are locked for this batch, to be deleted."""
+        if not uuids:
+            return []
+        counts = dict(self.conn.execute(SQL_COUNT_TASKS, {"uuids": uuids}).fetchall())
+        for (job_uuid,) in self.conn.execute(SQL_LOCK_TASKS, {"uuids": uuids}).fetchall():
+            counts[job_uuid] -= 1
+        return sorted(job_uuid for job_uuid, left in counts.items() if left > 0)
 
     def _token_candidates(self, jobs):
         """(id, uuid, user uuid, created_at) of the tokens in the jobs' windows."""

@@ -39,12 +39,25 @@ description:
     attributes, which the websocket server forwards to Workbench and other clients
     (Arvados 1.4.3 C(services/api/lib/crunch_dispatch.rb) C(fail_job),
     C(app/models/arvados_model.rb) C(log_update)).
-  - A batch never waits for a job row another transaction holds locked (an API request
-    updating the job); it skips it (C(SKIP LOCKED)) and does the others. The skipped jobs
-    are tried again after the other batches, for at most O(row_lock_wait) seconds; those
-    still locked are listed in RV(locked_jobs) and left for a rerun. Any other lock a
-    batch needs (a token's row, a table) is waited for at most O(row_lock_wait)
-    (C(lock_timeout)); the batch is then rolled back whole and tried again the same way.
+  - A batch never waits on a lock while it holds job rows. It first locks the tables it
+    writes, in the modes its statements take anyway (a table locked by a migration is
+    waited for there, holding no row); then it takes the job rows, the tokens to revoke
+    and, with O(retry), the tasks to delete, skipping any row another transaction holds
+    (C(SKIP LOCKED)). A job whose row, token or task is held is set aside and the rest of
+    the batch is done. The set-aside jobs are tried again after the other batches; those
+    still locked when the run's wait for locks reaches O(row_lock_wait) are listed in
+    RV(locked_jobs) and left C(Running) (their Slurm jobs already absent) for a rerun,
+    which finishes them.
+  - Before the Slurm step, and in check mode too, the run checks that the database user
+    has the table privileges a real run uses (C(SELECT) and C(UPDATE) on C(jobs),
+    C(SELECT) and C(INSERT) on C(logs) and C(USAGE) on its id sequence; with
+    O(revoke_tokens) C(SELECT) and C(UPDATE) on C(api_client_authorizations) and
+    C(SELECT) on C(users), C(containers) and C(pipeline_instances); with O(retry)
+    C(SELECT), C(UPDATE) and C(DELETE) on C(job_tasks)); a missing one fails the run, named
+    with its table, before any Slurm job is cancelled or any row written. Table privileges,
+    not column ones, as C(LOCK TABLE) needs them.
+  - If a batch's transaction fails after its Slurm step, the error names the jobs that now
+    have no Slurm job and are still C(Running), and says that a rerun finishes them.
   - Killing the process at any instant leaves each job either untouched or completely done
     (state, log row, tasks and tokens together); a rerun finishes the rest. A rerun after a
     complete run changes nothing and reports C(changed=false).
@@ -164,11 +177,13 @@ options:
     default: 60
   row_lock_wait:
     description:
-      - Seconds to keep trying the jobs another transaction holds locked, after the other
-        batches are done. The run never waits on such a row while it holds other rows, so
-        the API server's writes to other jobs are not held up. Jobs still locked after
-        this are listed in RV(locked_jobs) and left C(Running) for a rerun.
-      - Also the longest wait for any other lock a batch needs (C(lock_timeout)).
+      - Seconds the whole run may wait for locks, at most, counting the waits for a
+        table's lock (C(lock_timeout), holding no row) and the tries again of the jobs set
+        aside because another transaction held their row, token or task, after the other
+        batches. One budget for the run, not per batch or per try, so the run ends within
+        this (plus one batch's work) of its own work. The run never waits on a row, so the
+        API server's writes to other jobs are not held up. Jobs still locked then are
+        listed in RV(locked_jobs) and left C(Running) for a rerun.
       - V(0) tries them once more only.
       - At most V(2147483), else the option is refused before anything is done (PostgreSQL's
         C(lock_timeout) is a whole number of milliseconds that fits in 32 bits).
@@ -367,8 +382,10 @@ skipped_jobs:
   elements: str
   sample: []
 locked_jobs:
-  description: Jobs another transaction kept locked for longer than O(row_lock_wait); left
-    C(Running), a rerun cleans them up. Always empty in check mode, which takes no lock.
+  description: Jobs whose row, token or (with O(retry)) task another transaction kept
+    locked past the run's O(row_lock_wait); left C(Running), their Slurm jobs already
+    absent when the Slurm step ran; a rerun cleans them up. Always empty in check mode,
+    which takes no lock.
   returned: always
   type: list
   elements: str

@@ -214,30 +214,25 @@ def test_the_module_reports_the_locked_job(fresh_db, lab_env, tmp_path):
     assert result["failed_jobs"] == sorted(set(summary.running_before_boot) - {locked})
 
 
-def test_a_token_row_locked_too_long_defers_its_batch_without_holding_it(fresh_db, lab_env, tmp_path):
-    # Four jobs to fail in batches of two: whichever job's token is held, its batch has two
-    # jobs (with an odd count the last batch, of one, could be the one holding it).
+def test_a_held_token_sets_aside_its_job_only_and_a_rerun_finishes_it(fresh_db, lab_env, tmp_path):
+    # Four jobs in batches of two: the held token's job shares its batch with another,
+    # which is done (issue 26: a held token used to roll back its whole batch).
     summary = h.load(fresh_db, running=5, running_after_boot=1)
     assert len(summary.running_before_boot) == 4
-    token = summary.job_token_uuids[sorted(summary.running_before_boot)[0]]
+    job = sorted(summary.running_before_boot)[0]
+    token = summary.job_token_uuids[job]
     holder = fresh_db.connect()
     holder.execute("SELECT 1 FROM api_client_authorizations WHERE uuid = %s FOR UPDATE", (token,))
-    result = h.cli_json(
-        h.run_cli(
-            lab_env,
-            tmp_path,
-            options(fresh_db, tmp_path, row_lock_wait=1, batch_size=2),
-            before_flag(summary) + ["--json"],
-        )
-    )
+    opts = options(fresh_db, tmp_path, row_lock_wait=1, batch_size=2)
+    result = h.cli_json(h.run_cli(lab_env, tmp_path, opts, before_flag(summary) + ["--json"]))
     assert still_holds(holder)
     holder.rollback()
     holder.close()
-    # The batch of the job whose token is locked waited at most row_lock_wait, rolled back
-    # whole (job and token together) and was left for a rerun, the others done.
-    assert len(result["locked_jobs"]) == 2
-    assert sorted(result["failed_jobs"] + result["locked_jobs"]) == sorted(summary.running_before_boot)
+    assert result["locked_jobs"] == [job]
+    assert result["failed_jobs"] == sorted(summary.running_before_boot)[1:]
     assert token not in result["revoked_tokens"]
+    rerun = h.cli_json(h.run_cli(lab_env, tmp_path, opts, before_flag(summary) + ["--json"]))
+    assert rerun["failed_jobs"] == [job] and rerun["revoked_tokens"] == [token]
 
 
 # -- no snapshot across batches ---------------------------------------------------------
