@@ -67,6 +67,7 @@ from .reconcile import (
 from .reconcile_db import DISPATCH_LOCK_KEY, DatabaseReader, make_read_only, refuse_standby
 from .slurm_queue import client_environment
 from .slurm_runner import Clock, Runner, SubprocessRunner, SystemClock, require_program
+from .slurm_users import SLURM_USER_NAME
 from .uuids import check_prefix
 
 RECONCILE_OPTIONS: Dict[str, Dict[str, Any]] = {
@@ -91,7 +92,7 @@ ALL_OPTIONS: Dict[str, Dict[str, Any]] = dict(CONNECTION_OPTIONS, **RECONCILE_OP
 
 
 _CLUSTERS = re.compile(r"[A-Za-z0-9_.-]+(?:,[A-Za-z0-9_.-]+)*\Z", re.ASCII)
-_USER = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.@-]*\Z", re.ASCII)
+_USER = SLURM_USER_NAME
 
 
 @dataclass(frozen=True)

@@ -144,11 +144,11 @@ options:
     type: str
   slurm_users:
     description:
-      - Per kind (V(jobs), V(containers)), the Slurm user whose jobs of that kind may be
+      - "Per kind (V(jobs), V(containers)), the Slurm user whose jobs of that kind may be
         stray, for example V({jobs: crunch, containers: root}) - crunch-dispatch.rb runs
         C(salloc) as C(CrunchJobUser) (C(sudo -u), default V(crunch), 1.4.3) and
         crunch-dispatch-slurm runs C(sbatch) as its own user (root, as its unit ships, 1.4.3
-        to 3.2.1). A kind left out: every user's.
+        to 3.2.1). A kind left out: every user's."
       - Other users' Slurm jobs that would be stray are listed in RV(skipped_other_user).
         Not with O(slurm_user).
     type: dict
