@@ -359,7 +359,7 @@ def touched_line(decision: Mapping[str, Any], check_mode: bool = False) -> str:
     sources: Mapping[str, str] = decision["sources"]
     if set(users.values()) == {EVERY_USER}:
         return head + 'those of every user (recover_slurm_user: "%s")' % EVERY_USER
-    distinct = {user for user in users.values()}
+    distinct = set(users.values())
     if len(distinct) == 1:
         user = next(iter(distinct))
         return head + "those of user %s (%s)" % (

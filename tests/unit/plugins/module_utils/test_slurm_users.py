@@ -44,9 +44,9 @@ def slurped(document):
     return {"content": base64.b64encode(yaml.safe_dump(document).encode()).decode(), "encoding": "base64"}
 
 
-def dispatcher_host(systemd=SYSTEMD, unit_user=None, process=None, owners=None):
+def dispatcher_host(systemd=None, unit_user=None, process=None, owners=None):
     return {
-        "systemd": systemd,
+        "systemd": systemd if systemd is not None else SYSTEMD,
         "unit_user": unit_user if unit_user is not None else shown(load="not-found"),
         "process": process if process is not None else command(1),
         "owners": owners if owners is not None else SKIPPED,
