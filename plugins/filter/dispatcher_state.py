@@ -75,12 +75,17 @@ def _host_probes(hosts, hostvars, probes):
     ]
 
 
-def container_slurm_user(hosts, hostvars, probes, unit="crunch-dispatch-slurm"):
+def container_slurm_user(hosts, hostvars, probes, unit="crunch-dispatch-slurm", paths=None):
     """The containers' Slurm user from the arvados_dispatchers hosts.
 
-    probes: {'systemd': ..., 'unit_user': ..., 'process': ..., 'owners': ...}, registered names.
+    probes: {'systemd': ..., 'unit_user': ..., 'process': ..., 'owners': ..., 'config': ...,
+    'legacy_config': ...}, registered names; paths: {'config': ..., 'legacy_config': ...}.
     """
-    return whose.container_user(_host_probes(hosts, hostvars, probes), str(unit))
+    return whose.container_user(
+        _host_probes(hosts, hostvars, probes),
+        str(unit),
+        None if paths is None else {str(k): str(v) for k, v in dict(paths).items()},
+    )
 
 
 def crunch_v1_slurm_user(hosts, hostvars, probes, paths):

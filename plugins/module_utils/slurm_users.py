@@ -153,12 +153,69 @@ def _process_users(host: str, unit: str, process: Probe, owners: Probe, answer: 
         answer.users.append((user, "%s: %s process %s runs as %s" % (host, unit, pids, user)))
 
 
-def container_user(hosts: Sequence[Tuple[str, Mapping[str, Probe]]], unit: str) -> Dict[str, Any]:
+def _uid_argument(arguments: Any) -> Optional[str]:
+    """The value of sbatch's --uid in an argument list (the last one wins, as in getopt)."""
+    if not isinstance(arguments, (list, tuple)):
+        return None
+    found = None
+    for index, argument in enumerate(arguments):
+        text = str(argument)
+        if text.startswith("--uid="):
+            found = text[len("--uid=") :]
+        elif text == "--uid" and index + 1 < len(arguments):
+            found = str(arguments[index + 1])
+    return found
+
+
+def _config_sbatch_arguments(document: Any) -> Any:
+    """Clusters.<first>.Containers.SLURM.SbatchArgumentsList (2.0 and later)."""
+    clusters = document.get("Clusters") if isinstance(document, Mapping) else None
+    if not isinstance(clusters, Mapping) or not clusters:
+        return None
+    cluster = next(iter(clusters.values()))
+    slurm = ((cluster or {}).get("Containers") or {}).get("SLURM") if isinstance(cluster, Mapping) else None
+    return slurm.get("SbatchArgumentsList") if isinstance(slurm, Mapping) else None
+
+
+def _sbatch_uid_user(host: str, probes: Mapping[str, Probe], paths: Mapping[str, str], answer: _Answer) -> bool:
+    """True when the dispatcher's own settings settle its Slurm jobs' user: a --uid among its
+    sbatch arguments (root may submit as another user), or settings that cannot be read.
+
+    The legacy file's SbatchArguments replaces SbatchArgumentsList (1.x reads only it; 2.x
+    and 3.x lib/config/deprecated.go, loadOldCrunchDispatchSlurmConfig)."""
+    legacy, readable = _document(host, paths["legacy_config"], probes.get("legacy_config"), answer)
+    if not readable:
+        return True
+    arguments = legacy.get("SbatchArguments") if isinstance(legacy, Mapping) else None
+    where = "SbatchArguments in %s" % paths["legacy_config"]
+    if arguments is None:
+        config, readable = _document(host, paths["config"], probes.get("config"), answer)
+        if not readable:
+            return True
+        arguments = _config_sbatch_arguments(config)
+        where = "Containers.SLURM.SbatchArgumentsList in %s" % paths["config"]
+    user = _uid_argument(arguments)
+    if user is None:
+        return False
+    if SLURM_USER_NAME.match(user) and not user.isdigit():
+        answer.users.append((user, "%s: sbatch --uid=%s in %s" % (host, user, where)))
+    else:
+        answer.unknown.append("%s: sbatch --uid=%s in %s: squeue shows a user name, not this" % (host, user, where))
+    return True
+
+
+def container_user(
+    hosts: Sequence[Tuple[str, Mapping[str, Probe]]], unit: str, paths: Optional[Mapping[str, str]] = None
+) -> Dict[str, Any]:
     """The Slurm user of the containers' Slurm jobs, from each arvados_dispatchers host's
     probes ``systemd`` (stat of /run/systemd/system), ``unit_user`` (systemctl show
-    --property=LoadState,User), ``process`` (pgrep -f) and ``owners`` (ps -o user=)."""
+    --property=LoadState,User), ``process`` (pgrep -f) and ``owners`` (ps -o user=), and,
+    with `paths`, ``config`` and ``legacy_config`` (slurp of the dispatcher's settings files
+    at paths["config"] and paths["legacy_config"]), whose sbatch --uid settles it."""
     answer = _Answer()
     for host, probes in hosts:
+        if paths is not None and _sbatch_uid_user(host, probes, paths, answer):
+            continue
         _unit_user(host, unit, probes.get("systemd"), probes.get("unit_user"), answer)
         _process_users(host, unit, probes.get("process"), probes.get("owners"), answer)
     if not hosts:

@@ -345,7 +345,8 @@ def test_a_dispatcher_host_that_cannot_be_asked_makes_it_unknown(fresh_db, lab_e
     said = refused.stdout + refused.stderr
     assert (
         "Whose Slurm jobs to stop cannot be told, so nothing was changed: containers: not every one of the"
-        " arvados_dispatchers hosts could tell (gone: unit crunch-dispatch-slurm: unreachable: "
+        " arvados_dispatchers hosts could tell (gone: /etc/arvados/crunch-dispatch-slurm/crunch-dispatch-slurm.yml:"
+        " unreachable: "
     ) in said
     assert "Set recover_slurm_user to the Slurm user that submits them" in said
     assert "TASK [Compare Slurm's queue with the database" not in said
@@ -500,3 +501,37 @@ def test_crunch_job_user_false_cannot_tell_whose_jobs_and_nothing_changes(fresh_
         "Slurm jobs touched: those of user root (crunch v1 jobs: recover_slurm_user; containers: %s)"
         % NO_DISPATCHER_HOST
     )
+
+
+def test_sbatch_uid_in_the_dispatchers_config_names_whose_slurm_jobs_are_stopped(
+    fresh_db, lab_env, slurm, records, tmp_path
+):
+    # Running as root, crunch-dispatch-slurm passes SbatchArgumentsList to sbatch as given
+    # (3.2.1 services/crunch-dispatch-slurm/crunch-dispatch-slurm.go): --uid makes the
+    # Slurm jobs that user's.
+    finished = records.container("Complete", priority=0)
+    roots = slurm.submit(finished, hold=True)
+    nobodys = slurm.submit(finished, hold=True, user="nobody")
+    config = tmp_path / "dispatcher-config.yml"
+    config.write_text(
+        yaml.safe_dump(
+            {"Clusters": {rh.PREFIX: {"Containers": {"SLURM": {"SbatchArgumentsList": ["--uid=nobody", "--mem=%M"]}}}}}
+        )
+    )
+    inventory = lab_inventory(tmp_path, "arvados_dispatchers")
+
+    run = ansible_playbook(
+        lab_env,
+        NODE_REBOOT,
+        playbook_vars(fresh_db, tmp_path, reconcile_kinds=["containers"], recover_dispatcher_config=str(config)),
+        inventory=inventory,
+    )
+
+    summary = run.summary()
+    assert summary[TOUCHED] == (
+        "Slurm jobs touched: those of user nobody (containers: localhost: sbatch --uid=nobody in"
+        " Containers.SLURM.SbatchArgumentsList in %s)" % config
+    )
+    assert summary[OTHERS].endswith(": %s of root" % finished)
+    left = slurm.queue()
+    assert nobodys not in left and roots in left

@@ -123,6 +123,54 @@ def test_a_host_that_cannot_tell_makes_the_user_unknown(host):
     assert "d2: " in decided["unknown"]
 
 
+DISPATCHER_PATHS = {
+    "config": "/etc/arvados/config.yml",
+    "legacy_config": "/etc/arvados/crunch-dispatch-slurm/crunch-dispatch-slurm.yml",
+}
+
+
+def sbatch_list(arguments):
+    return slurped({"Clusters": {"zzzzz": {"Containers": {"SLURM": {"SbatchArgumentsList": arguments}}}}})
+
+
+@pytest.mark.parametrize(
+    ("config", "legacy", "expected", "where"),
+    [
+        (sbatch_list(["--uid=crunch", "--partition=%P"]), MISSING, "crunch", "SLURM.SbatchArgumentsList in /etc"),
+        (sbatch_list(["--uid", "alice"]), MISSING, "alice", "SLURM.SbatchArgumentsList in /etc"),
+        # 2.x and 3.x lib/config/deprecated.go: the legacy file's SbatchArguments replaces the list.
+        (sbatch_list(["--uid=crunch"]), slurped({"SbatchArguments": ["--uid=bob"]}), "bob", "SbatchArguments in /etc"),
+    ],
+)
+def test_sbatch_uid_in_the_dispatchers_settings_names_its_jobs_user(config, legacy, expected, where):
+    # Its process runs as root; sbatch --uid makes the Slurm jobs another user's.
+    host = dict(dispatcher_host(unit_user=shown("")), config=config, legacy_config=legacy)
+    decided = su.container_user([("d1", host)], UNIT, DISPATCHER_PATHS)
+    assert decided["user"] == expected
+    assert decided["source"].startswith("d1: sbatch --uid=%s in " % expected)
+    assert where in decided["source"]
+
+
+def test_settings_without_uid_leave_the_unit_to_tell():
+    host = dict(dispatcher_host(unit_user=shown("crunch")), config=sbatch_list(["--mem=%M"]), legacy_config=MISSING)
+    decided = su.container_user([("d1", host)], UNIT, DISPATCHER_PATHS)
+    assert decided["user"] == "crunch"
+
+
+@pytest.mark.parametrize(
+    ("config", "why"),
+    [
+        (sbatch_list(["--uid=1001"]), "sbatch --uid=1001 in Containers.SLURM.SbatchArgumentsList"),
+        ({"failed": False, "msg": "File is not readable: /etc/arvados/config.yml"}, "File is not readable"),
+    ],
+)
+def test_settings_that_cannot_name_the_user_make_it_unknown(config, why):
+    host = dict(dispatcher_host(unit_user=shown("")), config=config, legacy_config=MISSING)
+    decided = su.container_user([("d1", host)], UNIT, DISPATCHER_PATHS)
+    assert decided["user"] is None
+    assert why in decided["unknown"]
+
+
 # -- crunch v1 ------------------------------------------------------------------------------
 
 
