@@ -75,25 +75,21 @@ def _host_probes(hosts, hostvars, probes):
     ]
 
 
-def container_slurm_user(hosts, hostvars, probes, unit="crunch-dispatch-slurm", paths=None):
+def container_slurm_user(hosts, hostvars, probes, unit="crunch-dispatch-slurm"):
     """The containers' Slurm user from the arvados_dispatchers hosts.
 
     probes: {'systemd': ..., 'unit_user': ..., 'process': ..., 'owners': ..., 'config': ...,
-    'legacy_config': ...}, registered names; paths: {'config': ..., 'legacy_config': ...}.
+    'legacy_config': ..., 'paths': ...}, the names of the results and facts set on each host.
     """
-    return whose.container_user(
-        _host_probes(hosts, hostvars, probes),
-        str(unit),
-        None if paths is None else {str(k): str(v) for k, v in dict(paths).items()},
-    )
+    return whose.container_user(_host_probes(hosts, hostvars, probes), str(unit))
 
 
-def crunch_v1_slurm_user(hosts, hostvars, probes, paths):
+def crunch_v1_slurm_user(hosts, hostvars, probes):
     """The crunch v1 jobs' Slurm user from the crunch_v1_dispatcher hosts' settings files.
 
-    probes: {'application': ..., 'config': ...}, registered names; paths: the same keys to the files.
+    probes: {'application': ..., 'config': ..., 'paths': ...}, the names set on each host.
     """
-    return whose.crunch_v1_user(_host_probes(hosts, hostvars, probes), {str(k): str(v) for k, v in dict(paths).items()})
+    return whose.crunch_v1_user(_host_probes(hosts, hostvars, probes))
 
 
 def slurm_users(stated, kinds, containers, crunch_v1):

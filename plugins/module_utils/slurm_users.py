@@ -204,17 +204,29 @@ def _sbatch_uid_user(host: str, probes: Mapping[str, Probe], paths: Mapping[str,
     return True
 
 
-def container_user(
-    hosts: Sequence[Tuple[str, Mapping[str, Probe]]], unit: str, paths: Optional[Mapping[str, str]] = None
-) -> Dict[str, Any]:
+def _paths(probes: Mapping[str, Any], names: Mapping[str, str]) -> Dict[str, str]:
+    """The files a host was asked for (its ``paths`` probe: the host's own settings), else
+    their plain names, for the messages."""
+    paths = dict(names)
+    given = probes.get("paths")
+    if isinstance(given, Mapping):
+        paths.update({str(key): str(value) for key, value in given.items() if value})
+    return paths
+
+
+DISPATCHER_FILES = {"config": "config.yml", "legacy_config": "crunch-dispatch-slurm.yml"}
+CRUNCH_V1_FILES = {"application": "application.yml", "config": "config.yml"}
+
+
+def container_user(hosts: Sequence[Tuple[str, Mapping[str, Probe]]], unit: str) -> Dict[str, Any]:
     """The Slurm user of the containers' Slurm jobs, from each arvados_dispatchers host's
     probes ``systemd`` (stat of /run/systemd/system), ``unit_user`` (systemctl show
     --property=LoadState,User), ``process`` (pgrep -f) and ``owners`` (ps -o user=), and,
-    with `paths`, ``config`` and ``legacy_config`` (slurp of the dispatcher's settings files
-    at paths["config"] and paths["legacy_config"]), whose sbatch --uid settles it."""
+    where it has ``paths`` (the files it was asked for), ``config`` and ``legacy_config``
+    (slurp of the dispatcher's settings files), whose sbatch --uid settles it."""
     answer = _Answer()
     for host, probes in hosts:
-        if paths is not None and _sbatch_uid_user(host, probes, paths, answer):
+        if probes.get("paths") is not None and _sbatch_uid_user(host, probes, _paths(probes, DISPATCHER_FILES), answer):
             continue
         _unit_user(host, unit, probes.get("systemd"), probes.get("unit_user"), answer)
         _process_users(host, unit, probes.get("process"), probes.get("owners"), answer)
@@ -332,16 +344,17 @@ def _v1_host_user(host: str, probes: Mapping[str, Probe], paths: Mapping[str, st
     )
 
 
-def crunch_v1_user(hosts: Sequence[Tuple[str, Mapping[str, Probe]]], paths: Mapping[str, str]) -> Dict[str, Any]:
+def crunch_v1_user(hosts: Sequence[Tuple[str, Mapping[str, Probe]]]) -> Dict[str, Any]:
     """The Slurm user of crunch v1 jobs, from each crunch_v1_dispatcher host's probes
-    ``application`` and ``config`` (slurp of application.yml and config.yml, at `paths`)."""
+    ``application`` and ``config`` (slurp of application.yml and config.yml) and ``paths``
+    (the files it was asked for)."""
     if not hosts:
         return _decided(
             CRUNCH_JOB_USER_DEFAULT, "no crunch_v1_dispatcher host in the inventory to ask; " + CRUNCH_JOB_USER_NOTE
         )
     answer = _Answer()
     for host, probes in hosts:
-        _v1_host_user(host, probes, paths, answer)
+        _v1_host_user(host, probes, _paths(probes, CRUNCH_V1_FILES), answer)
     return _agreed(answer, "the crunch_v1_dispatcher hosts")
 
 

@@ -144,16 +144,21 @@ def sbatch_list(arguments):
 )
 def test_sbatch_uid_in_the_dispatchers_settings_names_its_jobs_user(config, legacy, expected, where):
     # Its process runs as root; sbatch --uid makes the Slurm jobs another user's.
-    host = dict(dispatcher_host(unit_user=shown("")), config=config, legacy_config=legacy)
-    decided = su.container_user([("d1", host)], UNIT, DISPATCHER_PATHS)
+    host = dict(dispatcher_host(unit_user=shown("")), config=config, legacy_config=legacy, paths=DISPATCHER_PATHS)
+    decided = su.container_user([("d1", host)], UNIT)
     assert decided["user"] == expected
     assert decided["source"].startswith("d1: sbatch --uid=%s in " % expected)
     assert where in decided["source"]
 
 
 def test_settings_without_uid_leave_the_unit_to_tell():
-    host = dict(dispatcher_host(unit_user=shown("crunch")), config=sbatch_list(["--mem=%M"]), legacy_config=MISSING)
-    decided = su.container_user([("d1", host)], UNIT, DISPATCHER_PATHS)
+    host = dict(
+        dispatcher_host(unit_user=shown("crunch")),
+        config=sbatch_list(["--mem=%M"]),
+        legacy_config=MISSING,
+        paths=DISPATCHER_PATHS,
+    )
+    decided = su.container_user([("d1", host)], UNIT)
     assert decided["user"] == "crunch"
 
 
@@ -165,8 +170,8 @@ def test_settings_without_uid_leave_the_unit_to_tell():
     ],
 )
 def test_settings_that_cannot_name_the_user_make_it_unknown(config, why):
-    host = dict(dispatcher_host(unit_user=shown("")), config=config, legacy_config=MISSING)
-    decided = su.container_user([("d1", host)], UNIT, DISPATCHER_PATHS)
+    host = dict(dispatcher_host(unit_user=shown("")), config=config, legacy_config=MISSING, paths=DISPATCHER_PATHS)
+    decided = su.container_user([("d1", host)], UNIT)
     assert decided["user"] is None
     assert why in decided["unknown"]
 
@@ -175,27 +180,29 @@ def test_settings_that_cannot_name_the_user_make_it_unknown(config, why):
 
 
 def test_without_a_crunch_v1_host_crunch_job_users_default():
-    decided = su.crunch_v1_user([], PATHS)
+    decided = su.crunch_v1_user([])
     assert decided["user"] == "crunch" and decided["unknown"] is None
     assert "CrunchJobUser's default (1.4.3 lib/config/config.default.yml)" in decided["source"]
 
 
 def test_application_yml_wins_over_config_yml_and_production_over_common():
     application = slurped({"common": {"crunch_job_user": "alice"}, "production": {"crunch_job_user": "bob"}})
-    decided = su.crunch_v1_user([("api", {"application": application, "config": config_yml("carol")})], PATHS)
+    decided = su.crunch_v1_user([("api", {"application": application, "config": config_yml("carol"), "paths": PATHS})])
     assert decided["user"] == "bob"
     assert decided["source"] == "api: crunch_job_user in %s (production)" % PATHS["application"]
 
 
 def test_config_yml_where_application_yml_is_missing_or_silent():
     for application in (MISSING, slurped({"common": {"uuid_prefix": "zzzzz"}})):
-        decided = su.crunch_v1_user([("api", {"application": application, "config": config_yml("carol")})], PATHS)
+        decided = su.crunch_v1_user(
+            [("api", {"application": application, "config": config_yml("carol"), "paths": PATHS})]
+        )
         assert decided["user"] == "carol"
         assert decided["source"] == "api: Containers.JobsAPI.CrunchJobUser in /etc/arvados/config.yml"
 
 
 def test_neither_file_setting_it_means_the_default():
-    decided = su.crunch_v1_user([("api", {"application": MISSING, "config": config_yml()})], PATHS)
+    decided = su.crunch_v1_user([("api", {"application": MISSING, "config": config_yml(), "paths": PATHS})])
     assert decided["user"] == "crunch"
     assert decided["source"].startswith("api: neither %s nor /etc/arvados/config.yml sets it" % PATHS["application"])
 
@@ -216,7 +223,7 @@ def test_neither_file_setting_it_means_the_default():
     ],
 )
 def test_a_setting_that_names_no_user_or_a_file_that_cannot_be_read_is_unknown(probes, why):
-    decided = su.crunch_v1_user([("api", probes)], PATHS)
+    decided = su.crunch_v1_user([("api", dict(probes, paths=PATHS))])
     assert decided["user"] is None
     assert why in decided["unknown"]
 
@@ -295,3 +302,11 @@ def test_a_bad_recover_slurm_user_names_itself(stated, message):
     with pytest.raises(ConfigError) as raised:
         su.slurm_users(stated, BOTH, ROOT, CRUNCH)
     assert message in str(raised.value)
+
+
+def test_a_host_not_asked_is_named_with_plain_file_names():
+    decided = su.crunch_v1_user([("api", {"application": None, "config": None, "paths": None})])
+    assert (
+        decided["unknown"]
+        == "not every one of the crunch_v1_dispatcher hosts could tell (api: application.yml: not asked (not in this run))"
+    )
