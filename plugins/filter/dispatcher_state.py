@@ -95,9 +95,7 @@ def crunch_v1_slurm_user(hosts, hostvars, probes):
 def slurm_users(stated, kinds, containers, crunch_v1):
     """Per kind, whose Slurm jobs may be stopped, why, and the refusal when it cannot be told."""
     try:
-        return whose.slurm_users(
-            _plain(stated), [str(kind) for kind in kinds or []], _plain(containers), _plain(crunch_v1)
-        )
+        return whose.slurm_users(_plain(stated), _plain(kinds), _plain(containers), _plain(crunch_v1))
     except ConfigError as error:
         raise AnsibleFilterError(str(error)) from None
 

@@ -386,9 +386,11 @@ def slurm_users(
 
     stated: recover_slurm_user. containers, crunch_v1: container_user() and crunch_v1_user().
     """
-    bad = [kind for kind in kinds or () if kind not in KINDS]
+    # As arvados_reconcile_info's kinds: one kind alone may be given as a string.
+    kinds = [kinds] if isinstance(kinds, str) else list(kinds or ())
+    bad = [kind for kind in kinds if kind not in KINDS]
     if bad or not kinds:
-        raise ConfigError("kinds must be a non-empty list of %s, got %r" % (", ".join(KINDS), list(kinds or ())))
+        raise ConfigError("kinds must be a non-empty list of %s, got %r" % (", ".join(KINDS), kinds))
     given = stated_users(stated, kinds)
     found = {JOBS: crunch_v1, CONTAINERS: containers}
     users: Dict[str, Optional[str]] = {}

@@ -282,10 +282,16 @@ def test_a_kind_that_cannot_be_told_is_refused_with_the_fix():
     assert 'or to "*" to stop matching Slurm jobs of every user.' in decision["refusal"]
 
 
-def test_a_kind_not_reconciled_is_not_asked_about():
-    decision = su.slurm_users(None, ["jobs"], CANNOT_TELL, CRUNCH)
+@pytest.mark.parametrize("kinds", [["jobs"], "jobs"])
+def test_a_kind_not_reconciled_is_not_asked_about(kinds):
+    decision = su.slurm_users(None, kinds, CANNOT_TELL, CRUNCH)
     assert decision["users"] == {"jobs": "crunch"}
     assert decision["refusal"] == ""
+
+
+def test_no_kind_is_refused():
+    with pytest.raises(ConfigError, match="kinds must be a non-empty list"):
+        su.slurm_users(None, [], ROOT, CRUNCH)
 
 
 @pytest.mark.parametrize(
