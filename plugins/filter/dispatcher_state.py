@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils import dispatcher_state as decide
+from ansible_collections.arvados_ops.recovery.plugins.module_utils import slurm_users as whose
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError
 
 
@@ -68,10 +69,50 @@ def crunch_v1_dispatcher_state(hosts, hostvars, probe, stated=None):
         raise AnsibleFilterError(str(error)) from None
 
 
+def _host_probes(hosts, hostvars, probes):
+    return [
+        (str(host), {kind: _probe(hostvars, host, name) for kind, name in dict(probes).items()}) for host in hosts or []
+    ]
+
+
+def container_slurm_user(hosts, hostvars, probes, unit="crunch-dispatch-slurm"):
+    """The containers' Slurm user from the arvados_dispatchers hosts.
+
+    probes: {'systemd': ..., 'unit_user': ..., 'process': ..., 'owners': ..., 'config': ...,
+    'legacy_config': ..., 'paths': ...}, the names of the results and facts set on each host.
+    """
+    return whose.container_user(_host_probes(hosts, hostvars, probes), str(unit))
+
+
+def crunch_v1_slurm_user(hosts, hostvars, probes):
+    """The crunch v1 jobs' Slurm user from the crunch_v1_dispatcher hosts' settings files.
+
+    probes: {'application': ..., 'config': ..., 'paths': ...}, the names set on each host.
+    """
+    return whose.crunch_v1_user(_host_probes(hosts, hostvars, probes))
+
+
+def slurm_users(stated, kinds, containers, crunch_v1):
+    """Per kind, whose Slurm jobs may be stopped, why, and the refusal when it cannot be told."""
+    try:
+        return whose.slurm_users(_plain(stated), _plain(kinds), _plain(containers), _plain(crunch_v1))
+    except ConfigError as error:
+        raise AnsibleFilterError(str(error)) from None
+
+
+def slurm_users_line(decision, check_mode=False):
+    """The summary's line: whose Slurm jobs were (or would be) touched."""
+    return whose.touched_line(_plain(decision), bool(check_mode))
+
+
 class FilterModule:
     def filters(self):
         return {
             "container_dispatcher_state": container_dispatcher_state,
             "container_dispatcher_line": container_dispatcher_line,
             "crunch_v1_dispatcher_state": crunch_v1_dispatcher_state,
+            "container_slurm_user": container_slurm_user,
+            "crunch_v1_slurm_user": crunch_v1_slurm_user,
+            "slurm_users": slurm_users,
+            "slurm_users_line": slurm_users_line,
         }

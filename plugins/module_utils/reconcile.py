@@ -311,13 +311,16 @@ class StrayJobs(NamedTuple):
     missing: List[Dict[str, object]]
     # Already ending (COMPLETING): only counted.
     leaving: int
+    # Would be stray, but another Slurm user's than the one whose jobs may be stopped.
+    other_user: List[Dict[str, object]]
 
 
 def strays_of(
     kind: str, listing: Listing, records: Mapping[str, Record], slurm_user: Optional[str], missing_are_stray: bool
 ) -> StrayJobs:
-    """The stray Slurm jobs of `kind` in `listing`, and those the database has no record of."""
-    result = StrayJobs([], [], 0)
+    """The stray Slurm jobs of `kind` in `listing`, those the database has no record of, and
+    those that would be stray but belong to another Slurm user than `slurm_user` (None: any)."""
+    result = StrayJobs([], [], 0, [])
     leaving = 0
     for name in sorted(listing.names(kind)):
         record = records.get(name)
@@ -325,10 +328,9 @@ def strays_of(
         if reason is None:
             continue
         for job in listing.by_name[name]:
-            if slurm_user is not None and job.user != slurm_user:
-                continue
+            ours = slurm_user is None or job.user == slurm_user
             if job.state in LEAVING_STATES:
-                if record is not None or missing_are_stray:
+                if ours and (record is not None or missing_are_stray):
                     leaving += 1
                 continue
             entry: Dict[str, object] = dict(job.describe())
@@ -341,5 +343,5 @@ def strays_of(
             if record is None:
                 result.missing.append(entry)
             if record is not None or missing_are_stray:
-                result.stray.append(entry)
+                (result.stray if ours else result.other_user).append(entry)
     return result._replace(leaving=leaving)

@@ -38,7 +38,7 @@ import math
 import operator
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 from .arvados_db_config import CONNECTION_OPTIONS, resolve_database_settings
@@ -68,6 +68,7 @@ from .reconcile import (
 from .reconcile_db import DISPATCH_LOCK_KEY, DatabaseReader, make_read_only, refuse_standby
 from .slurm_queue import client_environment
 from .slurm_runner import Clock, Runner, SubprocessRunner, SystemClock, require_program
+from .slurm_users import SLURM_USER_NAME
 from .uuids import check_prefix
 
 RECONCILE_OPTIONS: Dict[str, Dict[str, Any]] = {
@@ -80,6 +81,7 @@ RECONCILE_OPTIONS: Dict[str, Dict[str, Any]] = {
     "missing_are_stray": {"type": "bool", "default": False},
     "allow_standby": {"type": "bool", "default": False},
     "slurm_user": {"type": "str", "default": None},
+    "slurm_users": {"type": "dict", "default": None},
     "slurm_clusters": {"type": "str", "default": None},
     "squeue_path": {"type": "path", "default": None},
     "command_timeout": {"type": "float", "default": 10.0, "max": MAX_SLEEP_SECONDS},
@@ -92,7 +94,7 @@ ALL_OPTIONS: Dict[str, Dict[str, Any]] = dict(CONNECTION_OPTIONS, **RECONCILE_OP
 
 
 _CLUSTERS = re.compile(r"[A-Za-z0-9_.-]+(?:,[A-Za-z0-9_.-]+)*\Z", re.ASCII)
-_USER = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.@-]*\Z", re.ASCII)
+_USER = SLURM_USER_NAME
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,12 @@ class ReconcileOptions:
     orphan_grace: float = DEFAULT_ORPHAN_GRACE
     missing_are_stray: bool = False
     allow_standby: bool = False
+    # Per kind, overriding slurm_user: the Slurm user whose jobs of that kind may be stray.
+    slurm_users: Mapping[str, str] = field(default_factory=dict)
+
+    def user_of(self, kind: str) -> Optional[str]:
+        """The Slurm user whose jobs of `kind` may be stray; None: every user's."""
+        return self.slurm_users.get(kind, self.slurm_user)
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> ReconcileOptions:
@@ -135,6 +143,7 @@ class ReconcileOptions:
             orphan_grace=_grace(full["orphan_grace"]),
             missing_are_stray=_bool("missing_are_stray", full["missing_are_stray"]),
             allow_standby=_bool("allow_standby", full["allow_standby"]),
+            slurm_users=_users_by_kind(full["slurm_users"], full["slurm_user"]),
         )
 
 
@@ -199,6 +208,22 @@ def _prefix(value: Any) -> Optional[str]:
         raise ConfigError("cluster_prefix: %s" % error) from error
 
 
+def _users_by_kind(value: Any, slurm_user: Any) -> Dict[str, str]:
+    if value in (None, {}):
+        return {}
+    if slurm_user not in (None, ""):
+        raise ConfigError("slurm_user and slurm_users are mutually exclusive: give one user, or one per kind")
+    if not isinstance(value, Mapping):
+        raise ConfigError("slurm_users must be a dict of kind (%s) to Slurm user, got %r" % (", ".join(KINDS), value))
+    unknown = sorted(str(kind) for kind in value if kind not in KINDS)
+    if unknown:
+        raise ConfigError(
+            "slurm_users: unknown kind(s) %s; known: %s" % (", ".join(map(repr, unknown)), ", ".join(KINDS))
+        )
+    users = {kind: _optional_match("slurm_users.%s" % kind, user, _USER) for kind, user in value.items()}
+    return {kind: user for kind, user in users.items() if user is not None}
+
+
 def _optional_match(name: str, value: Any, pattern) -> Optional[str]:
     if value in (None, ""):
         return None
@@ -243,6 +268,7 @@ COUNTED = (
     "orphaned_jobs",
     "jobs_awaiting_retry",
     "orphaned_containers",
+    "skipped_other_user",
 )
 
 
@@ -308,6 +334,7 @@ class Reconciler:
             "database_is_standby": standby,
             "stray_slurm_jobs": [],
             "missing_from_database": [],
+            "skipped_other_user": [],
             "orphaned_jobs": [],
             "jobs_awaiting_retry": [],
             "orphaned_containers": [],
@@ -400,9 +427,10 @@ class Reconciler:
         changed = poll.changed[kind]
         present = search.drop_present(second)
         options = self.options
-        strays = strays_of(kind, second, poll.named[kind], options.slurm_user, options.missing_are_stray)
+        strays = strays_of(kind, second, poll.named[kind], options.user_of(kind), options.missing_are_stray)
         result["stray_slurm_jobs"].extend(strays.stray)
         result["missing_from_database"].extend(strays.missing)
+        result["skipped_other_user"].extend(strays.other_user)
         result["ending_slurm_jobs"] += strays.leaving
         withheld = search.withheld_reason(options.orphans)
         entries = poll.drafts[kind]

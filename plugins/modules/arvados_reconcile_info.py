@@ -140,7 +140,19 @@ options:
     description:
       - Report as stray only Slurm jobs of this user (the dispatcher's, for example
         V(crunch)). A Slurm job of any user still counts as present for orphans.
+      - Other users' Slurm jobs that would be stray are listed in RV(skipped_other_user).
+      - Unset (and no O(slurm_users)), every user's.
     type: str
+  slurm_users:
+    description:
+      - "Per kind (V(jobs), V(containers)), the Slurm user whose jobs of that kind may be
+        stray, for example V({jobs: crunch, containers: root}) - crunch-dispatch.rb runs
+        C(salloc) as C(CrunchJobUser) (C(sudo -u), default V(crunch), 1.4.3) and
+        crunch-dispatch-slurm runs C(sbatch) as its own user (root, as its unit ships, 1.4.3
+        to 3.2.1). A kind left out: every user's."
+      - Other users' Slurm jobs that would be stray are listed in RV(skipped_other_user).
+        Not with O(slurm_user).
+    type: dict
   slurm_clusters:
     description:
       - Slurm clusters to list (C(squeue --clusters)); unset, the local one.
@@ -307,6 +319,16 @@ missing_from_database:
   sample: [{"job_id": "4243", "name": "zzzzz-dz642-0123456789abcdf", "state": "RUNNING", "nodes": "compute1",
             "user": "crunch", "kind": "container", "record_state": null, "priority": null,
             "reason": "no container of this UUID in the database: ..."}]
+skipped_other_user:
+  description: Slurm jobs that would be stray but belong to another Slurm user than the one
+    O(slurm_user) or O(slurm_users) names for their kind; shaped as RV(stray_slurm_jobs)'
+    entries and left alone. Always empty when every user's jobs may be stray.
+  returned: success
+  type: list
+  elements: dict
+  sample: [{"job_id": "4250", "name": "zzzzz-dz642-0123456789abcde", "state": "PENDING", "nodes": "",
+            "user": "alice", "kind": "container", "record_state": "Complete", "priority": 0,
+            "reason": "container is Complete: ..."}]
 orphaned_jobs:
   description: Crunch v1 jobs Running without a Slurm job, with O(crunch_v1_dispatcher=stopped)
     only (empty when withheld, see RV(orphans_withheld)).
@@ -399,7 +421,7 @@ counts:
   returned: success
   type: dict
   sample: {"stray_slurm_jobs": 1, "missing_from_database": 0, "orphaned_jobs": 2, "jobs_awaiting_retry": 0,
-           "orphaned_containers": 0}
+           "orphaned_containers": 0, "skipped_other_user": 0}
 database_statements:
   description: SQL statements run (none per UUID).
   returned: success

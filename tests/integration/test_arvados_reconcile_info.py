@@ -111,6 +111,27 @@ def test_stray_slurm_jobs_are_reported_with_their_slurm_details(lab_env, slurm, 
     assert not {entry["name"] for entry in result["missing_from_database"]} & set(ids)
 
 
+def test_each_kind_has_its_slurm_user_and_the_other_users_jobs_are_listed(lab_env, slurm, records, config, tmp_path):
+    # 1.4.3 services/api/lib/crunch_dispatch.rb: salloc under `sudo -u CrunchJobUser`;
+    # services/crunch-dispatch-slurm/slurm.go (1.4.3 to 3.2.1): sbatch as the dispatcher's user.
+    complete_job = records.job("Complete")
+    cancelled_container = records.container("Cancelled", priority=0)
+    job_ids = {user: slurm.submit(complete_job, hold=True, user=user) for user in ("root", "nobody")}
+    container_ids = {user: slurm.submit(cancelled_container, hold=True, user=user) for user in ("root", "nobody")}
+
+    result = rh.run_reconcile(
+        lab_env, tmp_path, rh.reconcile_args(config, slurm_users={"jobs": "nobody", "containers": "root"}), check=True
+    )
+
+    strays = {entry["job_id"]: entry["user"] for entry in result["stray_slurm_jobs"]}
+    others = {entry["job_id"]: entry for entry in result["skipped_other_user"]}
+    assert strays == {job_ids["nobody"]: "nobody", container_ids["root"]: "root"}
+    assert set(others) == {job_ids["root"], container_ids["nobody"]}
+    assert others[container_ids["nobody"]]["record_state"] == "Cancelled"
+    assert others[job_ids["root"]]["reason"].startswith("job is Complete")
+    assert result["counts"]["skipped_other_user"] == 2
+
+
 def test_a_uuid_missing_from_the_database_is_left_alone_unless_asked(lab_env, slurm, records, config, tmp_path):
     # 2.7.4 and 3.2.1 sdk/go/dispatch/dispatch.go, TrackContainer: the dispatcher's GET of
     # an unknown UUID fails and nothing is cancelled.

@@ -173,6 +173,29 @@ def test_recover_fails_exactly_the_stale_jobs_and_cancels_their_slurm_jobs(fresh
     assert queued_ids(slurm, list(slurm_ids)) == {slurm_ids[exempt]: exempt}
 
 
+@pytest.mark.parametrize(
+    ("slurm_user", "cancelled_as"),
+    [
+        # recover_after_node_reboot.yml's spellings of the same variable: "*" is every user,
+        # a dict gives crunch v1 jobs their own.
+        ("*", ["root", "nobody"]),
+        ({"jobs": "nobody", "containers": "root"}, ["nobody"]),
+    ],
+)
+def test_recover_slurm_user_is_read_as_the_node_reboot_playbook_reads_it(
+    fresh_db, lab_env, slurm, tmp_path, slurm_user, cancelled_as
+):
+    summary = stale_cluster(fresh_db)
+    stale = summary.running_before_boot[:2]
+    owners = {slurm.submit(stale[0], hold=True): "root", slurm.submit(stale[1], hold=True, user="nobody"): "nobody"}
+
+    run = ansible_playbook(lab_env, RECOVER, recover_vars(fresh_db, tmp_path, summary, recover_slurm_user=slurm_user))
+
+    left = {owner for job_id, owner in owners.items() if job_id in queued_ids(slurm, stale)}
+    assert left == set(owners.values()) - set(cancelled_as)
+    assert run.summary()[3].startswith("%d Slurm jobs cancelled" % len(cancelled_as))
+
+
 def test_check_mode_predicts_and_changes_nothing(fresh_db, lab_env, slurm, tmp_path):
     # The default threshold: the boot time of the arvados_api host, this one.
     boot = datagen.host_boot_time()

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import pwd
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -28,6 +31,16 @@ from tests.integration.test_playbooks import LAB_INVENTORY, PLAYBOOKS, ansible_p
 
 NODE_REBOOT = PLAYBOOKS / "recover_after_node_reboot.yml"
 START_TASK = "Start the dispatcher (it then recovers the containers through the API)"
+# The summary's line of whose Slurm jobs were touched, and of the other users' left alone.
+TOUCHED, OTHERS = 7, 8
+NO_DISPATCHER_HOST = (
+    "no arvados_dispatchers host in the inventory to ask; root, as Arvados' crunch-dispatch-slurm.service"
+    " runs it (no User=, 1.4.3 to 3.2.1)"
+)
+NO_V1_HOST = (
+    "no crunch_v1_dispatcher host in the inventory to ask; crunch, CrunchJobUser's default"
+    " (1.4.3 lib/config/config.default.yml)"
+)
 
 pytestmark = pytest.mark.usefixtures("linked_collection")
 
@@ -52,19 +65,36 @@ def lab_inventory(tmp_path: Path, *groups: str) -> Path:
     return path
 
 
+def crunch_v1_application_yml(tmp_path: Path, user) -> Path:
+    """The API server's config/application.yml as 1.4.3 reads it, naming crunch_job_user."""
+    path = tmp_path / "application.yml"
+    path.write_text(yaml.safe_dump({"common": {"uuid_prefix": rh.PREFIX}, "production": {"crunch_job_user": user}}))
+    return path
+
+
 @contextlib.contextmanager
-def stand_in(tmp_path: Path, program: str):
-    """A process whose command line is `<tmp_path>/<program> 600`: sleep(1) under that name."""
-    path = tmp_path / "stand-in" / program
+def stand_in(tmp_path: Path, program: str, user: str | None = None):
+    """A process whose command line is `<dir>/<program> 600`: sleep(1) under that name, run
+    as `user` (setpriv execs it: the process is the stand-in itself) when given."""
+    if user is None:
+        path = tmp_path / "stand-in" / program
+    else:
+        # pytest's tmp_path is root's alone; the other user must be able to run the copy.
+        path = Path(tempfile.mkdtemp(prefix="stand-in-")) / program
+        os.chmod(path.parent, 0o755)
     path.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(shutil.which("sleep"), path)
-    process = subprocess.Popen([str(path), "600"])
+    gid = None if user is None else pwd.getpwnam(user).pw_gid
+    prefix = [] if user is None else ["setpriv", "--reuid=" + user, "--regid=%d" % gid, "--clear-groups"]
+    process = subprocess.Popen([*prefix, str(path), "600"])
     try:
         assert rh.wait_for(lambda: Path("/proc/%d/cmdline" % process.pid).read_bytes().startswith(bytes(path)), 30)
         yield process
     finally:
         process.kill()
         process.wait(timeout=30)
+        if user is not None:
+            shutil.rmtree(path.parent)
 
 
 def task_outcome(stdout: str, task: str) -> str:
@@ -97,7 +127,9 @@ def test_after_a_node_reboot_exactly_the_lost_work_is_recovered(fresh_db, lab_en
     inventory = lab_inventory(tmp_path, "crunch_v1_dispatcher")
     with rh.node_down(slurm):
         assert rh.wait_for(lambda: slurm.final_state(node_id) == "NODE_FAIL", 30), slurm.final_state(node_id)
-        variables = playbook_vars(fresh_db, tmp_path)
+        # The lab's Slurm jobs are root's: crunch_job_user says so, as on a site that set it.
+        application_yml = crunch_v1_application_yml(tmp_path, "root")
+        variables = playbook_vars(fresh_db, tmp_path, recover_crunch_v1_application_yml=str(application_yml))
 
         predicted = ansible_playbook(lab_env, NODE_REBOOT, variables, flags=["--check"], inventory=inventory)
         assert {uuid: records.state("jobs", uuid) for uuid in (killed_job, node_job)} == {
@@ -130,6 +162,12 @@ def test_after_a_node_reboot_exactly_the_lost_work_is_recovered(fresh_db, lab_en
     # No arvados_dispatchers host: the state is unknown, never "not running".
     assert summary[6].startswith("Dispatcher: unknown: no session holds the Dispatch advisory lock (10005)")
     assert "the inventory has no arvados_dispatchers host to ask" in summary[6]
+    assert summary[TOUCHED] == (
+        "Slurm jobs touched: those of user root (crunch v1 jobs: localhost: crunch_job_user in %s (production);"
+        " containers: %s)" % (application_yml, NO_DISPATCHER_HOST)
+    )
+    assert predicted.summary()[TOUCHED] == summary[TOUCHED].replace("touched", "that would be touched", 1)
+    assert summary[OTHERS].startswith("0 Slurm jobs of other users named like stray work left alone")
     assert task_outcome(first.stdout, "Summarize") == "ok"
     assert {uuid: records.state("jobs", uuid) for uuid in (live_job, killed_job, node_job)} == {
         live_job: "Running",
@@ -300,7 +338,22 @@ def test_a_dispatcher_host_that_cannot_be_asked_makes_it_unknown(fresh_db, lab_e
     }
     inventory_path.write_text(json.dumps(inventory))
 
-    run = ansible_playbook(lab_env, NODE_REBOOT, playbook_vars(fresh_db, tmp_path), inventory=inventory_path)
+    # Whose Slurm jobs the dispatcher submits cannot be told from a host that cannot be asked.
+    refused = ansible_playbook(
+        lab_env, NODE_REBOOT, playbook_vars(fresh_db, tmp_path), inventory=inventory_path, expect_rc=2
+    )
+    said = refused.stdout + refused.stderr
+    assert (
+        "Whose Slurm jobs to stop cannot be told, so nothing was changed: containers: not every one of the"
+        " arvados_dispatchers hosts could tell (gone: /etc/arvados/crunch-dispatch-slurm/crunch-dispatch-slurm.yml:"
+        " unreachable: "
+    ) in said
+    assert "Set recover_slurm_user to the Slurm user that submits them" in said
+    assert "TASK [Compare Slurm's queue with the database" not in said
+
+    run = ansible_playbook(
+        lab_env, NODE_REBOOT, playbook_vars(fresh_db, tmp_path, recover_slurm_user="root"), inventory=inventory_path
+    )
 
     line = run.summary()[6]
     assert line.startswith(
@@ -334,3 +387,151 @@ def test_a_uuid_missing_from_the_database_is_stopped_only_when_asked(fresh_db, l
         + missing_container
     )
     assert missing_container not in {job.name for job in slurm.queue().values()}
+
+
+# -- whose Slurm jobs: the dispatchers' own user ------------------------------------------
+# Containers: crunch-dispatch-slurm runs sbatch as its own user, no --uid or sudo
+# (services/crunch-dispatch-slurm/slurm.go, 1.4.3 to 3.2.1), and its unit has no User=
+# (1.4.3 services/crunch-dispatch-slurm/crunch-dispatch-slurm.service, 2.7.4 and 3.2.1
+# cmd/arvados-server/crunch-dispatch-slurm.service): root. Crunch v1 jobs: salloc under
+# `sudo -E -u CrunchJobUser` (1.4.3 services/api/lib/crunch_dispatch.rb), default crunch.
+
+
+def queued_names(slurm) -> dict[str, set[str]]:
+    names: dict[str, set[str]] = {}
+    for job in slurm.queue().values():
+        names.setdefault(job.name, set()).add(job.user)
+    return names
+
+
+def test_another_users_slurm_job_of_a_finished_container_is_left_alone_unless_every_user_is_asked(
+    fresh_db, lab_env, slurm, records, tmp_path
+):
+    finished = records.container("Complete", priority=0)
+    cancelled = records.container("Cancelled", priority=0)
+    ours = slurm.submit(finished, hold=True)
+    theirs = slurm.submit(cancelled, hold=True, user="nobody")
+    theirs_too = slurm.submit(finished, hold=True, user="nobody")
+
+    default = ansible_playbook(lab_env, NODE_REBOOT, playbook_vars(fresh_db, tmp_path))
+
+    summary = default.summary()
+    assert summary[0] == "1 stray Slurm jobs stopped: %s (1 found)" % finished
+    assert summary[TOUCHED] == (
+        "Slurm jobs touched: for crunch v1 jobs, those of user crunch (%s); for containers, those of user root (%s)"
+        % (NO_V1_HOST, NO_DISPATCHER_HOST)
+    )
+    assert summary[OTHERS] == (
+        "2 Slurm jobs of other users named like stray work left alone (recover_slurm_user chooses whose are"
+        " stopped): %s of nobody, %s of nobody" % tuple(sorted([finished, cancelled]))
+    )
+    left = slurm.queue()
+    assert ours not in left
+    assert {theirs, theirs_too} <= set(left)
+
+    everyone = ansible_playbook(lab_env, NODE_REBOOT, playbook_vars(fresh_db, tmp_path, recover_slurm_user="*"))
+
+    summary = everyone.summary()
+    assert summary[0] == "2 stray Slurm jobs stopped: %s (2 found)" % ", ".join(sorted([finished, cancelled]))
+    assert summary[TOUCHED] == 'Slurm jobs touched: those of every user (recover_slurm_user: "*")'
+    assert summary[OTHERS].startswith("0 Slurm jobs of other users")
+    assert not {finished, cancelled} & set(queued_names(slurm))
+
+
+def test_the_dispatchers_process_names_whose_slurm_jobs_are_stopped(fresh_db, lab_env, slurm, records, tmp_path):
+    finished = records.container("Complete", priority=0)
+    roots = slurm.submit(finished, hold=True)
+    nobodys = slurm.submit(finished, hold=True, user="nobody")
+    inventory = lab_inventory(tmp_path, "arvados_dispatchers")
+
+    with stand_in(tmp_path, "crunch-dispatch-slurm", user="nobody") as dispatcher:
+        run = ansible_playbook(
+            lab_env, NODE_REBOOT, playbook_vars(fresh_db, tmp_path, reconcile_kinds=["containers"]), inventory=inventory
+        )
+
+    summary = run.summary()
+    assert summary[0] == "1 stray Slurm jobs stopped: %s (1 found)" % finished
+    assert summary[TOUCHED] == (
+        "Slurm jobs touched: those of user nobody (containers: localhost: crunch-dispatch-slurm process %d runs as"
+        " nobody)" % dispatcher.pid
+    )
+    assert summary[OTHERS] == (
+        "1 Slurm jobs of other users named like stray work left alone (recover_slurm_user chooses whose are"
+        " stopped): %s of root" % finished
+    )
+    left = slurm.queue()
+    assert nobodys not in left and roots in left
+
+
+def test_crunch_job_user_false_cannot_tell_whose_jobs_and_nothing_changes(fresh_db, lab_env, slurm, records, tmp_path):
+    complete_job = records.job("Complete")
+    held = slurm.submit(complete_job, hold=True)
+    inventory = lab_inventory(tmp_path, "crunch_v1_dispatcher")
+    application_yml = crunch_v1_application_yml(tmp_path, False)
+
+    refused = ansible_playbook(
+        lab_env,
+        NODE_REBOOT,
+        playbook_vars(fresh_db, tmp_path, recover_crunch_v1_application_yml=str(application_yml)),
+        inventory=inventory,
+        expect_rc=2,
+    )
+
+    said = refused.stdout + refused.stderr
+    assert (
+        "crunch v1 jobs: not every one of the crunch_v1_dispatcher hosts could tell (localhost: crunch_job_user in"
+        " %s (production) is False: crunch-dispatch.rb then runs salloc without sudo" % application_yml
+    ) in said
+    assert held in slurm.queue()
+
+    told = ansible_playbook(
+        lab_env,
+        NODE_REBOOT,
+        playbook_vars(
+            fresh_db,
+            tmp_path,
+            recover_crunch_v1_application_yml=str(application_yml),
+            recover_slurm_user={"jobs": "root"},
+        ),
+        inventory=inventory,
+    )
+
+    assert told.summary()[0] == "1 stray Slurm jobs stopped: %s (1 found)" % complete_job
+    assert told.summary()[TOUCHED] == (
+        "Slurm jobs touched: those of user root (crunch v1 jobs: recover_slurm_user; containers: %s)"
+        % NO_DISPATCHER_HOST
+    )
+
+
+def test_sbatch_uid_in_the_dispatchers_config_names_whose_slurm_jobs_are_stopped(
+    fresh_db, lab_env, slurm, records, tmp_path
+):
+    # Running as root, crunch-dispatch-slurm passes SbatchArgumentsList to sbatch as given
+    # (3.2.1 services/crunch-dispatch-slurm/crunch-dispatch-slurm.go): --uid makes the
+    # Slurm jobs that user's.
+    finished = records.container("Complete", priority=0)
+    roots = slurm.submit(finished, hold=True)
+    nobodys = slurm.submit(finished, hold=True, user="nobody")
+    config = tmp_path / "dispatcher-config.yml"
+    config.write_text(
+        yaml.safe_dump(
+            {"Clusters": {rh.PREFIX: {"Containers": {"SLURM": {"SbatchArgumentsList": ["--uid=nobody", "--mem=%M"]}}}}}
+        )
+    )
+    inventory = lab_inventory(tmp_path, "arvados_dispatchers")
+
+    run = ansible_playbook(
+        lab_env,
+        NODE_REBOOT,
+        playbook_vars(fresh_db, tmp_path, reconcile_kinds=["containers"], recover_dispatcher_config=str(config)),
+        inventory=inventory,
+    )
+
+    summary = run.summary()
+    assert summary[TOUCHED] == (
+        "Slurm jobs touched: those of user nobody (containers: localhost: sbatch --uid=nobody in"
+        " Containers.SLURM.SbatchArgumentsList in %s)" % config
+    )
+    assert summary[OTHERS].endswith(": %s of root" % finished)
+    left = slurm.queue()
+    assert nobodys not in left and roots in left

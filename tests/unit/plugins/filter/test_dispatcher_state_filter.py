@@ -49,7 +49,44 @@ def test_the_filters_are_registered(filters):
         "container_dispatcher_state",
         "container_dispatcher_line",
         "crunch_v1_dispatcher_state",
+        "container_slurm_user",
+        "crunch_v1_slurm_user",
+        "slurm_users",
+        "slurm_users_line",
     }
+
+
+USER_PROBES = {
+    "systemd": "reconcile__systemd",
+    "unit_user": "reconcile__unit_user",
+    "process": "reconcile__user_process",
+    "owners": "reconcile__process_owners",
+}
+
+
+def test_the_dispatchers_user_is_read_from_each_hosts_results(filters):
+    hostvars = {
+        "d1": {
+            "reconcile__systemd": {"stat": {"exists": True}},
+            "reconcile__unit_user": {"rc": 0, "stdout": "LoadState=loaded\nUser=crunch\n"},
+            "reconcile__user_process": {"rc": 1, "stdout": ""},
+        },
+    }
+
+    decided = filters.container_slurm_user(["d1"], hostvars, USER_PROBES)
+    stated = filters.slurm_users(None, ["containers"], decided, {})
+
+    assert decided["user"] == "crunch"
+    assert filters.slurm_users_line(stated) == (
+        "Slurm jobs touched: those of user crunch (containers: d1: unit crunch-dispatch-slurm: User=crunch)"
+    )
+
+
+def test_a_bad_recover_slurm_user_fails_the_filter(filters):
+    from ansible.errors import AnsibleFilterError
+
+    with pytest.raises(AnsibleFilterError, match="recover_slurm_user must be"):
+        filters.slurm_users("a b", ["jobs"], {}, {})
 
 
 def test_each_host_is_read_from_hostvars(filters):

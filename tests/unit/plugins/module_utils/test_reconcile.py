@@ -258,6 +258,44 @@ def test_completing_strays_are_counted_not_listed_and_other_users_are_left_out()
     result = reconcile(db, [queue, queue], slurm_user="crunch")
     assert result["stray_slurm_jobs"] == []
     assert result["ending_slurm_jobs"] == 1
+    assert [(entry["job_id"], entry["user"], entry["record_state"]) for entry in result["skipped_other_user"]] == [
+        ("2", "alice", "Failed")
+    ]
+    assert result["counts"]["skipped_other_user"] == 1
+
+
+def test_each_kind_has_its_own_slurm_user():
+    # 1.4.3 services/api/lib/crunch_dispatch.rb: salloc under `sudo -u CrunchJobUser`;
+    # crunch-dispatch-slurm.service (1.4.3 to 3.2.1) has no User=: sbatch as root.
+    db = FakeDatabase([job(JOB_A, "Complete"), container(CTR_A, "Cancelled", priority=0)])
+    queue = [
+        line("1", JOB_A, user="crunch"),
+        line("2", JOB_A, user="root"),
+        line("3", CTR_A, user="root"),
+        line("4", CTR_A, user="crunch"),
+    ]
+    result = reconcile(db, [queue, queue], slurm_users={JOBS: "crunch", CONTAINERS: "root"})
+    assert sorted(entry["job_id"] for entry in result["stray_slurm_jobs"]) == ["1", "3"]
+    assert sorted(entry["job_id"] for entry in result["skipped_other_user"]) == ["2", "4"]
+
+
+def test_a_kind_without_a_slurm_user_takes_every_users_jobs():
+    db = FakeDatabase([job(JOB_A, "Complete"), container(CTR_A, "Cancelled", priority=0)])
+    queue = [line("1", JOB_A, user="alice"), line("2", CTR_A, user="alice")]
+    result = reconcile(db, [queue, queue], slurm_users={CONTAINERS: "root"})
+    assert [entry["job_id"] for entry in result["stray_slurm_jobs"]] == ["1"]
+    assert [entry["job_id"] for entry in result["skipped_other_user"]] == ["2"]
+
+
+def test_another_users_job_named_after_a_missing_uuid_is_still_listed_as_missing():
+    db = FakeDatabase([])
+    queue = [line("1", JOB_A, user="alice")]
+    left = reconcile(db, [queue, queue], slurm_user="crunch")
+    assert [entry["job_id"] for entry in left["missing_from_database"]] == ["1"]
+    assert left["stray_slurm_jobs"] == left["skipped_other_user"] == []
+    asked = reconcile(db, [queue, queue], slurm_user="crunch", missing_are_stray=True)
+    assert asked["stray_slurm_jobs"] == []
+    assert [entry["job_id"] for entry in asked["skipped_other_user"]] == ["1"]
 
 
 def test_strays_are_judged_on_the_second_listing():
@@ -416,6 +454,13 @@ def test_the_dispatcher_lock_is_reported():
         ({"cluster_prefix": "zz"}, "cluster_prefix"),
         ({"batch_size": 0}, "batch_size must be a whole number of 1 or more"),
         ({"slurm_user": "a b"}, "slurm_user: invalid value"),
+        ({"slurm_users": {"jobs": "a b"}}, "slurm_users.jobs: invalid value"),
+        ({"slurm_users": {"tasks": "crunch"}}, "slurm_users: unknown kind(s) 'tasks'"),
+        ({"slurm_users": ["crunch"]}, "slurm_users must be a dict of kind"),
+        (
+            {"slurm_users": {"jobs": "crunch"}, "slurm_user": "root"},
+            "slurm_user and slurm_users are mutually exclusive",
+        ),
         ({"slurm_clusters": "a;b"}, "slurm_clusters: invalid value"),
         ({"orphan_grace": -1}, "orphan_grace must be a number of seconds of 0 or more"),
         ({"orphan_grace": float("inf")}, "orphan_grace"),
