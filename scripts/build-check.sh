@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the collection artifact into .build/dist/ and proves it is usable:
-# it holds none of the development-only paths, it installs, ansible-galaxy
-# lists it, and ansible-doc finds every module that plugins/modules/ has.
+# it holds none of the development-only paths and all the files ansible-builder
+# reads, it installs, ansible-galaxy lists it, and ansible-doc finds every
+# module that plugins/modules/ has.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -31,8 +32,11 @@ if bad="$(grep -E "$forbidden" <<<"$members")"; then
     echo "$bad" >&2
     exit 1
 fi
-for required in MANIFEST.json FILES.json LICENSE README.md meta/runtime.yml; do
-    if ! grep -qE "^(\./)?$required\$" <<<"$members"; then
+# meta/execution-environment.yml, requirements.txt and bindep.txt are what
+# ansible-builder reads from the installed collection for an execution environment.
+for required in MANIFEST.json FILES.json LICENSE README.md meta/runtime.yml \
+    meta/execution-environment.yml requirements.txt bindep.txt; do
+    if ! grep -qE "^(\./)?${required//./\\.}\$" <<<"$members"; then
         echo "build-check: the artifact lacks $required" >&2
         exit 1
     fi
