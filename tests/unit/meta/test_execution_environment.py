@@ -24,9 +24,11 @@ BIN_DIR = Path(sys.executable).parent
 ANSIBLE_BUILDER = BIN_DIR / "ansible-builder"
 ANSIBLE_GALAXY = BIN_DIR / "ansible-galaxy"
 COLLECTION = "arvados_ops.recovery"
-# The Python packages the collection's code imports, each declared with the version
-# 'make test' runs (requirements-dev.txt) as its lower bound.
+# The Python packages the collection's code imports, each declared with the oldest
+# version 'make test' runs as its lower bound: the pin of requirements-dev.txt, or for
+# psycopg Debian 12's python3-psycopg, which the Molecule images run the modules with.
 PYTHON_PACKAGES = ("psycopg", "ruamel.yaml")
+MOLECULE_IMAGE_VERSIONS = {"psycopg": "3.1.7"}
 # The package holding squeue and scancel, by a platform's bindep profiles (as bindep
 # names them on Debian 12 and on Rocky Linux 9).
 SLURM_CLIENTS = (
@@ -96,7 +98,7 @@ def declared(lines):
 
 def assert_python_packages(lines):
     requirements = {Requirement(line).name.lower(): Requirement(line) for line in declared(lines)}
-    pins = pinned_versions()
+    pins = dict(pinned_versions(), **MOLECULE_IMAGE_VERSIONS)
     for name in PYTHON_PACKAGES:
         assert name in requirements, "%s is not declared: %s" % (name, lines)
         assert str(requirements[name].specifier) == ">=%s" % pins[name], "%s: declared %s, but 'make test' runs %s" % (
