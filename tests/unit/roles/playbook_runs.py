@@ -15,8 +15,12 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 def ansible_playbook():
-    """The ansible-playbook of the virtualenv these tests run in, so that the version stage
-    runs the roles on each ansible-core it tests; the project's .venv when there is none."""
+    """$TEST_ANSIBLE_PLAYBOOK (an integration file run by hand on another core: the modules
+    still run on this Python), else the ansible-playbook of the virtualenv these tests run
+    in, so that the version stage runs the roles on each ansible-core it tests; the
+    project's .venv when there is none."""
+    if os.environ.get("TEST_ANSIBLE_PLAYBOOK"):
+        return Path(os.environ["TEST_ANSIBLE_PLAYBOOK"])
     beside_python = Path(sys.executable).with_name("ansible-playbook")
     return beside_python if beside_python.exists() else REPO_ROOT / ".venv" / "bin" / "ansible-playbook"
 
