@@ -11,7 +11,7 @@ help:
 	@echo "make demo         bring up the local lab, seed a cluster that just rebooted, recover it"
 	@echo "make test         install what is missing, run every test stage (starts/stops the lab)"
 	@echo "make unit | integration | sanity | versions | lint | molecule | build-check   one stage alone"
-	@echo "                  (versions: unit tests and sanity on ansible-core 2.16 to 2.19, Python 3.8 and the newest)"
+	@echo "                  (versions: unit tests and sanity on ansible-core 2.16 to 2.21, Python 3.8 and the newest)"
 	@echo "make lab-start | lab-stop | lab-status                  the lab by hand"
 
 deps:

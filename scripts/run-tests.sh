@@ -39,7 +39,7 @@ runs_stage() {
 versions_stage() {
   if runs_stage unit && runs_stage sanity; then
     echo "versions: ansible-core 2.19 is this run's unit and sanity stages"
-    VERSIONS_CORES="2.16 2.17 2.18" scripts/versions.sh
+    VERSIONS_CORES="2.16 2.17 2.18 2.20 2.21" scripts/versions.sh
   else
     scripts/versions.sh
   fi

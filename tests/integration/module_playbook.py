@@ -16,9 +16,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tests.unit.roles.playbook_runs import ansible_playbook
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PYTHON = REPO_ROOT / ".venv" / "bin" / "python"
-ANSIBLE_PLAYBOOK = REPO_ROOT / ".venv" / "bin" / "ansible-playbook"
+ANSIBLE_PLAYBOOK = ansible_playbook()
 
 
 def module_playbook(

@@ -21,6 +21,7 @@ from plugins.module_utils.uuids import JOB_INFIX, new_uuid
 from tests.integration import fail_jobs_helpers as helpers
 from tests.integration.module_playbook import ANSIBLE_PLAYBOOK, REPO_ROOT
 from tests.integration.slurm_helpers import Slurm
+from tests.unit.roles.playbook_runs import assert_no_deprecation
 
 PLAYBOOKS = REPO_ROOT / "playbooks"
 LAB_INVENTORY = PLAYBOOKS / "inventory" / "lab.yml"
@@ -89,6 +90,7 @@ def ansible_playbook(
         completed.stdout[-5000:],
         completed.stderr[-3000:],
     )
+    assert_no_deprecation(completed)
     if expect_rc:
         return completed  # type: ignore[return-value]
     return Run(completed)

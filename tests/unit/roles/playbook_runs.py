@@ -12,14 +12,30 @@ from pathlib import Path
 import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-ANSIBLE_PLAYBOOK = REPO_ROOT / ".venv" / "bin" / "ansible-playbook"
+
+
+def ansible_playbook():
+    """$TEST_ANSIBLE_PLAYBOOK (an integration file run by hand on another core: the modules
+    still run on this Python), else the ansible-playbook of the virtualenv these tests run
+    in, so that the version stage runs the roles on each ansible-core it tests; the
+    project's .venv when there is none."""
+    if os.environ.get("TEST_ANSIBLE_PLAYBOOK"):
+        return Path(os.environ["TEST_ANSIBLE_PLAYBOOK"])
+    beside_python = Path(sys.executable).with_name("ansible-playbook")
+    return beside_python if beside_python.exists() else REPO_ROOT / ".venv" / "bin" / "ansible-playbook"
+
+
+ANSIBLE_PLAYBOOK = ansible_playbook()
+# A core outside meta/runtime.yml's requires_ansible refuses the collection instead of
+# warning, as CI setups often configure it.
+STRICT_VERSION = {"ANSIBLE_COLLECTIONS_ON_ANSIBLE_VERSION_MISMATCH": "error"}
 CHANGED = re.compile(r"^localhost\s+:.*\bchanged=(\d+).*\bfailed=(\d+)", re.M)
 
 
 def run_on_localhost(playbook, *options, cwd=REPO_ROOT, environment=None, check=True):
     """ansible-playbook on localhost over the local connection, with this Python."""
-    env = dict(os.environ, ANSIBLE_LOCALHOST_WARNING="false", **(environment or {}))
-    return subprocess.run(
+    env = dict(os.environ, ANSIBLE_LOCALHOST_WARNING="false", **STRICT_VERSION, **(environment or {}))
+    completed = subprocess.run(
         [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter=" + sys.executable]
         + [str(playbook)]
         + list(options),
@@ -30,6 +46,15 @@ def run_on_localhost(playbook, *options, cwd=REPO_ROOT, environment=None, check=
         timeout=300,
         check=check,
     )
+    assert_no_deprecation(completed)
+    return completed
+
+
+def assert_no_deprecation(completed):
+    """What a core deprecates in the roles shows on the core that announces it, long before
+    the one that removes it."""
+    output = completed.stdout + completed.stderr
+    assert "[DEPRECATION WARNING]" not in output, output[-4000:]
 
 
 def collections_in(tmp_path):

@@ -4,16 +4,18 @@ role is left without the role's tag (it would be skipped under `--tags <role>`).
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.unit.roles.playbook_runs import ANSIBLE_PLAYBOOK, STRICT_VERSION, assert_no_deprecation
+
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SITE = REPO_ROOT / "playbooks" / "site.yml"
 INVENTORY = REPO_ROOT / "playbooks" / "inventory" / "example.yml"
-ANSIBLE_PLAYBOOK = REPO_ROOT / ".venv" / "bin" / "ansible-playbook"
 TASK_LINE = re.compile(r"^\s+arvados_ops\.recovery\.(\w+) : (.+?)\tTAGS: \[(.*)\]$")
 ROLES = {
     "boot_recovery": ("boot_recovery_command", "boot_recovery_unit"),
@@ -26,7 +28,16 @@ def listed_tasks(tags=None):
     argv = [str(ANSIBLE_PLAYBOOK), "-i", str(INVENTORY), str(SITE), "--list-tasks"]
     if tags:
         argv += ["--tags", tags]
-    completed = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=True)
+    completed = subprocess.run(
+        argv,
+        cwd=REPO_ROOT,
+        env=dict(os.environ, **STRICT_VERSION),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert_no_deprecation(completed)
     tasks = {}
     for line in completed.stdout.splitlines():
         match = TASK_LINE.match(line)
