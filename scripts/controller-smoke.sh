@@ -38,17 +38,18 @@ run() {
 }
 
 echo "controller-smoke: ansible-core $("$venv_bin/python" -c 'from ansible.release import __version__; print(__version__)')"
-for module in plugins/modules/*.py; do
+modules=(plugins/modules/*.py) roles=(roles/*/) playbooks=(playbooks/*.yml)
+for module in "${modules[@]}"; do
   run "$venv_bin/ansible-doc" "arvados_ops.recovery.$(basename "$module" .py)"
 done
-for role in roles/*/; do
+for role in "${roles[@]}"; do
   run "$venv_bin/ansible-doc" -t role "arvados_ops.recovery.$(basename "$role")"
 done
-echo "controller-smoke: ansible-doc of $(ls plugins/modules/*.py | wc -l) modules and $(ls -d roles/*/ | wc -l) roles"
-for playbook in playbooks/*.yml; do
+echo "controller-smoke: ansible-doc of ${#modules[@]} modules and ${#roles[@]} roles"
+for playbook in "${playbooks[@]}"; do
   run "$venv_bin/ansible-playbook" -i "$inventory" --syntax-check "$playbook"
 done
-echo "controller-smoke: syntax of $(ls playbooks/*.yml | wc -l) playbooks"
+echo "controller-smoke: syntax of ${#playbooks[@]} playbooks"
 run "$venv_bin/ansible-playbook" -i localhost, -c local -e "ansible_python_interpreter=$venv_bin/python" \
   --check tests/controller/filters_on_localhost.yml
 echo "controller-smoke: tests/controller/filters_on_localhost.yml passed in check mode"
