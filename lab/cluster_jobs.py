@@ -6,8 +6,8 @@ import os
 import subprocess
 from collections.abc import Callable, Sequence
 
+from ansible_collections.arvados_ops.recovery.plugins.module_utils import uuids
 from lab.settings import LabError
-from plugins.module_utils import uuids
 
 
 def lab_conninfo() -> str:

@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs import table_columns
 from lab.cluster_rows import (
     CLUSTER_TABLES,
     COLUMNS,
@@ -28,7 +29,6 @@ from lab.cluster_rows import (
     container_rows,
 )
 from lab.settings import LabError
-from plugins.module_utils.fail_jobs import table_columns
 
 _INDEX_RE = re.compile(r"^CREATE (?:UNIQUE )?INDEX (\w+) ON public\.(\w+) ", re.MULTILINE)
 

@@ -17,9 +17,15 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.uuids import (
+    CONTAINER_INFIX,
+    JOB_INFIX,
+    TOKEN_INFIX,
+    USER_INFIX,
+    new_uuid,
+)
 from lab.postgres import pg
 from lab.processes import run
-from plugins.module_utils.uuids import CONTAINER_INFIX, JOB_INFIX, TOKEN_INFIX, USER_INFIX, new_uuid
 from tests.integration import module_playbook
 from tests.integration.module_playbook import REPO_ROOT
 from tests.integration.slurm_helpers import wait_for

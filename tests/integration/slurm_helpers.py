@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.uuids import CONTAINER_INFIX, new_uuid
 from lab import labctl
-from plugins.module_utils.uuids import CONTAINER_INFIX, new_uuid
 from tests.integration import module_playbook
 from tests.integration.module_playbook import PYTHON
 

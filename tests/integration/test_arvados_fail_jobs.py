@@ -16,9 +16,9 @@ from datetime import datetime
 
 import yaml
 
+from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_threshold import ACCEPTED_FORMS
 from lab import datagen
-from plugins.module_utils import fail_jobs
-from plugins.module_utils.fail_jobs_threshold import ACCEPTED_FORMS
 from tests.integration import fail_jobs_helpers as h
 
 LOG_UUID_RE = re.compile(r"^zzzzz-57u5n-[0-9a-z]{15}$")

@@ -18,9 +18,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_threshold import ACCEPTED_FORMS
 from lab import datagen
-from plugins.module_utils import fail_jobs
-from plugins.module_utils.fail_jobs_threshold import ACCEPTED_FORMS
 from tests.integration import fail_jobs_helpers as h
 
 SCHEMA_2017 = h.REPO_ROOT / "lab" / "schema" / "2017"

@@ -17,9 +17,14 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.uuids import (
+    JOB_INFIX,
+    TOKEN_INFIX,
+    USER_INFIX,
+    new_uuid,
+)
 from lab import datagen, labctl
-from plugins.module_utils import fail_jobs
-from plugins.module_utils.uuids import JOB_INFIX, TOKEN_INFIX, USER_INFIX, new_uuid
 from tests.integration import fail_jobs_helpers as h
 from tests.integration.conftest import FreshDatabase
 

@@ -10,7 +10,7 @@ import threading
 
 import psycopg
 
-from plugins.module_utils import fail_jobs, fail_jobs_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs, fail_jobs_run
 from tests.integration import fail_jobs_helpers as h
 from tests.integration.test_arvados_fail_jobs import base_args
 from tests.integration.test_arvados_fail_jobs_command import before_flag, one_line_reason, options

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.uuids import JOB_INFIX, new_uuid
 from lab import datagen
-from plugins.module_utils.uuids import JOB_INFIX, new_uuid
 from tests.integration import fail_jobs_helpers as helpers
 from tests.integration.module_playbook import ANSIBLE_PLAYBOOK, REPO_ROOT
 from tests.integration.slurm_helpers import Slurm

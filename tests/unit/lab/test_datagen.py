@@ -10,8 +10,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from ansible_collections.arvados_ops.recovery.plugins.module_utils import uuids
 from lab import cluster_rows, datagen
-from plugins.module_utils import uuids
 
 NOW = datetime(2026, 11, 30, 12, 0, 0)
 BOOT = NOW - timedelta(hours=3)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from plugins.module_utils.fail_jobs_run import ALL_OPTIONS
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_run import ALL_OPTIONS
 
 ROLE = Path(__file__).resolve().parents[3] / "roles" / "boot_recovery"
 NOT_AT_BOOT = {"before", "uuids"}

@@ -7,16 +7,16 @@ import sys
 import pytest
 import yaml
 
-from plugins.doc_fragments.arvados_db import ModuleDocFragment
-from plugins.module_utils.arvados_db_config import (
+from ansible_collections.arvados_ops.recovery.plugins.doc_fragments.arvados_db import ModuleDocFragment
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.arvados_db_config import (
     APPLICATION_NAME,
     CONNECTION_OPTIONS,
     DEFAULT_CONNECT_TIMEOUT,
     REDACTED,
     resolve_database_settings,
 )
-from plugins.module_utils.errors import ConfigError, RecoveryError
-from plugins.module_utils.module_support import argument_spec
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError, RecoveryError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.module_support import argument_spec
 
 SECRET = "Pw-4f7Q-distinctive-9zX"
 

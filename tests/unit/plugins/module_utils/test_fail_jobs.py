@@ -10,11 +10,10 @@ import random
 from datetime import datetime, timedelta
 
 import pytest
-from slurm_fakes import FakeClock
 
-from plugins.module_utils import fail_jobs, fail_jobs_run
-from plugins.module_utils.errors import ConfigError, RecoveryError
-from plugins.module_utils.fail_jobs import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs, fail_jobs_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError, RecoveryError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs import (
     ADVISORY_LOCK_KEY,
     DEFAULT_FAIL_MESSAGE,
     DEFAULT_RETRY_MESSAGE,
@@ -24,6 +23,7 @@ from plugins.module_utils.fail_jobs import (
     merge_slurm_results,
     take_advisory_lock,
 )
+from tests.unit.plugins.module_utils.slurm_fakes import FakeClock
 
 JOB = "zzzzz-8i9sb-%015d"
 NO_FILES = {"config_file": "", "database_yml": "", "db_name": "arvados_test", "cancel_slurm_jobs": False}

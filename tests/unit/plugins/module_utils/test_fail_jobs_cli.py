@@ -11,14 +11,14 @@ import os
 import stat
 
 import pytest
-from slurm_fakes import FakeClock
 
-from plugins.module_utils import fail_jobs_cli, fail_jobs_run, version
-from plugins.module_utils.errors import RecoveryError
-from plugins.module_utils.fail_jobs import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs_cli, fail_jobs_run, version
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import RecoveryError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs import (
     CleanupOptions,
     CleanupResult,
 )
+from tests.unit.plugins.module_utils.slurm_fakes import FakeClock
 
 JOB = "zzzzz-8i9sb-%015d"
 NO_FILES = {"config_file": "", "database_yml": "", "db_name": "arvados_test", "cancel_slurm_jobs": False}

@@ -10,11 +10,10 @@ import sys
 from datetime import datetime, timedelta
 
 import pytest
-from slurm_fakes import FakeClock
 
-from plugins.module_utils import fail_jobs
-from plugins.module_utils.errors import RecoveryError
-from plugins.module_utils.fail_jobs import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import RecoveryError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs import (
     MAX_LOCK_TIMEOUT_MS,
     ROW_PHASE_LOCK_TIMEOUT_MS,
     BatchJob,
@@ -25,6 +24,7 @@ from plugins.module_utils.fail_jobs import (
     TokenCandidate,
     TokenPlan,
 )
+from tests.unit.plugins.module_utils.slurm_fakes import FakeClock
 
 JOB = "zzzzz-8i9sb-%015d"
 USER = "zzzzz-tpzed-%015d"

@@ -10,9 +10,9 @@ import json
 
 import pytest
 
-from plugins.module_utils import fail_jobs, fail_jobs_cli, fail_jobs_run
-from plugins.module_utils.errors import ConfigError, RecoveryError
-from plugins.module_utils.fail_jobs import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs, fail_jobs_cli, fail_jobs_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError, RecoveryError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs import (
     CleanupOptions,
 )
 

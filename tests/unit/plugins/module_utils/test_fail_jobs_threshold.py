@@ -9,8 +9,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from plugins.module_utils.errors import RecoveryError, ThresholdError
-from plugins.module_utils.fail_jobs_threshold import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import RecoveryError, ThresholdError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_threshold import (
     EXEMPT,
     KNOWN_ZONE_OFFSET_HOURS,
     NO_STARTED_AT,

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from plugins.module_utils import module_support
-from plugins.module_utils.errors import ConfigError, RecoveryError, shown
-from plugins.module_utils.option_bounds import check_max, check_text, excerpt
-from plugins.module_utils.reconcile_run import check_params
-from plugins.module_utils.slurm_cancel_run import CANCEL_OPTIONS, build_request
+from ansible_collections.arvados_ops.recovery.plugins.module_utils import module_support
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError, RecoveryError, shown
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.option_bounds import check_max, check_text, excerpt
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile_run import check_params
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_cancel_run import CANCEL_OPTIONS, build_request
 
 NO_FILES = {"config_file": "", "database_yml": "", "db_name": "arvados_test", "squeue_path": "/bin/true"}
 

@@ -6,9 +6,9 @@ the password masked."""
 from __future__ import annotations
 
 import pytest
-from slurm_fakes import FakeClock
 
-from plugins.module_utils import pg_connect
+from ansible_collections.arvados_ops.recovery.plugins.module_utils import pg_connect
+from tests.unit.plugins.module_utils.slurm_fakes import FakeClock
 
 JOB = "zzzzz-8i9sb-%015d"
 NO_FILES = {"config_file": "", "database_yml": "", "db_name": "arvados_test", "cancel_slurm_jobs": False}

@@ -13,8 +13,8 @@ from typing import Callable, Dict, List, Optional
 
 import pytest
 
-from plugins.module_utils.errors import ConfigError, RecoveryError
-from plugins.module_utils.reconcile import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError, RecoveryError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile import (
     CONTAINERS,
     JOBS,
     Listing,
@@ -25,8 +25,12 @@ from plugins.module_utils.reconcile import (
     squeue_command,
     stray_reason,
 )
-from plugins.module_utils.reconcile_db import choose_prefix
-from plugins.module_utils.reconcile_run import ReconcileOptions, Reconciler, SlurmLister
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile_db import choose_prefix
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile_run import (
+    ReconcileOptions,
+    Reconciler,
+    SlurmLister,
+)
 from tests.unit.plugins.module_utils.slurm_fakes import FakeClock
 
 P = "zzzzz"
@@ -568,7 +572,7 @@ class _VersionsCursor:
 
 
 def _reader(rows):
-    from plugins.module_utils.reconcile_db import DatabaseReader
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile_db import DatabaseReader
 
     conn = _VersionsConnection(rows)
     return DatabaseReader(conn=conn, batch_size=10), conn
@@ -580,7 +584,10 @@ def _reread(reader, candidates, live):
 
 
 def test_candidates_are_reread_by_uuid_while_few_else_by_a_second_scan():
-    from plugins.module_utils.reconcile_db import SQL_VERSIONS_BY_UUID, SQL_VERSIONS_UNFINISHED
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile_db import (
+        SQL_VERSIONS_BY_UUID,
+        SQL_VERSIONS_UNFINISHED,
+    )
 
     rows = {uuid: job(uuid)._replace(version=str(n)) for n, uuid in enumerate((JOB_C, JOB_A, JOB_B))}
     reader, conn = _reader(rows)
@@ -593,7 +600,10 @@ def test_candidates_are_reread_by_uuid_while_few_else_by_a_second_scan():
 
 def test_a_live_candidate_with_finished_at_is_reread_by_uuid_beside_the_scan():
     # The scan of unfinished rows (an index scan for jobs) cannot see an inconsistent row.
-    from plugins.module_utils.reconcile_db import SQL_VERSIONS_BY_UUID, SQL_VERSIONS_UNFINISHED
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile_db import (
+        SQL_VERSIONS_BY_UUID,
+        SQL_VERSIONS_UNFINISHED,
+    )
 
     rows = {
         JOB_A: job(JOB_A)._replace(version="7"),
@@ -607,7 +617,7 @@ def test_a_live_candidate_with_finished_at_is_reread_by_uuid_beside_the_scan():
 
 
 def test_every_read_of_a_record_carries_its_row_version_last():
-    from plugins.module_utils.reconcile_db import SQL_BY_UUID, SQL_LIVE
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile_db import SQL_BY_UUID, SQL_LIVE
 
     for statement in list(SQL_LIVE.values()) + list(SQL_BY_UUID.values()):
         # Commas inside a call's parentheses part no columns.
@@ -807,8 +817,13 @@ class _ParamsConnection(_VersionsConnection):
 
 
 def test_the_grace_is_a_bound_parameter_compared_with_the_database_s_utc_clock():
-    from plugins.module_utils.fail_jobs import SQL_NOW_UTC
-    from plugins.module_utils.reconcile_db import SQL_BY_UUID, SQL_LIVE, DatabaseReader, read_live
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs import SQL_NOW_UTC
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile_db import (
+        SQL_BY_UUID,
+        SQL_LIVE,
+        DatabaseReader,
+        read_live,
+    )
 
     for statement in list(SQL_LIVE.values()) + list(SQL_BY_UUID.values()):
         assert "modified_at > %s - %%(grace)s * interval '1 second'" % SQL_NOW_UTC in statement
@@ -822,7 +837,10 @@ def test_the_grace_is_a_bound_parameter_compared_with_the_database_s_utc_clock()
 
 
 def test_the_reader_asks_whether_the_server_is_a_standby():
-    from plugins.module_utils.reconcile_db import SQL_IN_RECOVERY, DatabaseReader
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile_db import (
+        SQL_IN_RECOVERY,
+        DatabaseReader,
+    )
 
     for standby in (True, False):
         conn = _ParamsConnection({}, standby=standby)

@@ -7,9 +7,8 @@
 from __future__ import annotations
 
 import pytest
-from slurm_fakes import UNREACHABLE, FakeClock, FakeSlurm, Scripted
 
-from plugins.module_utils.slurm_cancel import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_cancel import (
     SCANCEL_CHECK_INTERVAL,
     CancelRequest,
     CancelRequestError,
@@ -18,6 +17,7 @@ from plugins.module_utils.slurm_cancel import (
     TokenBucket,
     cancel_jobs,
 )
+from tests.unit.plugins.module_utils.slurm_fakes import UNREACHABLE, FakeClock, FakeSlurm, Scripted
 
 SQUEUE = ["squeue", "--noheader", "--all", "--array", "--format=%i|%T|%u|%j"]
 ENVIRON = {"PATH": "/usr/bin:/bin", "SLURM_CONF": "/lab/slurm.conf", "SQUEUE_STATES": "PD", "LC_ALL": "de_DE.UTF-8"}

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from plugins.module_utils.errors import ConfigError
-from plugins.module_utils.slurm_cancel_request import DEFAULT_NAME_PATTERN, CancelRequest, CancelRequestError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_cancel_request import (
+    DEFAULT_NAME_PATTERN,
+    CancelRequest,
+    CancelRequestError,
+)
 
 JOB = "zzzzz-8i9sb-0123456789abcde"
 CONTAINER = "zzzzz-dz642-0123456789abcde"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from plugins.module_utils.slurm_queue import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_queue import (
     MAX_NAME_FILTER_CHARS,
     QueueEntry,
     client_environment,

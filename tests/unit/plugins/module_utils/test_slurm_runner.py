@@ -10,7 +10,11 @@ import sys
 
 import pytest
 
-from plugins.module_utils.slurm_runner import CommandNotFoundError, SubprocessRunner, SystemClock
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_runner import (
+    CommandNotFoundError,
+    SubprocessRunner,
+    SystemClock,
+)
 
 
 def python(code: str):

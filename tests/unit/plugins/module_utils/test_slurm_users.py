@@ -20,8 +20,8 @@ import base64
 import pytest
 import yaml
 
-from plugins.module_utils import slurm_users as su
-from plugins.module_utils.errors import ConfigError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils import slurm_users as su
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError
 
 UNIT = "crunch-dispatch-slurm"
 PATHS = {"application": "/srv/api/config/application.yml", "config": "/etc/arvados/config.yml"}

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from plugins.module_utils import uuids
+from ansible_collections.arvados_ops.recovery.plugins.module_utils import uuids
 
 KINDS = {
     "job": "8i9sb",

@@ -13,10 +13,10 @@ from unittest import mock
 
 import pytest
 from ansible.module_utils import basic
-from slurm_fakes import FakeClock, FakeSlurm, cancel_jobs_on, fake_client_directory
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils import slurm_cancel_run
 from ansible_collections.arvados_ops.recovery.plugins.modules import slurm_job_cancel
+from tests.unit.plugins.module_utils.slurm_fakes import FakeClock, FakeSlurm, cancel_jobs_on, fake_client_directory
 
 try:
     from ansible.module_utils.testing import patch_module_args

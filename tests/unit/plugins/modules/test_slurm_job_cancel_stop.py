@@ -15,7 +15,6 @@ import json
 import pytest
 import yaml
 from ansible.module_utils import basic
-from slurm_fakes import FakeClock, FakeSlurm, cancel_jobs_on, fake_client_directory
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils import slurm_cancel_run
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_cancel_request import (
@@ -25,6 +24,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_cancel_
     request_defaults,
 )
 from ansible_collections.arvados_ops.recovery.plugins.modules import slurm_job_cancel
+from tests.unit.plugins.module_utils.slurm_fakes import FakeClock, FakeSlurm, cancel_jobs_on, fake_client_directory
 
 CONTAINER = "zzzzz-dz642-aaaaaaaaaaaaaaa"
 PENDING_CONTAINER = "zzzzz-dz642-bbbbbbbbbbbbbbb"
