@@ -121,16 +121,18 @@ def running_count(lab, name, threshold):
         ).fetchone()[0]
 
 
-def command_line(lab, name, before, batch_size, code_dir=REPO, extra=()):
+def command_line(lab, name, before, batch_size=None, code_dir=REPO, extra=()):
     """(argv, env, options file) of `arvados-fail-jobs` run from `code_dir`'s tree on database
-    `name`, without Slurm; the caller removes the options file."""
+    `name`, without Slurm; the caller removes the options file. `batch_size` None leaves the
+    command its own default (which depends on `live`)."""
     options = {
         "config_file": str(lab.config_yml),
         "db_name": name,
-        "batch_size": batch_size,
         "cancel_slurm_jobs": False,
         "log_message": MESSAGE,
     }
+    if batch_size is not None:
+        options["batch_size"] = batch_size
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         json.dump(options, handle)
     argv = [

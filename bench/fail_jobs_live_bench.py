@@ -62,8 +62,6 @@ KINDS = ("job update", "job read", "log update", "log read")
 LOG_ROWS = 20000
 # The first columns of /proc/stat's cpu line.
 CPU_TIMES = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
-# The command's own default, written out so that the benchmark's runs do not follow it.
-BATCH_SIZE = 1000
 SQL = {
     "job update": "UPDATE jobs SET modified_at = now() AT TIME ZONE 'UTC' WHERE uuid = %s",
     "job read": "SELECT * FROM jobs WHERE uuid = %s",
@@ -249,7 +247,7 @@ def run_latency(lab, args, contender, before, threshold, today_dir):
     time.sleep(args.before_seconds)
     counters.append(machine_counters(lab, name))
     code_dir = today_dir if contender == "today" else REPO
-    argv, env, options_file = command_line(lab, name, before, BATCH_SIZE, code_dir, flags)
+    argv, env, options_file = command_line(lab, name, before, None, code_dir, flags)
     phase[0] = "during"
     began = time.monotonic()
     # `python -m` puts the working directory first on sys.path: the code's own tree.
@@ -279,6 +277,7 @@ def run_latency(lab, args, contender, before, threshold, today_dir):
     seconds = elapsed * jobs / max(done, 1)
     row = {
         "contender": contender,
+        "settings": " ".join(flags) or "(the command's defaults)",
         "seconds": seconds,
         "jobs": jobs,
         "xmin_age": watch.max_age,
@@ -351,14 +350,15 @@ def report_latency(rows):
                 )
             )
     print()
-    print("| contender | cleanup s, median | job update p99 during / before, median |")
-    print("| --- | ---: | ---: |")
+    print("| contender | command line options it ran | cleanup s, median | job update p99 during / before, median |")
+    print("| --- | --- | ---: | ---: |")
     for contender in dict.fromkeys(r["contender"] for r in rows):
         mine = [r for r in rows if r["contender"] == contender]
         print(
-            "| %s | %.1f (%s) | %.2f (%s) |"
+            "| %s | %s | %.1f (%s) | %.2f (%s) |"
             % (
                 contender,
+                mine[0]["settings"],
                 statistics.median(r["seconds"] for r in mine),
                 ", ".join("%.1f" % r["seconds"] for r in mine),
                 statistics.median(ratio(r) for r in mine),
@@ -414,7 +414,7 @@ def run_noop(lab, args, before, threshold):
         print("reusing %s" % name, flush=True)
     else:
         clone(lab, name, TEMPLATE)
-        argv, env, options_file = command_line(lab, name, before, BATCH_SIZE, extra=["--live", "false"])
+        argv, env, options_file = command_line(lab, name, before, None, extra=["--live", "false"])
         subprocess.run(argv, cwd=REPO, env=env, check=True, capture_output=True)
         os.unlink(options_file)
     # Once untimed: the process's first run imports modules (PyYAML, ...) that later
