@@ -21,7 +21,32 @@ SQUEUE_FORMAT = FIELD_SEPARATOR.join(("%i", "%T", "%u", "%j"))
 # beyond it the whole queue is listed and filtered here instead.
 MAX_NAME_FILTER_CHARS = 64 * 1024
 
-PENDING_STATES = frozenset(("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SPECIAL_EXIT"))
+# What squeue's %T prints is job_state_string(): the name of the first state flag set,
+# else of the base state (src/common/slurm_protocol_defs.c, Slurm 20.11 to 25.11). A flag
+# name hides the base state, so each is classed here by the base state it goes with; a
+# name not listed (a future flag) is taken for a running job, which is only ever sent
+# what a running job gets.
+#
+# Waiting to be scheduled; `scancel --state=PENDING` matches them, since scancel compares
+# the base state only (src/scancel/scancel.c). EXPEDITING (25.11): a failed job of
+# `--requeue=expedite` requeued at once, pending with the flag. REQUEUED_CRON (20.11
+# only): a scrontab job requeued for its next run.
+PENDING_STATES = frozenset(
+    (
+        "PENDING",
+        "EXPEDITING",
+        "REQUEUED",
+        "REQUEUED_CRON",
+        "REQUEUE_HOLD",
+        "REQUEUE_FED",
+        "RESV_DEL_HOLD",
+        "SPECIAL_EXIT",
+    )
+)
+# Holding nodes: CONFIGURING while they boot, RESIZING while its allocation changes,
+# SIGNALING while a signal is on its way, STOPPED after SIGSTOP (scontrol suspend sets
+# SUSPENDED, not this).
+RUNNING_STATES = frozenset(("RUNNING", "CONFIGURING", "RESIZING", "SIGNALING", "STOPPED"))
 # The job has ended and Slurm is cleaning up: another scancel does nothing.
 LEAVING_STATES = frozenset(("COMPLETING", "STAGE_OUT"))
 # Only shown by squeue when asked for; such a job is no longer queued.

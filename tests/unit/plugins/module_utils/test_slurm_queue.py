@@ -7,7 +7,11 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_queue import (
+    FINISHED_STATES,
+    LEAVING_STATES,
     MAX_NAME_FILTER_CHARS,
+    PENDING_STATES,
+    RUNNING_STATES,
     QueueEntry,
     client_environment,
     parse_squeue,
@@ -110,3 +114,60 @@ def test_client_environment_forces_c_locale_and_drops_variables_that_change_the_
 
 def test_diff_lines_read_like_squeue():
     assert QueueEntry("12", "RUNNING", "crunch", A).as_line() == "12 %s RUNNING crunch" % A
+
+
+# What job_state_string() in src/common/slurm_protocol_defs.c can print, read at each tag
+# (`git show <tag>:src/common/slurm_protocol_defs.c`); squeue's %T prints it.
+_STATES_22_05 = (
+    "COMPLETING STAGE_OUT CONFIGURING RESIZING REQUEUED REQUEUE_FED REQUEUE_HOLD SPECIAL_EXIT STOPPED REVOKED "
+    "RESV_DEL_HOLD SIGNALING PENDING RUNNING SUSPENDED COMPLETED CANCELLED FAILED TIMEOUT NODE_FAIL PREEMPTED "
+    "BOOT_FAIL DEADLINE OUT_OF_MEMORY"
+).split()
+SQUEUE_STATES_BY_RELEASE = {
+    "slurm-20-11-9-1": _STATES_22_05 + ["REQUEUED_CRON"],
+    # Unchanged through 23.11, 24.05, 24.11 and 25.05.
+    "slurm-22-05-8-1": _STATES_22_05,
+    "slurm-25-11-7-1": _STATES_22_05 + ["EXPEDITING"],
+}
+CLASSES = {
+    "pending": PENDING_STATES,
+    "running": RUNNING_STATES,
+    "suspended": frozenset(("SUSPENDED",)),
+    "leaving": LEAVING_STATES,
+    "finished": FINISHED_STATES,
+}
+
+
+@pytest.mark.parametrize("release", sorted(SQUEUE_STATES_BY_RELEASE))
+def test_every_state_squeue_prints_is_classed_once(release):
+    classes_of = {
+        state: [name for name, states in CLASSES.items() if state in states]
+        for state in SQUEUE_STATES_BY_RELEASE[release]
+    }
+    assert {state: names for state, names in classes_of.items() if len(names) != 1} == {}
+
+
+@pytest.mark.parametrize(
+    "state, pending, suspended, leaving, queued",
+    [
+        # 25.11's expedited requeue: pending underneath, so scancel --state=PENDING takes it.
+        ("EXPEDITING", True, False, False, True),
+        ("REQUEUED_CRON", True, False, False, True),
+        ("CONFIGURING", False, False, False, True),
+        ("SIGNALING", False, False, False, True),
+        ("STOPPED", False, False, False, True),
+        ("SUSPENDED", False, True, False, True),
+        ("STAGE_OUT", False, False, True, True),
+        ("OUT_OF_MEMORY", False, False, False, False),
+        # A name a later Slurm may add is taken for a running job's.
+        ("SOME_NEW_FLAG", False, False, False, True),
+    ],
+)
+def test_each_state_is_handled_as_its_base_state(state, pending, suspended, leaving, queued):
+    entry = QueueEntry("1", state, "u", A)
+    assert (entry.is_pending, entry.is_suspended, entry.is_leaving, entry.is_queued) == (
+        pending,
+        suspended,
+        leaving,
+        queued,
+    )
