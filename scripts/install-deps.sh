@@ -32,6 +32,7 @@ DEBIAN_PACKAGES=(
   slirp4netns
   uidmap
   debootstrap          # the Molecule base image is built locally: no registry is reachable
+  prometheus           # promtool: the tests check the watch's metrics and alert rules
 )
 
 missing_packages() {

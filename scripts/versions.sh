@@ -33,11 +33,12 @@ declare -A CORE_CONTROLLER_PYTHONS=([2.20]="3.13 3.12" [2.21]="3.13 3.12")
 # The newest core: its ansible-playbook also runs the collection's playbooks.
 NEWEST_CORE=2.21
 read -ra CORES <<<"${VERSIONS_CORES:-2.16 2.17 2.18 2.19 2.20 2.21}"
-# pytest 8.4 and PyYAML 6.0.4 no longer install on Python 3.8.
-PY38_TOOLS=(pytest==8.3.5 PyYAML==6.0.3)
+# pytest 8.4, PyYAML 6.0.4 and prometheus-client 0.22 no longer install on Python 3.8.
+PY38_TOOLS=(pytest==8.3.5 PyYAML==6.0.3 prometheus-client==0.21.1)
 pin() { grep -i "^$1==" requirements-dev.txt; }
 # ruamel.yaml: the dispatcher_config filter (a controller plugin) edits config.yml with it.
-TOOLS=("$(pin pytest)" "$(pin PyYAML)" "$(pin ruamel.yaml)")
+# prometheus-client: the watch's tests read its metrics back with Prometheus' parser.
+TOOLS=("$(pin pytest)" "$(pin PyYAML)" "$(pin ruamel.yaml)" "$(pin prometheus-client)")
 
 VERSIONS_DIR=.build/versions
 PROJECT_PY=.venv/bin/python
