@@ -63,14 +63,13 @@ requirements:
 options:
   before:
     description:
-      - Only jobs started before this time qualify; jobs started at or after it are left
-        alone and reported in RV(exempt). Unset, every C(Running) job qualifies.
+      - Only jobs started before this time qualify; the others are left alone and reported
+        in RV(exempt). Unset, every C(Running) job qualifies.
       - V(reboot) is this host's boot time. Otherwise C(@<epoch seconds>) (V(@1448378837)),
-        ISO 8601 with or without a zone (V(2015-11-24T10:27:17-05:00)), or what C(date)
-        prints (V(Tue Nov 24 10:27:17 EST 2015)); a time without a zone is this host's.
-      - A C(Running) job without C(started_at) cannot be placed before the time, so it
-        qualifies only when O(before) is unset; either way it is listed in RV(no_started_at)
-        and no token is revoked for it.
+        ISO 8601 (V(2015-11-24T10:27:17-05:00); without a zone, this host's time) or what
+        C(date) prints (V(Tue Nov 24 10:27:17 EST 2015)).
+      - A job without C(started_at) qualifies only when O(before) is unset; it is listed in
+        RV(no_started_at) and none of its tokens is revoked.
     type: str
   uuids:
     description:
@@ -117,14 +116,13 @@ options:
     default: 60
   row_lock_wait:
     description:
-      - Seconds the whole run may spend waiting for locks that other sessions hold. A job
-        whose row, token or task is locked is set aside and tried again after the other
-        batches; it is never waited on while the run holds rows, so the API server is not
-        held up.
-      - One budget for the run, so it ends within this (plus one batch's work) of its own
-        work. Jobs still locked then are left C(Running), their Slurm jobs already absent,
-        and listed in RV(locked_jobs); a rerun finishes them. V(0) tries them once more only.
-      - At most V(2147483), the longest C(lock_timeout) PostgreSQL takes.
+      - Seconds the whole run may spend waiting for locks other sessions hold. A job whose
+        row, token or task is locked is set aside and tried again after the other batches,
+        never waited for while the run holds rows, so the API server is not held up.
+      - Jobs still locked when this is spent are left C(Running), their Slurm jobs already
+        absent, and listed in RV(locked_jobs); a rerun finishes them. V(0) tries them once
+        more only.
+      - At most V(2147483).
     type: float
     default: 10
   full_scan:
