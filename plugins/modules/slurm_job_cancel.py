@@ -219,10 +219,10 @@ options:
         V(15) - a name C(scancel) knows, with or without C(SIG) (V(HUP), V(INT), V(QUIT),
         V(ABRT), V(KILL), V(ALRM), V(TERM), V(USR1), V(USR2), V(URG), V(CONT), V(STOP),
         V(TSTP), V(TTIN), V(TTOU), V(XCPU)), or a number from 1 to 64.
-      - Running and suspended jobs are signalled, each once; pending jobs cannot take a
-        signal and are reported in RV(skipped_pending), then signalled if they start while
-        the task waits (see O(wait)). O(stop) and O(after_term) must be left at their
-        defaults.
+      - Running and suspended jobs are signalled, each once (a failed delivery is tried again
+        after O(error_retry_delay)); pending jobs cannot take a signal and are reported in
+        RV(skipped_pending), then signalled if they start while the task waits (see O(wait)).
+        O(stop) and O(after_term) must be left at their defaults.
     type: str
   batch:
     description:
