@@ -162,33 +162,29 @@ options:
       - How a queued job is stopped, for example V(cancel) to cancel containers' jobs as well.
       - V(terminate) does what C(crunch-dispatch-slurm) does - a pending job is removed, a
         running one gets C(TERM) on its batch step only, so that C(crunch-run) can stop its
-        container and save its outcome; what follows is O(after_term)'s choice. A suspended
-        job takes no signal - it is left alone and reported in RV(left_running); resume it
-        (C(scontrol resume)) and run the task again, or set O(after_term=cancel).
-      - V(cancel) cancels every job with a plain C(scancel). Quicker, but Slurm then kills
-        every process of a container's job, C(crunch-run) included, before the container is
-        stopped.
-      - V(auto) terminates jobs named after a container (C(-dz642-)) and cancels the others
-        (crunch v1 jobs and jobs that are not Arvados'); jobs given by O(job_id) are judged
-        by their name.
-      - Ignored with O(signal), which only signals; O(signal) with V(terminate) or V(cancel)
-        is an error.
+        container and save its outcome (what follows is O(after_term)'s choice). A suspended
+        job is left alone and reported in RV(left_running); resume it (C(scontrol resume))
+        and run the task again, or set O(after_term=cancel).
+      - V(cancel) cancels every job with a plain C(scancel) - quicker, but C(crunch-run) is
+        killed before it has stopped its container.
+      - V(auto) terminates jobs named after a container (C(-dz642-)) and cancels the others;
+        jobs given by O(job_id) are judged by their name.
+      - Ignored with O(signal); O(signal) with V(terminate) or V(cancel) is an error.
     type: str
     choices: [auto, terminate, cancel]
     default: auto
   after_term:
     description:
       - What a job that O(stop) terminates gets while it stays queued after its C(TERM), for
-        example V(cancel) to have it killed after O(terminate_grace).
+        example V(cancel) to have it killed after O(terminate_grace). Without O(wait) neither
+        applies; the task returns after the first C(TERM).
       - V(term_again) does what C(crunch-dispatch-slurm) does - C(TERM) again every
-        O(term_interval) seconds, never a plain C(scancel), until the job leaves or
-        O(timeout). A job still there then, or suspended, is reported in RV(left_running)
-        and RV(remaining), not cancelled, and the task fails.
+        O(term_interval) seconds until the job leaves or O(timeout). A job still there then,
+        or suspended, is reported in RV(left_running), not cancelled, and the task fails.
       - V(cancel) cancels a job still queued O(terminate_grace) seconds after its C(TERM), and
-        a suspended one at once. C(crunch-run) is then killed before it has stopped its
-        container - with Docker the container outlives the job, keeping its node busy, and
-        its output and logs are lost. Only for jobs that must go whatever it costs.
-      - Without O(wait) neither applies; the task returns once Slurm took the first C(TERM).
+        a suspended one at once, killing C(crunch-run) before it has stopped its container;
+        with Docker the container outlives the job and its output and logs are lost. Only
+        for jobs that must go whatever it costs.
     type: str
     choices: [term_again, cancel]
     default: term_again
