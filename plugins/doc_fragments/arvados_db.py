@@ -17,14 +17,12 @@ options:
     description:
       - Arvados cluster configuration to read the database settings from,
         C(Clusters.<id>.PostgreSQL.Connection) (C(host), C(port), C(user), C(password),
-        C(dbname), C(sslmode), C(sslrootcert)).
-      - When neither O(config_file) nor O(database_yml) is given,
-        V(/etc/arvados/config.yml) is read if it exists. If it does not exist, or has
-        no C(PostgreSQL.Connection) for the cluster, V(/etc/arvados/api/database.yml)
-        is read if it exists; otherwise only the C(db_*) options are used.
-      - An empty string reads no config.yml.
-      - A file that is named or found but cannot be read is an error.
-      - Mutually exclusive with O(database_yml).
+        C(dbname), C(sslmode), C(sslrootcert)). An empty string reads none.
+      - When neither O(config_file) nor O(database_yml) is given, V(/etc/arvados/config.yml)
+        is read if it exists and has the cluster's C(PostgreSQL.Connection), else
+        V(/etc/arvados/api/database.yml) if it exists; otherwise only the C(db_*) options.
+      - A file that is named or found but cannot be read is an error. Mutually exclusive
+        with O(database_yml).
     type: path
   cluster_id:
     description:
@@ -40,9 +38,9 @@ options:
         C(sslmode), C(sslrootcert)), for example V(/etc/arvados/api/database.yml).
       - Values written with ERB (C(<%= ENV['PGPASSWORD'] %>)) are refused unless a
         C(db_*) option replaces them; a file with ERB code (C(<% if ... %>)) is
-        refused whole. Only Rails can evaluate ERB.
-      - An empty string reads no database.yml.
-      - Mutually exclusive with O(config_file) and O(cluster_id).
+        refused whole, as only Rails can evaluate it.
+      - An empty string reads none. Mutually exclusive with O(config_file) and
+        O(cluster_id).
     type: path
   db_host:
     description:
@@ -55,9 +53,8 @@ options:
     aliases: [login_host]
   db_port:
     description:
-      - Database port, from 1 to 65535 (for example V(5432)).
+      - Database port, for example V(5432), from V(1) to V(65535).
       - Unset everywhere, libpq's default applies (E(PGPORT), then 5432).
-      - From V(1) to V(65535), else the option is refused before anything is done.
     type: int
     aliases: [login_port, port]
   db_name:
@@ -98,8 +95,8 @@ options:
     aliases: [ca_cert, ssl_rootcert]
   db_connect_timeout:
     description:
-      - Seconds to wait for each attempt to connect, at least 1.
-      - At most V(86400) (a day), else the option is refused before anything is done.
+      - Seconds to wait for each attempt to connect, at least 1 and at most V(86400) (a
+        day).
     type: int
     default: 10
 """

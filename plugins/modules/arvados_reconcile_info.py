@@ -14,70 +14,30 @@ version_added: 0.1.0
 description:
   - Reads Slurm's queue and Arvados' PostgreSQL database and reports where they disagree,
     after a compute node, the dispatcher's host or the API server rebooted. It changes
-    nothing; M(arvados_ops.recovery.slurm_job_cancel) and
-    M(arvados_ops.recovery.arvados_fail_jobs) act on what it reports (the playbook
-    C(recover_after_node_reboot.yml) does both).
-  - A Slurm job belongs to the cluster when its name is exactly a crunch v1 job UUID
-    (C(^<prefix>-8i9sb-[0-9a-z]{15}$)) or a container UUID (C(^<prefix>-dz642-[0-9a-z]{15}$))
-    of the cluster's prefix. crunch-dispatch-slurm's C(checkSqueueForOrphans) matches the
-    container pattern (C(services/crunch-dispatch-slurm/crunch-dispatch-slurm.go), 1.4.3 to
-    3.2.1), and the cluster's prefix only from Arvados 2.1.2 and 2.2.0 on (2.0.0 to 2.1.1
-    took any cluster's). Other Slurm jobs are never reported.
-  - I(Stray Slurm jobs) (RV(stray_slurm_jobs)) are the cluster's Slurm jobs, in the second
-    listing, whose job is neither C(Running) nor C(Queued), or whose container is C(Queued),
-    C(Complete) or C(Cancelled) or has priority 0 - the ones crunch-dispatch-slurm cancels
-    (its tracker closes on C(Queued), C(Cancelled) and C(Complete),
-    C(sdk/go/dispatch/dispatch.go), and C(runContainer) then cancels the Slurm job, 2.7.4 and
-    3.2.1). One whose container became final while no dispatcher watched is only reaped
-    when a dispatcher starts. Slurm jobs already C(COMPLETING) are ending and only counted
-    (RV(ending_slurm_jobs)).
-  - A Slurm job named after a UUID of the cluster that the database lacks is not stray by
-    default - Arvados leaves it alone (the tracker's GET fails), and read from a lagging
-    replica or the wrong database it is live work. It is listed in
-    RV(missing_from_database), and in RV(stray_slurm_jobs) too only with
-    O(missing_are_stray=true).
-  - I(Orphaned) jobs (RV(orphaned_jobs)) and containers (RV(orphaned_containers)) are live
-    records (jobs C(Running); containers C(Locked) or C(Running)) with no Slurm job of their
-    name in two listings at least O(settle) seconds apart, and whose row was not updated at
-    all (the same PostgreSQL row version, C(xmin)) when read again while the second listing
-    is taken. A Slurm job submitted between the two listings is in the second one, so its
-    job or container is never reported; nor is a record that anything updated meanwhile
-    (its state, a restart, its lock, or the progress a live process writes), nor one whose
-    C(modified_at) is within O(orphan_grace) seconds before the first read (the database's
-    clock), as crunch-dispatch.rb's C(check_orphaned_slurm_jobs) spares jobs modified in the
-    last 60 s (C(services/api/lib/crunch_dispatch.rb), 1.4.3).
-  - A crunch v1 job C(Running) without a Slurm job is orphaned only when crunch-dispatch.rb
-    is known to be stopped (O(crunch_v1_dispatcher=stopped)). When crunch-job exits 93 (its
-    nodes failed), crunch-dispatch.rb keeps the job C(Running), with no Slurm job and its
-    row untouched, until idle nodes return, and then runs it again ("Only this
-    crunch-dispatch process can retry the job", C(reap_children), 1.4.3). With
-    O(crunch_v1_dispatcher=running) or V(unknown) (the default) such jobs are listed in
-    RV(jobs_awaiting_retry) instead of RV(orphaned_jobs).
-  - Absence from Slurm means orphaned only where the work runs under this Slurm. With
-    O(orphans=evidence) (the default) orphans of a kind are reported only when at least one
-    live record of that kind does have its Slurm job in a listing; otherwise none are, and
-    RV(orphans_withheld) says why. So a cluster whose crunch v1 jobs never ran under Slurm,
-    or a C(squeue) that sees another Slurm cluster, does not have every live record called
-    orphaned. After the only compute node rebooted, nothing is left in Slurm to show it;
-    then set O(orphans=always).
-  - Who holds the dispatchers' lock (RV(dispatcher)) - since Arvados 2.5.0 crunch-dispatch-slurm,
-    arvados-dispatch-cloud and arvados-dispatch-lsf take the PostgreSQL advisory lock
-    C(Dispatch), key 10005 (C(lib/controller/dblock/dblock.go)); it is looked up in
-    C(pg_locks) without taking it. A held lock means a dispatcher runs; no holder does not
-    mean none runs - they take it once at start and never check it again
-    (C(crunch-dispatch-slurm.go), C(lib/dispatchcloud/dispatcher.go), C(lib/lsf/dispatch.go),
-    2.7.4 and 3.2.1), so after a PostgreSQL restart a running dispatcher holds none, and
-    older dispatchers never take it. Ask the dispatcher host's service manager too.
-  - A standby server (C(pg_is_in_recovery())) is refused unless O(allow_standby=true), since its
-    rows may lag the primary's.
-  - Cost, whatever the size of the tables, two C(squeue) calls and per kind one scan of the
-    live records (while the first C(squeue) runs), one set-based re-read of the candidates
-    (while the second C(squeue) runs; by UUID, or, when they are most of the live records, by
-    a scan of the live records without C(finished_at), an index scan on C(jobs.finished_at),
-    plus by UUID the rare live records whose C(finished_at) is set) and one of the names in
-    the second listing (C(uuid = ANY), O(batch_size) UUIDs per statement); never a statement
-    per UUID. Memory follows the live records and the Slurm queue, not the tables. The session
-    is read-only.
+    nothing (its database session is read-only); M(arvados_ops.recovery.slurm_job_cancel)
+    and M(arvados_ops.recovery.arvados_fail_jobs) act on what it reports, as the playbook
+    C(recover_after_node_reboot.yml) does.
+  - Only Slurm jobs named exactly after a crunch v1 job UUID (C(<prefix>-8i9sb-...)) or a
+    container UUID (C(<prefix>-dz642-...)) of the cluster are looked at, as
+    crunch-dispatch-slurm does; other Slurm jobs are never reported.
+  - I(Stray Slurm jobs) (RV(stray_slurm_jobs)) are those whose job is neither C(Running) nor
+    C(Queued), or whose container is C(Queued), C(Complete) or C(Cancelled) or has priority
+    0 - the ones crunch-dispatch-slurm cancels. Slurm jobs already C(COMPLETING) are only
+    counted (RV(ending_slurm_jobs)). A Slurm job named after a UUID the database lacks is
+    listed in RV(missing_from_database), and as stray only with O(missing_are_stray).
+  - I(Orphaned) jobs and containers (RV(orphaned_jobs), RV(orphaned_containers)) are live
+    records (jobs C(Running); containers C(Locked) or C(Running)) with no Slurm job in two
+    listings O(settle) seconds apart, whose row nothing changed meanwhile and which were not
+    modified in the last O(orphan_grace) seconds. A crunch v1 job is orphaned only when
+    crunch-dispatch.rb is known to be stopped (O(crunch_v1_dispatcher)); otherwise it is
+    listed in RV(jobs_awaiting_retry). By default orphans of a kind are reported only when
+    Slurm shows some work of that kind (see O(orphans)).
+  - It also reports who holds the dispatchers' C(Dispatch) lock in PostgreSQL
+    (RV(dispatcher)), without taking it. A held lock means a dispatcher runs; no holder
+    does not mean none runs, so ask the dispatcher host's service manager too.
+  - Its cost does not grow with the tables - two C(squeue) calls and a few set-based
+    statements, never one per UUID; memory follows the live records and the Slurm queue. A
+    standby server is refused unless O(allow_standby=true).
 author:
   - Arvados Ops recovery maintainers (@arvados-ops)
 extends_documentation_fragment:
@@ -119,17 +79,18 @@ options:
     default: [jobs, containers]
   settle:
     description:
-      - Seconds between the start of the first and of the second C(squeue) listing. A
-        dispatcher submits a Slurm job shortly after a record becomes live; longer than that,
-        and longer than a few C(squeue) poll periods of the dispatcher (10 s by default).
-      - At most V(86400) (a day), else the option is refused before anything is done.
+      - Seconds between the starts of the two C(squeue) listings. Longer than a dispatcher
+        takes to submit a Slurm job for a new live record, and than a few of its C(squeue)
+        polls (10 s by default); longer is safer and slower.
+      - At most V(86400) (a day).
     type: float
     default: 10
   orphans:
     description:
       - When absence from Slurm means orphaned.
       - V(evidence) - only for a kind with at least one live record whose Slurm job is in a
-        listing (proof that this kind runs under this Slurm and that C(squeue) sees it).
+        listing, proof that this kind runs under this Slurm and that C(squeue) sees it;
+        otherwise none are reported and RV(orphans_withheld) says why.
       - V(always) - even when Slurm shows none of the cluster's work, as after the only
         compute node rebooted.
       - V(never) - never; only stray Slurm jobs and the dispatcher are reported.
@@ -146,10 +107,9 @@ options:
   slurm_users:
     description:
       - "Per kind (V(jobs), V(containers)), the Slurm user whose jobs of that kind may be
-        stray, for example V({jobs: crunch, containers: root}) - crunch-dispatch.rb runs
-        C(salloc) as C(CrunchJobUser) (C(sudo -u), default V(crunch), 1.4.3) and
-        crunch-dispatch-slurm runs C(sbatch) as its own user (root, as its unit ships, 1.4.3
-        to 3.2.1). A kind left out: every user's."
+        stray, for example V({jobs: crunch, containers: root}): crunch-dispatch.rb submits as
+        its C(CrunchJobUser), crunch-dispatch-slurm as its own user. A kind left out: every
+        user's."
       - Other users' Slurm jobs that would be stray are listed in RV(skipped_other_user).
         Not with O(slurm_user).
     type: dict
@@ -166,35 +126,33 @@ options:
     description:
       - Seconds one C(squeue) may take before it is killed and the module fails. Slurm's
         clients give up on an unreachable controller after C(MessageTimeout).
-      - At most V(86400) (a day), else the option is refused before anything is done.
+      - At most V(86400) (a day).
     type: float
     default: 10
   db_wait:
     description:
       - Seconds to keep trying a database that refuses connections or does not answer. A
         wrong password or a missing database fails at once.
-      - At most V(86400) (a day), else the option is refused before anything is done.
+      - At most V(86400) (a day).
     type: float
     default: 30
   query_timeout:
     description:
       - Seconds one SQL statement may take (PostgreSQL C(statement_timeout)).
-      - At most V(2147483), else the option is refused before anything is done (PostgreSQL's
-        C(statement_timeout) is a whole number of milliseconds that fits in 32 bits).
+      - At most V(2147483), the longest C(statement_timeout) PostgreSQL takes.
     type: float
     default: 300
   batch_size:
     description:
       - UUIDs per set-based statement.
-      - At most V(100000), else the option is refused before anything is done.
+      - At most V(100000).
     type: int
     default: 10000
   crunch_v1_dispatcher:
     description:
-      - What the caller knows of crunch-dispatch.rb, the crunch v1 dispatcher (its runit
-        service or process on the host that ran it).
-      - V(running) - it runs, and may retry a job C(Running) without a Slurm job (after a
-        node failure it keeps such jobs until idle nodes return); such jobs are listed in
+      - What the caller knows of crunch-dispatch.rb, the crunch v1 dispatcher.
+      - V(running) - it runs, and may run again a C(Running) job that has no Slurm job (after
+        a node failure it keeps such jobs until idle nodes return); such jobs are listed in
         RV(jobs_awaiting_retry), never in RV(orphaned_jobs).
       - V(unknown) - no evidence either way; the same as V(running).
       - V(stopped) - it does not run; such jobs are orphaned (RV(orphaned_jobs)).
@@ -203,10 +161,10 @@ options:
     default: unknown
   orphan_grace:
     description:
-      - Seconds. A job or container whose C(modified_at) is within this long before the
-        first read (the database's clock, in UTC) is never orphaned; RV(evidence) counts
-        them (C(recently_modified)). crunch-dispatch.rb spares jobs modified in the last 60 s.
-      - At most V(3600), else the option is refused before anything is done.
+      - Seconds. A job or container modified within this long before the first read (the
+        database's clock) is never orphaned; RV(evidence) counts them
+        (C(recently_modified)). The default is crunch-dispatch.rb's own grace.
+      - At most V(3600).
     type: float
     default: 60
   missing_are_stray:
@@ -223,19 +181,28 @@ options:
     type: bool
     default: false
 notes:
+  - Every option is checked before anything is read; a bad value is refused with a message
+    naming the option.
   - The module runs where C(squeue) and the database are both reachable; the playbook
     C(recover_after_node_reboot.yml) runs it on the first C(slurm_controllers) host.
   - Orphans are not changed here. Crunch v1 jobs are failed with
     M(arvados_ops.recovery.arvados_fail_jobs) (O(arvados_ops.recovery.arvados_fail_jobs#module:uuids)).
-    Containers are changed only through the API (their side effects live in the API
-    server) - start the dispatcher. At its start crunch-dispatch-slurm I(submits) each
-    C(Locked) container of its own that has no Slurm job (it does not unlock it), and
-    watches the others; while it runs, a container whose Slurm job leaves the queue is
-    cancelled when C(Running), unlocked when C(Locked) (C(runContainer),
-    C(services/crunch-dispatch-slurm/crunch-dispatch-slurm.go), 1.4.3 to 3.2.1).
+    Containers are changed only through the API - start the dispatcher. At its start
+    crunch-dispatch-slurm submits each C(Locked) container of its own that has no Slurm job
+    and watches the others; a watched container whose Slurm job leaves the queue is
+    cancelled when C(Running), unlocked when C(Locked).
 seealso:
   - module: arvados_ops.recovery.arvados_fail_jobs
   - module: arvados_ops.recovery.slurm_job_cancel
+  - name: The recovery playbooks
+    description: recover_after_node_reboot.yml acts on this module's report.
+    link: https://github.com/arvados-ops/recovery/blob/main/playbooks/README.md
+  - name: How the reconciliation decides
+    description: The rules for stray and orphaned, with the Arvados code they follow.
+    link: https://github.com/arvados-ops/recovery/blob/main/README.md#what-arvados_reconcile_info-reports
+  - name: Benchmarks
+    description: Its cost against one squeue and one query, on a million jobs.
+    link: https://github.com/arvados-ops/recovery/blob/main/bench/README.md#arvados_reconcile_info
 """
 
 EXAMPLES = r"""

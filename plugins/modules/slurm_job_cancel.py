@@ -14,29 +14,24 @@ version_added: 0.1.0
 description:
   - Makes the Slurm jobs named after Arvados UUIDs (or given by job id) absent from the queue,
     with the least load on C(slurmctld), and waits until they have left.
-  - Jobs of containers are stopped the way C(crunch-dispatch-slurm) stops them, see O(stop).
-    A running container's job gets C(TERM) on its batch step, so that C(crunch-run) stops the
-    container and records its outcome, and C(TERM) again every O(term_interval) seconds while it
-    stays, until it leaves or O(timeout). It is never cancelled outright unless O(after_term=cancel)
-    asks for it. Other jobs, crunch v1 jobs among them, are cancelled.
-  - A container's job still running at O(timeout) after its C(TERM)s, or suspended, is reported in
-    RV(left_running) and RV(remaining), and the task fails, so that a playbook stops there; nothing of
-    it was killed.
-  - Each polling round runs one C(squeue) for every requested name and id. Jobs still queued are
-    cancelled by job id, many ids per C(scancel), pending jobs before running ones, within a global
-    rate limit and a bound on C(scancel) processes alive at once. Jobs in C(COMPLETING) are waited
-    for, never cancelled again.
-  - The queue is listed again as soon as a C(scancel) returns, then after 0.05 s, the gap
-    doubling up to 1 s while jobs linger, so the task ends soon after the last job leaves.
-  - A failed or timed-out C(scancel) does not mean the job lives; only the queue decides. A job Slurm
-    refuses to this user ("Access/permission denied") is not tried again, see RV(permission_denied).
-  - Nothing to cancel means C(changed=false) and no C(scancel) at all, so a second run after a
-    successful one is never changed.
-  - When C(slurmctld) or C(munged) does not answer, the module keeps trying within O(timeout),
-    then fails with Slurm's own error text and the jobs still queued in RV(remaining).
-  - Commands run as argument lists, never through a shell, with C(LC_ALL=C); C(SQUEUE_*) and
-    C(SCANCEL_*) environment variables, which would change what the clients list or cancel,
-    are removed.
+  - Containers' jobs are stopped as C(crunch-dispatch-slurm) stops them (see O(stop)) - a
+    C(TERM) to the batch step, so that C(crunch-run) stops the container and records its
+    outcome, then C(TERM) again every O(term_interval) seconds while the job stays. They are
+    never cancelled outright unless O(after_term=cancel) asks. Other jobs, crunch v1 jobs
+    among them, are cancelled.
+  - A container's job still running at O(timeout), or suspended, is reported in
+    RV(left_running) and RV(remaining), and the task fails so that a playbook stops there;
+    nothing of it was killed.
+  - Each round lists the queue with one C(squeue) for all the requested jobs and cancels
+    those still queued by job id, many ids per C(scancel), pending jobs first, within a rate
+    limit and a bound on C(scancel) processes alive at once. Jobs that leave on their own,
+    or are already C(COMPLETING), cost no C(scancel). Only the queue decides whether a job is
+    gone, never a C(scancel)'s exit status. A job Slurm refuses to this user is not tried
+    again (RV(permission_denied)).
+  - Nothing to cancel means C(changed=false) and no C(scancel) at all, so a rerun after a
+    successful run changes nothing. When C(slurmctld) or C(munged) does not answer, the
+    module keeps trying until O(timeout), then fails with Slurm's own error text and the
+    jobs still queued in RV(remaining).
 author:
   - Arvados Ops recovery maintainers (@arvados-ops)
 extends_documentation_fragment:
@@ -95,64 +90,63 @@ options:
       - Seconds to let the jobs leave the queue on their own before the first C(scancel), for
         example V(5) right after a container has finished. The queue is watched meanwhile and
         jobs that leave cost no C(scancel).
-      - At most V(86400) (a day), else the option is refused before anything is done.
+      - At most V(86400) (a day).
     type: float
     default: 0
   retry_delay:
     description:
       - Seconds between an C(scancel) and the next one for a job still queued, for example V(2).
         The queue is listed again after the delay, before any new C(scancel).
-      - At most V(86400) (a day), else the option is refused before anything is done.
+      - At most V(86400) (a day).
     type: float
     default: 2
   error_retry_delay:
     description:
       - Like O(retry_delay), after an C(scancel) that failed or timed out, for example V(10).
-      - At most V(86400) (a day), else the option is refused before anything is done.
+      - At most V(86400) (a day).
     type: float
     default: 10
   timeout:
     description:
-      - Deadline in seconds for the whole task, for example V(300). The task never lasts longer
-        than O(timeout) plus O(command_timeout).
-      - Jobs still queued at the deadline are returned in RV(remaining) and the task fails.
-      - Default is 120 s, plus O(terminate_grace) when a job may be sent C(TERM) first (a container's
-        name, O(stop=terminate), or O(job_id)), the time C(crunch-run) is given to stop its container.
-      - With O(after_term=cancel) and O(wait), a O(timeout) not above O(terminate_grace) is refused
-        when a job is sure to be sent C(TERM) first, since it would end the task before any outright
-        cancel.
-      - At most V(86400) (a day), else the option is refused before anything is done.
+      - Deadline in seconds for the whole task, for example V(300). Jobs still queued then
+        are returned in RV(remaining) and the task fails. The task never lasts longer than
+        O(timeout) plus O(command_timeout).
+      - Default is 120 s, plus O(terminate_grace) when a job may be sent C(TERM) first (a
+        container's name, O(stop=terminate), or O(job_id)).
+      - With O(after_term=cancel) and O(wait), a value not above O(terminate_grace) is
+        refused when a job is sure to get C(TERM) first, as it would end the task before any
+        outright cancel.
+      - At most V(86400) (a day).
     type: float
   command_timeout:
     description:
       - Seconds after which one C(squeue) is killed, for example V(20). Set it to Slurm's
         C(MessageTimeout), after which the clients give up on their own.
-      - An C(scancel) sends one request per job id, ten at a time, each bounded by
-        C(MessageTimeout), so it may take O(command_timeout) per ten of its ids, for example
-        500 s for 500 ids at the default, before it is killed; never past O(timeout), unless it
-        started less than O(command_timeout) before it.
-      - At most V(86400) (a day), else the option is refused before anything is done.
+      - An C(scancel) may take this long per ten of its job ids before it is killed (500 s for
+        500 ids at the default), never past O(timeout) unless it started less than
+        O(command_timeout) before it.
+      - At most V(86400) (a day).
     type: float
     default: 10
   max_scancel_per_second:
     description:
       - Global rate limit on starting C(scancel) processes, for example V(2). Starts are spaced at
         least 1/O(max_scancel_per_second) seconds apart.
-      - At most V(1000), else the option is refused before anything is done.
+      - At most V(1000).
     type: float
     default: 10
   max_concurrent_scancel:
     description:
       - At most this many C(scancel) processes are alive at once, for example V(1). C(squeue)
         never runs beside them, so Slurm sees at most this many client processes of this task.
-      - At most V(64), else the option is refused before anything is done.
+      - At most V(64).
     type: int
     default: 3
   max_job_ids_per_scancel:
     description:
       - Job ids given to one C(scancel), for example V(100). Keeps a failure confined to its own
         ids.
-      - At most V(10000), else the option is refused before anything is done.
+      - At most V(10000).
     type: int
     default: 500
   log_interval:
@@ -160,86 +154,71 @@ options:
       - At most one "still in queue" warning per job per this many seconds, for example V(60).
         The first comes O(retry_delay) after the job's first C(scancel). Repeated C(squeue) or
         C(scancel) failures are limited the same way.
-      - At most V(86400) (a day), else the option is refused before anything is done.
+      - At most V(86400) (a day).
     type: float
     default: 30
   stop:
     description:
       - How a queued job is stopped, for example V(cancel) to cancel containers' jobs as well.
-      - V(terminate) does what C(crunch-dispatch-slurm) does (C(services/crunch-dispatch-slurm/slurm.go),
-        the same from Arvados 1.4 to 3.2), by job id where it gives C(--name). A pending job is
-        removed (C(scancel --state=PENDING), which leaves alone a job that started meanwhile; it then
-        gets C(TERM)). A running job gets C(scancel --signal=TERM --batch), which reaches only its
-        batch step, C(crunch-run), and lets it stop the container itself; a plain C(scancel) would
-        have Slurm signal every process of the job and C(SIGKILL) them after C(KillWait), killing
-        C(crunch-run) before it has stopped the container. What a job still running after its C(TERM)
-        gets is O(after_term)'s choice.
-      - A suspended job is left alone and reported in RV(left_running), where the dispatcher sends it
-        C(TERM) too; Slurm 22.05 refuses that signal ("Job can not be altered now") and C(scancel)
-        retries it for minutes. Resume it (C(scontrol resume)) and run the task again, or let
-        O(after_term=cancel) cancel it at once (a cancel resumes the job and ends it).
-      - V(cancel) cancels every job with a plain C(scancel).
-      - V(auto) terminates jobs named after a container (C(-dz642-)) and cancels the others. Crunch v1
-        jobs (C(-8i9sb-)) run under C(salloc), whose batch step is not the work, and jobs named
-        otherwise are not Arvados'. Jobs given by O(job_id) are judged by the name they are listed with.
-      - Ignored with O(signal), which only signals; O(signal) with V(terminate) or V(cancel) is an error.
+      - V(terminate) does what C(crunch-dispatch-slurm) does - a pending job is removed, a
+        running one gets C(TERM) on its batch step only, so that C(crunch-run) can stop its
+        container and save its outcome (what follows is O(after_term)'s choice). A suspended
+        job is left alone and reported in RV(left_running); resume it (C(scontrol resume))
+        and run the task again, or set O(after_term=cancel).
+      - V(cancel) cancels every job with a plain C(scancel) - quicker, but C(crunch-run) is
+        killed before it has stopped its container.
+      - V(auto) terminates jobs named after a container (C(-dz642-)) and cancels the others;
+        jobs given by O(job_id) are judged by their name.
+      - Ignored with O(signal); O(signal) with V(terminate) or V(cancel) is an error.
     type: str
     choices: [auto, terminate, cancel]
     default: auto
   after_term:
     description:
-      - What a job that O(stop) terminates gets while it stays queued after Slurm took its C(TERM),
-        for example V(cancel) to have crunch-run killed after O(terminate_grace).
-      - V(term_again), the default, is what C(crunch-dispatch-slurm) does (C(slurm.go), C(Cancel), from
-        Arvados 1.4 to 3.2), C(TERM) to the batch step again every O(term_interval) seconds, never a
-        plain C(scancel), until the job leaves or O(timeout). A job still there then is reported in
-        RV(left_running) (with the number of C(TERM)s Slurm took) and RV(remaining), and the task fails;
-        it is not cancelled. A suspended job is left alone and reported the same way.
-      - V(cancel) cancels a job outright once a listing shows it still queued O(terminate_grace) seconds
-        after Slurm took its C(TERM), and a suspended one at once. Slurm then signals every process of
-        the job and C(SIGKILL)s them after C(KillWait), so C(crunch-run) dies before it has stopped its
-        container. With the Docker runtime the container is no process of the job and outlives it,
-        keeping its node's CPUs and memory busy, and its output and logs are never saved; with
-        Singularity the container dies with the job, unsaved. Choose it only where a job that ignores
-        C(TERM) must go whatever it costs.
-      - Without O(wait) neither applies; the task returns once Slurm took the first C(TERM).
+      - What a job that O(stop) terminates gets while it stays queued after its C(TERM), for
+        example V(cancel) to have it killed after O(terminate_grace). Without O(wait) neither
+        applies; the task returns after the first C(TERM).
+      - V(term_again) does what C(crunch-dispatch-slurm) does - C(TERM) again every
+        O(term_interval) seconds until the job leaves or O(timeout). A job still there then,
+        or suspended, is reported in RV(left_running), not cancelled, and the task fails.
+      - V(cancel) cancels a job still queued O(terminate_grace) seconds after its C(TERM), and
+        a suspended one at once, killing C(crunch-run) before it has stopped its container;
+        with Docker the container outlives the job and its output and logs are lost. Only
+        for jobs that must go whatever it costs.
     type: str
     choices: [term_again, cancel]
     default: term_again
   term_interval:
     description:
-      - With O(after_term=term_again), seconds between the C(TERM)s of a job that stays running, for
-        example V(30). The next C(TERM) goes once a listing that began this long after Slurm took the
-        last one still shows the job running.
-      - The default, 10 s, is the dispatcher's, which sends C(TERM) again once per C(squeue) poll
-        (C(PollInterval), 10 s by default; C(PollPeriod) in 1.x).
-      - At least V(1) and at most V(3600), else the option is refused before anything is done.
+      - With O(after_term=term_again), seconds between the C(TERM)s of a job that stays
+        running, for example V(30). The next C(TERM) goes once a listing that began this long
+        after the last one still shows the job running.
+      - The default, 10 s, is the dispatcher's, which sends C(TERM) again once per C(squeue)
+        poll.
+      - At least V(1) and at most V(3600).
     type: float
     default: 10
   terminate_grace:
     description:
-      - Seconds C(crunch-run) is given to stop its container after Slurm took its C(TERM), for example
-        V(300) where containers take long to save their output.
-      - With O(after_term=cancel), a job still queued this long after its C(TERM) is cancelled outright.
-        With O(after_term=term_again) it only lengthens the default O(timeout).
-      - The default, 120 s, is how long Arvados' cloud dispatcher gives C(crunch-run) after its first
-        C(TERM) (C(Containers.CloudVMs.TimeoutTERM), 2 minutes).
-      - The queue is watched meanwhile; jobs that leave cost no further C(scancel).
-      - At most V(86400) (a day), else the option is refused before anything is done.
+      - Seconds C(crunch-run) is given to stop its container after Slurm took its C(TERM), for
+        example V(300) where containers take long to save their output.
+      - With O(after_term=cancel), a job still queued this long after its C(TERM) is cancelled
+        outright. With O(after_term=term_again) it only lengthens the default O(timeout).
+      - The default, 120 s, is what Arvados' cloud dispatcher gives C(crunch-run)
+        (C(Containers.CloudVMs.TimeoutTERM)).
+      - At most V(86400) (a day).
     type: float
     default: 120
   signal:
     description:
-      - Send this signal instead of stopping the jobs, for example V(TERM), V(SIGUSR1) or V(15).
-      - A name C(scancel) knows, with or without C(SIG) (V(HUP), V(INT), V(QUIT), V(ABRT), V(KILL),
-        V(ALRM), V(TERM), V(USR1), V(USR2), V(URG), V(CONT), V(STOP), V(TSTP), V(TTIN), V(TTOU),
-        V(XCPU)), or a number from 1 to 64. Anything else is refused before any command runs.
-      - Only running (and suspended) jobs are signalled, each once; a failed delivery is retried
-        after O(error_retry_delay). Pending jobs cannot take a signal; they are reported in
-        RV(skipped_pending), and signalled if they start while the task waits. The jobs are not
-        expected to leave the queue, see O(wait).
-      - Only signals, whatever the job's kind; O(stop) and O(after_term) must then be left at their
-        defaults.
+      - Send this signal instead of stopping the jobs, for example V(TERM), V(SIGUSR1) or
+        V(15) - a name C(scancel) knows, with or without C(SIG) (V(HUP), V(INT), V(QUIT),
+        V(ABRT), V(KILL), V(ALRM), V(TERM), V(USR1), V(USR2), V(URG), V(CONT), V(STOP),
+        V(TSTP), V(TTIN), V(TTOU), V(XCPU)), or a number from 1 to 64.
+      - Running and suspended jobs are signalled, each once (a failed delivery is tried again
+        after O(error_retry_delay)); pending jobs cannot take a signal and are reported in
+        RV(skipped_pending), then signalled if they start while the task waits (see O(wait)).
+        O(stop) and O(after_term) must be left at their defaults.
     type: str
   batch:
     description:
@@ -269,11 +248,24 @@ options:
         the remote C(PATH).
     type: path
 notes:
+  - Every option is checked before any command runs; a bad value is refused with a message
+    naming the option.
+  - Commands run as argument lists, never through a shell, with C(LC_ALL=C); the C(SQUEUE_*)
+    and C(SCANCEL_*) environment variables, which would change what the clients list or
+    cancel, are removed.
   - C(scancel) is given job ids, never C(--name), which takes a single name and cancels every job
     of that name whoever owns it.
   - Point the Slurm clients at the cluster with C(SLURM_CONF) in the task's C(environment) if
     C(/etc/slurm/slurm.conf) is not the right file.
 seealso:
+  - module: arvados_ops.recovery.arvados_reconcile_info
+  - module: arvados_ops.recovery.arvados_fail_jobs
+  - name: How containers' jobs are stopped
+    description: The dispatcher's way, what each choice costs, with Arvados' and Slurm's sources.
+    link: https://github.com/arvados-ops/recovery/blob/main/README.md#what-slurm_job_cancel-does
+  - name: Benchmarks
+    description: Client processes and time against scancel alone and the dispatcher's loop.
+    link: https://github.com/arvados-ops/recovery/blob/main/bench/README.md#slurm_job_cancel
   - name: scancel manual
     description: Options of Slurm's scancel.
     link: https://slurm.schedmd.com/scancel.html
