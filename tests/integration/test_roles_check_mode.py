@@ -2,7 +2,9 @@
 Molecule base image running `sleep infinity`, as in an image build): `--check` on the
 fresh host writes nothing and fails nowhere, the real run installs both roles and enables
 the boot unit for the next boot, then `--check` and a second run change nothing.
-One host per Arvados release format: 1.4 (the dispatcher's own file) and 3.2 (config.yml).
+Three hosts in one inventory, so that each ansible-playbook run serves all of them at
+once: 1.4 (the dispatcher's own file) and 3.2 (config.yml) named in the inventory, and 1.4
+told by the installed packages' versions alone.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import pytest
 import yaml
 
 from tests.integration import fail_jobs_helpers as helpers
+from tests.integration.module_playbook import ANSIBLE_PLAYBOOK
 from tests.integration.test_playbooks import Run
 
 REPO_ROOT = helpers.REPO_ROOT
@@ -65,13 +68,23 @@ def podman_env():
     return dict(os.environ, CONTAINERS_CONF=str(REPO_ROOT / "extensions" / "molecule" / "containers.conf"))
 
 
-@pytest.fixture
-def host():
-    """A container without systemd (PID 1 is sleep); removed afterwards by its name."""
-    if not shutil.which("podman"):
-        pytest.skip("podman is not installed")
-    if subprocess.run(["podman", "image", "exists", IMAGE], env=podman_env(), check=False).returncode != 0:
-        pytest.skip("%s is not built (scripts/build-molecule-image.sh)" % IMAGE)
+# Host -> (its variables, the release whose files it gets).
+HOSTS = {
+    "1.4": (RELEASES["1.4"], "1.4"),
+    "3.2": (RELEASES["3.2"], "3.2"),
+    # No *_arvados_version: the roles read the release from dpkg (stand-in packages).
+    "packages": ({k: v for k, v in RELEASES["1.4"].items() if not k.endswith("_arvados_version")}, "1.4"),
+}
+UNIT_BEFORE = {
+    "1.4": "Before=nginx.service arvados-controller.service arvados-ws.service runit.service "
+    "crunch-dispatch-slurm.service",
+    "3.2": "Before=arvados-railsapi.service arvados-controller.service arvados-ws.service "
+    "crunch-dispatch-slurm.service",
+}
+
+
+def start_container() -> str:
+    """A container without systemd (PID 1 is sleep)."""
     name = "arvados-recovery-check-mode-%s" % uuid.uuid4().hex[:8]
     subprocess.run(
         ["podman", "run", "--detach", "--name", name, "--network", "none", IMAGE, "sleep", "infinity"],
@@ -80,11 +93,13 @@ def host():
         capture_output=True,
         timeout=120,
     )
-    try:
-        yield name
-    finally:
+    return name
+
+
+def remove_containers(names):
+    if names:
         subprocess.run(
-            ["podman", "rm", "--force", "--time", "0", name],
+            ["podman", "rm", "--force", "--time", "0", *names],
             env=podman_env(),
             capture_output=True,
             timeout=120,
@@ -92,26 +107,33 @@ def host():
         )
 
 
-def run_site(host, variables, tmp_path, *options):
-    inventory = tmp_path / "inventory.yml"
-    inventory.write_text(
+def write_inventory(path, containers: dict[str, str]):
+    """`containers`: {host key of HOSTS: container name}."""
+    path.write_text(
         yaml.safe_dump(
             {
                 "all": {
                     "hosts": {
-                        host: {
-                            "ansible_connection": "containers.podman.podman",
-                            "ansible_python_interpreter": "/usr/bin/python3",
+                        name: dict(
+                            HOSTS[key][0],
+                            ansible_connection="containers.podman.podman",
+                            ansible_python_interpreter="/usr/bin/python3",
                             # site.yml becomes root; in the container the connection already is.
-                            "ansible_become": False,
-                        }
+                            ansible_become=False,
+                        )
+                        for key, name in containers.items()
                     },
-                    "children": {"arvados_api": {"hosts": {host: {}}}, "slurm_controllers": {"hosts": {host: {}}}},
-                    "vars": variables,
+                    "children": {
+                        "arvados_api": {"hosts": {name: {} for name in containers.values()}},
+                        "slurm_controllers": {"hosts": {name: {} for name in containers.values()}},
+                    },
                 }
             }
         )
     )
+
+
+def run_site(inventory, *options):
     env = dict(
         podman_env(),
         ANSIBLE_COLLECTIONS_PATH=":".join(map(str, COLLECTIONS)),
@@ -119,7 +141,7 @@ def run_site(host, variables, tmp_path, *options):
         ANSIBLE_PIPELINING="1",
     )
     completed = subprocess.run(
-        [str(REPO_ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", str(inventory), str(SITE)] + list(options),
+        [str(ANSIBLE_PLAYBOOK), "-i", str(inventory), str(SITE)] + list(options),
         cwd=REPO_ROOT,
         env=env,
         capture_output=True,
@@ -128,7 +150,7 @@ def run_site(host, variables, tmp_path, *options):
         check=False,
     )
     run = Run(completed)
-    assert completed.returncode == 0 and run.recap[host]["failed"] == 0, completed.stdout[-4000:]
+    assert completed.returncode == 0 and all(c["failed"] == 0 for c in run.recap.values()), completed.stdout[-4000:]
     return run
 
 
@@ -152,44 +174,6 @@ def read(host, path):
     return podman_exec(host, ["cat", path]).stdout
 
 
-@pytest.mark.parametrize("release", sorted(RELEASES))
-def test_site_in_check_mode_then_for_real_without_systemd(host, release, tmp_path):
-    paths = COMMON + WRITTEN[release]
-    assert existing(host, paths) == []
-
-    predicted = run_site(host, RELEASES[release], tmp_path, "--check", "--diff")
-    assert predicted.changed > 0
-    assert existing(host, paths) == [], "check mode wrote files"
-    assert "check-mode-token" not in predicted.stdout and "check-mode-root-token" not in predicted.stdout
-
-    done = run_site(host, RELEASES[release], tmp_path)
-    assert done.changed > 0
-    assert existing(host, paths) == sorted(paths)
-    assert read(host, "/proc/1/comm").strip() == "sleep"
-    link = podman_exec(host, ["readlink", WANTS_LINK]).stdout.strip()
-    assert link == "/etc/systemd/system/arvados-fail-jobs.service"
-    unit = read(host, "/etc/systemd/system/arvados-fail-jobs.service")
-    before = {
-        "1.4": "Before=nginx.service arvados-controller.service arvados-ws.service runit.service "
-        "crunch-dispatch-slurm.service",
-        "3.2": "Before=arvados-railsapi.service arvados-controller.service arvados-ws.service "
-        "crunch-dispatch-slurm.service",
-    }[release]
-    assert before in unit.splitlines()
-    # The one-file command imports its carried package (the database is not there).
-    usage = podman_exec(host, ["/usr/local/bin/arvados-fail-jobs", "--help"], check=False)
-    assert usage.returncode == 0 and "--options-file" in usage.stdout, usage.stderr
-    if release == "3.2":
-        cluster = yaml.safe_load(read(host, "/etc/arvados/config.yml"))["Clusters"]["zzzzz"]
-        assert cluster["Containers"]["SLURM"]["SbatchArgumentsList"][0] == "--job-name=%U"
-    else:
-        legacy = yaml.safe_load(read(host, WRITTEN["1.4"][0]))
-        assert sorted(legacy) == ["BatchSize", "Client", "SbatchArguments"]
-
-    assert run_site(host, RELEASES[release], tmp_path, "--check", "--diff").changed == 0
-    assert run_site(host, RELEASES[release], tmp_path).changed == 0
-
-
 def install_stand_in_package(host, package, version):
     """An empty Debian package of this name and version, installed with dpkg: what the
     roles read to tell the release when no *_arvados_version is set."""
@@ -202,23 +186,68 @@ def install_stand_in_package(host, package, version):
     podman_exec(host, ["sh", "-c", script], timeout=120)
 
 
-def test_the_release_is_read_from_the_installed_packages(host, tmp_path):
-    install_stand_in_package(host, "crunch-dispatch-slurm", "1.4.3-1")
-    install_stand_in_package(host, "arvados-api-server", "1.4.3-1")
-    variables = {name: value for name, value in RELEASES["1.4"].items() if not name.endswith("_arvados_version")}
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """site.yml on the three fresh hosts: --check --diff, the real run, then both again.
+    Yields ({host key: container}, {step: Run}, {host key: files before any run})."""
+    if not shutil.which("podman"):
+        pytest.skip("podman is not installed")
+    if subprocess.run(["podman", "image", "exists", IMAGE], env=podman_env(), check=False).returncode != 0:
+        pytest.skip("%s is not built (scripts/build-molecule-image.sh)" % IMAGE)
+    containers: dict[str, str] = {}
+    try:
+        for key in HOSTS:
+            containers[key] = start_container()
+        install_stand_in_package(containers["packages"], "crunch-dispatch-slurm", "1.4.3-1")
+        install_stand_in_package(containers["packages"], "arvados-api-server", "1.4.3-1")
+        before = {key: existing(name, COMMON + WRITTEN["1.4"] + WRITTEN["3.2"]) for key, name in containers.items()}
+        inventory = tmp_path_factory.mktemp("site") / "inventory.yml"
+        write_inventory(inventory, containers)
+        runs = {"predicted": run_site(inventory, "--check", "--diff")}
+        runs["written"] = {
+            key: existing(name, COMMON + WRITTEN["1.4"] + WRITTEN["3.2"]) for key, name in containers.items()
+        }
+        runs["done"] = run_site(inventory)
+        runs["predicted again"] = run_site(inventory, "--check", "--diff")
+        runs["done again"] = run_site(inventory)
+        yield containers, runs, before
+    finally:
+        remove_containers(list(containers.values()))
 
-    predicted = run_site(host, variables, tmp_path, "--check")
-    assert predicted.changed > 0
-    assert existing(host, COMMON + WRITTEN["1.4"]) == []
-    done = run_site(host, variables, tmp_path)
-    assert done.changed > 0
 
-    # 1.4.3 from dpkg: the dispatcher's own file with the keys 1.4 reads, and the 1.x units held back.
-    assert existing(host, WRITTEN["1.4"] + WRITTEN["3.2"]) == WRITTEN["1.4"]
-    assert sorted(yaml.safe_load(read(host, WRITTEN["1.4"][0]))) == ["BatchSize", "Client", "SbatchArguments"]
+@pytest.mark.parametrize("key", sorted(HOSTS))
+def test_check_mode_on_a_fresh_host_predicts_changes_and_writes_nothing(site, key):
+    containers, runs, before = site
+    assert before[key] == []
+    assert runs["predicted"].recap[containers[key]]["changed"] > 0
+    assert runs["written"][key] == [], "check mode wrote files"
+    assert "check-mode-token" not in runs["predicted"].stdout
+    assert "check-mode-root-token" not in runs["predicted"].stdout
+
+
+@pytest.mark.parametrize("key", sorted(HOSTS))
+def test_the_real_run_installs_both_roles_for_the_hosts_release(site, key):
+    containers, runs, _before = site
+    host, release = containers[key], HOSTS[key][1]
+    assert runs["done"].recap[host]["changed"] > 0
+    # Only the release's own dispatcher file: 1.4.3 from dpkg gets the 1.4 one.
+    assert existing(host, COMMON + WRITTEN["1.4"] + WRITTEN["3.2"]) == sorted(COMMON + WRITTEN[release])
+    assert read(host, "/proc/1/comm").strip() == "sleep"
+    assert podman_exec(host, ["readlink", WANTS_LINK]).stdout.strip() == "/etc/systemd/system/arvados-fail-jobs.service"
     unit = read(host, "/etc/systemd/system/arvados-fail-jobs.service")
-    assert (
-        "Before=nginx.service arvados-controller.service arvados-ws.service runit.service "
-        "crunch-dispatch-slurm.service" in unit.splitlines()
-    )
-    assert run_site(host, variables, tmp_path).changed == 0
+    assert UNIT_BEFORE[release] in unit.splitlines()
+    # The one-file command imports its carried package (the database is not there).
+    usage = podman_exec(host, ["/usr/local/bin/arvados-fail-jobs", "--help"], check=False)
+    assert usage.returncode == 0 and "--options-file" in usage.stdout, usage.stderr
+    if release == "3.2":
+        cluster = yaml.safe_load(read(host, "/etc/arvados/config.yml"))["Clusters"]["zzzzz"]
+        assert cluster["Containers"]["SLURM"]["SbatchArgumentsList"][0] == "--job-name=%U"
+    else:
+        assert sorted(yaml.safe_load(read(host, WRITTEN["1.4"][0]))) == ["BatchSize", "Client", "SbatchArguments"]
+
+
+@pytest.mark.parametrize("key", sorted(HOSTS))
+def test_a_second_check_and_run_change_nothing(site, key):
+    containers, runs, _before = site
+    assert runs["predicted again"].recap[containers[key]]["changed"] == 0
+    assert runs["done again"].recap[containers[key]]["changed"] == 0
