@@ -9,7 +9,7 @@ import yaml
 
 from ansible_collections.arvados_ops.recovery.plugins.doc_fragments.arvados_db import ModuleDocFragment
 from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs_run, reconcile_run
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.module_support import argument_spec
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import argument_spec
 from ansible_collections.arvados_ops.recovery.plugins.modules import arvados_fail_jobs, arvados_reconcile_info
 
 MODULES = {
