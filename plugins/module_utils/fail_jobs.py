@@ -55,7 +55,7 @@ from .arvados_db_config import APPLICATION_NAME
 from .errors import RecoveryError
 from .fail_jobs_threshold import EXEMPT, QUALIFIES, classify_running_job
 from .option_bounds import MAX_BATCH_SIZE, MAX_PG_TIMEOUT_SECONDS, MAX_SLEEP_SECONDS
-from .options import Option, auto_or_bool, count, seconds
+from .options import Option, auto_or_bool, check_text, count, seconds
 from .uuids import JOB_UUID_RE, LOG_INFIX, new_uuid, system_user_uuid
 
 JOB_STATE_RUNNING = "Running"
@@ -577,13 +577,10 @@ class CleanupOptions:
 
 def check_summary(message, retry):
     """Refuse a log message whose longest summary (with `retry`, the note for a job failed
-    instead is added to it) is longer than MAX_SUMMARY_BYTES or holds a NUL."""
-    if "\x00" in message:
-        raise RecoveryError(
-            "option log_message must not contain a NUL character (\\x00), which PostgreSQL text cannot hold"
-        )
+    instead is added to it) is longer than MAX_SUMMARY_BYTES, or that PostgreSQL cannot store."""
+    check_text("log_message", message)
     note = len(UNRUNNABLE_NOTE.encode("utf-8")) if retry else 0
-    size = len(message.encode("utf-8", "surrogatepass"))
+    size = len(message.encode("utf-8"))
     if size + note > MAX_SUMMARY_BYTES:
         raise RecoveryError(
             "option log_message is %d bytes of UTF-8, more than the %d the logs' summary index takes%s"

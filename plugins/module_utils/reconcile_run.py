@@ -167,13 +167,12 @@ def _prefix(value: Any) -> Optional[str]:
         raise ConfigError("cluster_prefix: %s" % error) from error
 
 
-def _users_by_kind(value: Any, slurm_user: Any) -> Dict[str, str]:
+def _users_by_kind(value: Optional[Mapping[str, Any]], slurm_user: Any) -> Dict[str, str]:
+    """The Slurm user of each kind; the option's type (dict) has been checked."""
     if value in (None, {}):
         return {}
     if slurm_user not in (None, ""):
         raise ConfigError("slurm_user and slurm_users are mutually exclusive: give one user, or one per kind")
-    if not isinstance(value, Mapping):
-        raise ConfigError("slurm_users must be a dict of kind (%s) to Slurm user, got %r" % (", ".join(KINDS), value))
     unknown = sorted(str(kind) for kind in value if kind not in KINDS)
     if unknown:
         raise ConfigError(
