@@ -51,6 +51,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 from .errors import ConfigError, shown
 from .option_bounds import MAX_PORT, MAX_SLEEP_SECONDS
+from .options import Option, Range, seconds
 
 DEFAULT_CONFIG_FILE = "/etc/arvados/config.yml"
 DEFAULT_DATABASE_YML = "/etc/arvados/api/database.yml"
@@ -59,65 +60,44 @@ APPLICATION_NAME = "arvados-fail-jobs"
 SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 REDACTED = "********"
 
-# One source of truth for the connection options of the module (argument_spec)
-# and the command (argparse flags). ``help`` is for the command only.
-CONNECTION_OPTIONS: Dict[str, Dict[str, Any]] = {
-    "config_file": {
-        "type": "path",
-        "default": None,
-        "help": "Arvados config.yml to read Clusters.<id>.PostgreSQL.Connection from "
+# One source of truth for the connection options of the modules (argument_spec) and the
+# command (flags); `help` is for the command only.
+CONNECTION_OPTIONS: Dict[str, Option] = {
+    "config_file": Option(
+        "path",
+        help="Arvados config.yml to read Clusters.<id>.PostgreSQL.Connection from "
         "(default: %s if it exists; '' to skip)" % DEFAULT_CONFIG_FILE,
-    },
-    "cluster_id": {
-        "type": "str",
-        "default": None,
-        "help": "cluster in config.yml, needed when it defines several",
-    },
-    "database_yml": {
-        "type": "path",
-        "default": None,
-        "help": "older clusters' database.yml, section production "
+    ),
+    "cluster_id": Option("str", help="cluster in config.yml, needed when it defines several"),
+    "database_yml": Option(
+        "path",
+        help="older clusters' database.yml, section production "
         "(default: %s if config.yml is missing; '' to skip)" % DEFAULT_DATABASE_YML,
-    },
+    ),
     # The aliases are community.postgresql's names, which Ansible users know; the modules
     # take them, the command's flags and options file only the names.
-    "db_host": {"type": "str", "default": None, "aliases": ["login_host"], "help": "database host or socket directory"},
-    "db_port": {
-        "type": "int",
-        "default": None,
-        "max": MAX_PORT,
-        "aliases": ["login_port", "port"],
-        "help": "database port",
-    },
-    "db_name": {"type": "str", "default": None, "aliases": ["login_db"], "help": "database name"},
-    "db_user": {"type": "str", "default": None, "aliases": ["login_user"], "help": "database user"},
-    "db_password": {
-        "type": "str",
-        "default": None,
-        "no_log": True,
-        "aliases": ["login_password"],
-        "help": "database password (prefer PGPASSWORD or ~/.pgpass: command lines are visible to all)",
-    },
-    "db_sslmode": {
-        "type": "str",
-        "default": None,
-        "choices": list(SSLMODES),
-        "aliases": ["ssl_mode"],
-        "help": "libpq sslmode",
-    },
-    "db_ca_cert": {
-        "type": "path",
-        "default": None,
-        "aliases": ["ca_cert", "ssl_rootcert"],
-        "help": "CA certificate(s) the server's must chain to under sslmode verify-ca or verify-full "
-        "(libpq sslrootcert)",
-    },
-    "db_connect_timeout": {
-        "type": "int",
-        "default": DEFAULT_CONNECT_TIMEOUT,
-        "max": MAX_SLEEP_SECONDS,
-        "help": "seconds to wait for each connection attempt",
-    },
+    "db_host": Option("str", aliases=["login_host"], help="database host or socket directory"),
+    "db_port": Option("int", aliases=["login_port", "port"], check=Range(MAX_PORT, minimum=1), help="database port"),
+    "db_name": Option("str", aliases=["login_db"], help="database name"),
+    "db_user": Option("str", aliases=["login_user"], help="database user"),
+    "db_password": Option(
+        "str",
+        no_log=True,
+        aliases=["login_password"],
+        help="database password (prefer PGPASSWORD or ~/.pgpass: command lines are visible to all)",
+    ),
+    "db_sslmode": Option("str", choices=SSLMODES, aliases=["ssl_mode"], help="libpq sslmode"),
+    "db_ca_cert": Option(
+        "path",
+        aliases=["ca_cert", "ssl_rootcert"],
+        help="CA certificate(s) the server's must chain to under sslmode verify-ca or verify-full (libpq sslrootcert)",
+    ),
+    "db_connect_timeout": Option(
+        "int",
+        DEFAULT_CONNECT_TIMEOUT,
+        check=seconds(MAX_SLEEP_SECONDS, minimum=1),
+        help="seconds to wait for each connection attempt",
+    ),
 }
 
 CONNECTION_MUTUALLY_EXCLUSIVE = [["config_file", "database_yml"], ["cluster_id", "database_yml"]]
@@ -395,8 +375,8 @@ def _port(value: Any, source: str) -> Optional[int]:
     if value is None:
         return None
     text = str(value).strip()
-    if not re.fullmatch(r"\d{1,5}", text, re.ASCII) or not 1 <= int(text) <= 65535:
-        raise ConfigError("database port %r (%s) is not a number from 1 to 65535" % (value, source))
+    if not re.fullmatch(r"\d{1,5}", text, re.ASCII) or not 1 <= int(text) <= MAX_PORT:
+        raise ConfigError("database port %r (%s) is not a number from 1 to %d" % (value, source, MAX_PORT))
     return int(text)
 
 
@@ -409,12 +389,8 @@ def _sslmode(value: Any, source: str) -> Optional[str]:
 
 
 def _connect_timeout(value: Any) -> int:
-    text = str(value).strip()
-    if not re.fullmatch(r"\d+", text, re.ASCII) or not 1 <= int(text) <= MAX_SLEEP_SECONDS:
-        raise ConfigError(
-            "db_connect_timeout %r is not a whole number of seconds from 1 to %d" % (value, MAX_SLEEP_SECONDS)
-        )
-    return int(text)
+    """The option's own check; text too, as resolve_database_settings may be given it."""
+    return CONNECTION_OPTIONS["db_connect_timeout"].parse_value("db_connect_timeout", value, from_text=True)
 
 
 def _mapping_at(container: Any, key: str, path: str, parent: str = "") -> Dict[str, Any]:

@@ -46,7 +46,6 @@ import bisect
 import contextlib
 import hashlib
 import json
-import math
 import re
 import time
 from datetime import datetime
@@ -55,6 +54,8 @@ from typing import NamedTuple, Optional
 from .arvados_db_config import APPLICATION_NAME
 from .errors import RecoveryError
 from .fail_jobs_threshold import EXEMPT, QUALIFIES, classify_running_job
+from .option_bounds import MAX_BATCH_SIZE, MAX_PG_TIMEOUT_SECONDS, MAX_SLEEP_SECONDS
+from .options import Option, auto_or_bool, check_text, count, seconds
 from .uuids import JOB_UUID_RE, LOG_INFIX, new_uuid, system_user_uuid
 
 JOB_STATE_RUNNING = "Running"
@@ -484,6 +485,46 @@ def with_last(items):
     yield previous, True
 
 
+# The cleanup's own options, declared once: CleanupOptions checks its values with them and
+# fail_jobs_run's table, which the module and the command are made from, holds them.
+CLEANUP_OPTIONS = {
+    "batch_size": Option(
+        "int",
+        check=count(MAX_BATCH_SIZE),
+        help="jobs per transaction (default: %d at boot, %d when live)" % (DEFAULT_BATCH_SIZE, LIVE_BATCH_SIZE),
+    ),
+    "lock_wait": Option(
+        "float",
+        DEFAULT_LOCK_WAIT,
+        check=seconds(MAX_SLEEP_SECONDS),
+        help="seconds to wait for another cleanup run to finish",
+    ),
+    "row_lock_wait": Option(
+        "float",
+        DEFAULT_ROW_LOCK_WAIT,
+        # Also the batches' lock_timeout.
+        check=seconds(MAX_PG_TIMEOUT_SECONDS),
+        help="seconds to keep trying jobs another transaction holds locked "
+        "(never waiting on them while holding other rows); those still "
+        "locked then are reported and left for a rerun",
+    ),
+    "live": Option(
+        "raw",
+        DEFAULT_LIVE,
+        check=auto_or_bool,
+        help="whether the API server uses the database during the run: true (keep its "
+        "writes fast), false (at boot: full speed), auto (true when other sessions "
+        "are connected to the database)",
+    ),
+    "batch_pause": Option(
+        "float",
+        check=seconds(MAX_SLEEP_SECONDS),
+        help="seconds to pause between batches, to leave the database to "
+        "other clients (default: %g when live, 0 at boot)" % LIVE_BATCH_PAUSE,
+    ),
+}
+
+
 class CleanupOptions:
     """What a cleanup does. Validated on creation, before anything is read or written."""
 
@@ -521,14 +562,8 @@ class CleanupOptions:
         self._validate()
 
     def _validate(self):
-        if self.batch_size is not None:
-            check_positive_int("batch_size", self.batch_size)
-        check_seconds("lock_wait", self.lock_wait)
-        check_seconds("row_lock_wait", self.row_lock_wait)
-        if self.batch_pause is not None:
-            check_seconds("batch_pause", self.batch_pause)
-        if self.live not in ("auto", True, False):
-            raise RecoveryError("live must be auto, true or false, got %r" % (self.live,))
+        for name, option in CLEANUP_OPTIONS.items():
+            setattr(self, name, option.parse_value(name, getattr(self, name)))
         if not self.message.strip():
             raise RecoveryError("message must not be empty")
         check_summary(self.message, self.retry)
@@ -540,28 +575,12 @@ class CleanupOptions:
         return JOB_STATE_QUEUED if self.retry else JOB_STATE_FAILED
 
 
-def check_seconds(name, value, positive=False):
-    """`value` as float seconds, or a RecoveryError in the one style every option's check
-    uses: nan and inf are refused (a wait of inf never ends, and nan compares false to
-    every deadline, so it would retry without a pause), and negatives."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise RecoveryError("%s must be a finite number, got %r" % (name, value))
-    if value < 0:
-        raise RecoveryError("%s must not be negative, got %r" % (name, value))
-    if positive and value == 0:
-        raise RecoveryError("%s must be above 0, got %r" % (name, value))
-    return float(value)
-
-
 def check_summary(message, retry):
     """Refuse a log message whose longest summary (with `retry`, the note for a job failed
-    instead is added to it) is longer than MAX_SUMMARY_BYTES or holds a NUL."""
-    if "\x00" in message:
-        raise RecoveryError(
-            "option log_message must not contain a NUL character (\\x00), which PostgreSQL text cannot hold"
-        )
+    instead is added to it) is longer than MAX_SUMMARY_BYTES, or that PostgreSQL cannot store."""
+    check_text("log_message", message)
     note = len(UNRUNNABLE_NOTE.encode("utf-8")) if retry else 0
-    size = len(message.encode("utf-8", "surrogatepass"))
+    size = len(message.encode("utf-8"))
     if size + note > MAX_SUMMARY_BYTES:
         raise RecoveryError(
             "option log_message is %d bytes of UTF-8, more than the %d the logs' summary index takes%s"
@@ -571,12 +590,6 @@ def check_summary(message, retry):
                 " with retry (which adds a %d-byte note for a job failed instead)" % note if note else "",
             )
         )
-
-
-def check_positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise RecoveryError("%s must be a positive integer, got %r" % (name, value))
-    return value
 
 
 def check_job_uuids(uuids):

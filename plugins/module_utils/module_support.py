@@ -4,8 +4,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """What the database modules share around their engines, without importing Ansible.
 
-- `argument_spec(options)`: an Ansible argument_spec made from an engine's option table,
-  the table the `arvados-fail-jobs` flags are made from too;
 - `run_engine(module, engine, options, describe_missing)`: one way to run an engine and
   report: psycopg missing (for the database modules), its result, its warnings, or its
   one-line reason as the failure, with the values of the no_log options masked in it
@@ -21,22 +19,6 @@ from .errors import RecoveryError, shown
 
 # What a secret is replaced with in a message (as Ansible masks no_log values).
 MASK = "********"
-
-# What an option table holds for people (flags' help), not for Ansible.
-# `max` is checked by the engines (option_bounds), for the module and the command alike.
-_NOT_FOR_ANSIBLE = ("help", "max")
-
-
-def argument_spec(options: Mapping[str, Mapping[str, Any]]) -> Dict[str, Dict[str, Any]]:
-    """The table without help texts and without the defaults that are None."""
-    return {
-        name: {
-            key: value
-            for key, value in spec.items()
-            if key not in _NOT_FOR_ANSIBLE and not (key == "default" and value is None)
-        }
-        for name, spec in options.items()
-    }
 
 
 def canonical_params(params: Mapping[str, Any], options: Mapping[str, Any]) -> Dict[str, Any]:

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import math
 import operator
 import os
 import re
@@ -43,7 +42,8 @@ from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 from .arvados_db_config import CONNECTION_OPTIONS, resolve_database_settings
 from .errors import ConfigError, RecoveryError
-from .option_bounds import MAX_BATCH_SIZE, MAX_PG_TIMEOUT_SECONDS, MAX_SLEEP_SECONDS, check_maxima, check_texts
+from .option_bounds import MAX_BATCH_SIZE, MAX_PG_TIMEOUT_SECONDS, MAX_SLEEP_SECONDS
+from .options import Option, count, parse, seconds
 from .pg_connect import connect, import_psycopg, redact
 from .reconcile import (
     DEFAULT_ORPHAN_GRACE,
@@ -71,28 +71,42 @@ from .slurm_runner import Clock, Runner, SubprocessRunner, SystemClock, require_
 from .slurm_users import SLURM_USER_NAME
 from .uuids import check_prefix
 
-RECONCILE_OPTIONS: Dict[str, Dict[str, Any]] = {
-    "cluster_prefix": {"type": "str", "default": None},
-    "kinds": {"type": "list", "elements": "str", "choices": list(KINDS), "default": list(KINDS)},
-    "settle": {"type": "float", "default": 10.0, "max": MAX_SLEEP_SECONDS},
-    "orphans": {"type": "str", "choices": list(ORPHAN_RULES), "default": EVIDENCE},
-    "crunch_v1_dispatcher": {"type": "str", "choices": list(V1_DISPATCHER_EVIDENCE), "default": UNKNOWN},
-    "orphan_grace": {"type": "float", "default": DEFAULT_ORPHAN_GRACE, "max": MAX_ORPHAN_GRACE},
-    "missing_are_stray": {"type": "bool", "default": False},
-    "allow_standby": {"type": "bool", "default": False},
-    "slurm_user": {"type": "str", "default": None},
-    "slurm_users": {"type": "dict", "default": None},
-    "slurm_clusters": {"type": "str", "default": None},
-    "squeue_path": {"type": "path", "default": None},
-    "command_timeout": {"type": "float", "default": 10.0, "max": MAX_SLEEP_SECONDS},
-    "db_wait": {"type": "float", "default": 30.0, "max": MAX_SLEEP_SECONDS},
+RECONCILE_OPTIONS: Dict[str, Option] = {
+    "cluster_prefix": Option("str"),
+    "kinds": Option("list", list(KINDS), elements="str", choices=KINDS),
+    "settle": Option("float", 10.0, check=seconds(MAX_SLEEP_SECONDS)),
+    "orphans": Option("str", EVIDENCE, choices=ORPHAN_RULES),
+    "crunch_v1_dispatcher": Option("str", UNKNOWN, choices=V1_DISPATCHER_EVIDENCE),
+    # A longer grace hides real orphans.
+    "orphan_grace": Option("float", DEFAULT_ORPHAN_GRACE, check=seconds(MAX_ORPHAN_GRACE)),
+    "missing_are_stray": Option("bool", False),
+    "allow_standby": Option("bool", False),
+    "slurm_user": Option("str"),
+    "slurm_users": Option("dict"),
+    "slurm_clusters": Option("str"),
+    "squeue_path": Option("path"),
+    "command_timeout": Option("float", 10.0, check=seconds(MAX_SLEEP_SECONDS, above=True)),
+    "db_wait": Option("float", 30.0, check=seconds(MAX_SLEEP_SECONDS)),
     # The session's statement_timeout.
-    "query_timeout": {"type": "float", "default": 300.0, "max": MAX_PG_TIMEOUT_SECONDS},
-    "batch_size": {"type": "int", "default": 10000, "max": MAX_BATCH_SIZE},
+    "query_timeout": Option("float", 300.0, check=seconds(MAX_PG_TIMEOUT_SECONDS, above=True)),
+    "batch_size": Option("int", 10000, check=count(MAX_BATCH_SIZE)),
 }
-ALL_OPTIONS: Dict[str, Dict[str, Any]] = dict(CONNECTION_OPTIONS, **RECONCILE_OPTIONS)
+ALL_OPTIONS: Dict[str, Option] = dict(CONNECTION_OPTIONS, **RECONCILE_OPTIONS)
 
 
+# The options the table's checks say all of; the others have checks of their own here.
+_AS_PARSED = (
+    "settle",
+    "orphans",
+    "command_timeout",
+    "db_wait",
+    "query_timeout",
+    "batch_size",
+    "crunch_v1_dispatcher",
+    "orphan_grace",
+    "missing_are_stray",
+    "allow_standby",
+)
 _CLUSTERS = re.compile(r"[A-Za-z0-9_.-]+(?:,[A-Za-z0-9_.-]+)*\Z", re.ASCII)
 _USER = SLURM_USER_NAME
 
@@ -125,78 +139,23 @@ class ReconcileOptions:
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> ReconcileOptions:
-        full = {name: spec.get("default") for name, spec in RECONCILE_OPTIONS.items()}
-        full.update({name: value for name, value in params.items() if name in RECONCILE_OPTIONS and value is not None})
+        full = parse(RECONCILE_OPTIONS, {name: value for name, value in params.items() if name in RECONCILE_OPTIONS})
         return cls(
             kinds=_kinds(full["kinds"]),
-            settle=_seconds("settle", full["settle"], strictly_positive=False),
-            orphans=_choice("orphans", full["orphans"]),
             cluster_prefix=_prefix(full["cluster_prefix"]),
             slurm_user=_optional_match("slurm_user", full["slurm_user"], _USER),
             slurm_clusters=_optional_match("slurm_clusters", full["slurm_clusters"], _CLUSTERS),
             squeue_path=require_program(full["squeue_path"] or "squeue"),
-            command_timeout=_seconds("command_timeout", full["command_timeout"]),
-            db_wait=_seconds("db_wait", full["db_wait"], strictly_positive=False),
-            query_timeout=_seconds("query_timeout", full["query_timeout"]),
-            batch_size=_positive_int("batch_size", full["batch_size"]),
-            crunch_v1_dispatcher=_choice("crunch_v1_dispatcher", full["crunch_v1_dispatcher"]),
-            orphan_grace=_grace(full["orphan_grace"]),
-            missing_are_stray=_bool("missing_are_stray", full["missing_are_stray"]),
-            allow_standby=_bool("allow_standby", full["allow_standby"]),
             slurm_users=_users_by_kind(full["slurm_users"], full["slurm_user"]),
+            **{name: full[name] for name in _AS_PARSED},
         )
 
 
-def _kinds(value: Any) -> Tuple[str, ...]:
-    kinds = [value] if isinstance(value, str) else value
-    if not isinstance(kinds, (list, tuple)) or not kinds:
+def _kinds(kinds: List[str]) -> Tuple[str, ...]:
+    """The kinds in the engine's order; the option's choices have been checked."""
+    if not kinds:
         raise ConfigError("kinds must be a non-empty list of %s" % ", ".join(KINDS))
-    unknown = [kind for kind in kinds if kind not in KINDS]
-    if unknown:
-        raise ConfigError("kinds: unknown kind(s) %s; known: %s" % (", ".join(map(repr, unknown)), ", ".join(KINDS)))
     return tuple(kind for kind in KINDS if kind in kinds)
-
-
-def _seconds(name: str, value: Any, strictly_positive: bool = True) -> float:
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        seconds = float("nan")
-    if isinstance(value, bool) or not math.isfinite(seconds) or seconds < 0 or (strictly_positive and seconds == 0):
-        raise ConfigError(
-            "%s must be a number of seconds %s, got %r"
-            % (name, "above 0" if strictly_positive else "of 0 or more", value)
-        )
-    return seconds
-
-
-def _grace(value: Any) -> float:
-    grace = _seconds("orphan_grace", value, strictly_positive=False)
-    if grace > MAX_ORPHAN_GRACE:
-        raise ConfigError(
-            "orphan_grace must be at most %g seconds (a longer grace hides real orphans), got %r"
-            % (MAX_ORPHAN_GRACE, value)
-        )
-    return grace
-
-
-def _bool(name: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError("%s must be true or false, got %r" % (name, value))
-    return value
-
-
-def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError("%s must be a whole number of 1 or more, got %r" % (name, value))
-    return value
-
-
-def _choice(name: str, value: Any) -> str:
-    choices = RECONCILE_OPTIONS[name]["choices"]
-    if value not in choices:
-        raise ConfigError("%s must be one of %s, got %r" % (name, ", ".join(choices), value))
-    return value
 
 
 def _prefix(value: Any) -> Optional[str]:
@@ -208,13 +167,12 @@ def _prefix(value: Any) -> Optional[str]:
         raise ConfigError("cluster_prefix: %s" % error) from error
 
 
-def _users_by_kind(value: Any, slurm_user: Any) -> Dict[str, str]:
+def _users_by_kind(value: Optional[Mapping[str, Any]], slurm_user: Any) -> Dict[str, str]:
+    """The Slurm user of each kind; the option's type (dict) has been checked."""
     if value in (None, {}):
         return {}
     if slurm_user not in (None, ""):
         raise ConfigError("slurm_user and slurm_users are mutually exclusive: give one user, or one per kind")
-    if not isinstance(value, Mapping):
-        raise ConfigError("slurm_users must be a dict of kind (%s) to Slurm user, got %r" % (", ".join(KINDS), value))
     unknown = sorted(str(kind) for kind in value if kind not in KINDS)
     if unknown:
         raise ConfigError(
@@ -521,12 +479,8 @@ def _no_cyclic_gc():
 
 def check_params(params: Mapping[str, Any]) -> Tuple[Any, ReconcileOptions]:
     """(database settings, options): every value checked before anything is asked."""
-    unknown = sorted(set(params) - set(ALL_OPTIONS))
-    if unknown:
-        raise ConfigError("unknown option(s): %s" % ", ".join(unknown))
-    check_texts(params, ALL_OPTIONS)
+    params = parse(ALL_OPTIONS, params)
     options = ReconcileOptions.from_params(params)
-    check_maxima(params, ALL_OPTIONS)
     return resolve_database_settings(params), options
 
 

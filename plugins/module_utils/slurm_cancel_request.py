@@ -11,13 +11,14 @@ checks, and no command runs before they pass. Pure Python (3.8+).
 
 from __future__ import annotations
 
-import math
 import re
 import unicodedata
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, Dict, Iterable, Optional, Tuple
 
 from .errors import ConfigError
+from .option_bounds import MAX_CONCURRENT_SCANCEL, MAX_JOB_IDS_PER_SCANCEL, MAX_SCANCEL_PER_SECOND, MAX_SLEEP_SECONDS
+from .options import Option, Range, count, seconds
 from .uuids import CONTAINER_UUID_RE
 
 # Any Arvados object UUID; callers narrow it to one kind, e.g.
@@ -68,11 +69,6 @@ AFTER_TERM_CHOICES = (AFTER_TERM_AGAIN, AFTER_TERM_CANCEL)
 # TERM once per poll, PollInterval 10 s by default (crunch-dispatch-slurm.go PollPeriod at
 # 1.4.3; Containers.CloudVMs.PollInterval in lib/config/config.default.yml at 2.7.4 and 3.2.1).
 DEFAULT_TERM_INTERVAL = 10.0
-# Faster than the dispatcher's one-second pause between Cancels only loads slurmctld:
-# crunch-run needs time to stop its container whatever the number of TERMs. Above an hour
-# is no repeat within any sensible deadline.
-TERM_INTERVAL_BOUNDS = (1.0, 3600.0)
-
 # The deadline of a call without ``timeout``; a call that may send TERM first adds
 # ``terminate_grace`` to it, the time crunch-run is given to stop its container.
 BASE_TIMEOUT = 120.0
@@ -137,22 +133,15 @@ class CancelRequest:
         self._set("user", _optional_word("user", self.user))
         self._set("signal", _checked_signal(self.signal))
         self._set("clusters", _optional_match("clusters", self.clusters, _CLUSTERS))
-        for flag in ("wait", "batch", "check_mode"):
-            _require_bool(flag, getattr(self, flag))
+        if not isinstance(self.check_mode, bool):
+            raise CancelRequestError("check_mode must be true or false, got %r" % (self.check_mode,))
+        self._check_options(_TABLE_CHECKED)
         if self.batch and not self.signal:
             raise CancelRequestError("batch needs signal: scancel --batch alone would kill only the batch shell")
-        self._check_stop()
-        for name in ("grace_period", "retry_delay", "error_retry_delay", "log_interval", "terminate_grace"):
-            self._set(name, _seconds(name, getattr(self, name), minimum=0.0))
+        self._refuse_stop_with_signal()
         if self.timeout is None:
             self._set("timeout", BASE_TIMEOUT + (self.terminate_grace if self.may_terminate else 0.0))
-        for name in ("timeout", "max_scancel_per_second", "command_timeout"):
-            self._set(name, _seconds(name, getattr(self, name), minimum=0.0, strictly_above=True))
-        self._set("term_interval", _seconds("term_interval", self.term_interval, minimum=TERM_INTERVAL_BOUNDS[0]))
-        if self.term_interval > TERM_INTERVAL_BOUNDS[1]:
-            raise CancelRequestError(
-                "term_interval must be at most %g, got %r" % (TERM_INTERVAL_BOUNDS[1], self.term_interval)
-            )
+            self._check_options(("timeout",))
         # Job ids name jobs of unknown kind: they extend the default deadline, but only
         # a job sure to get TERM makes a short timeout an error, and only where an
         # outright cancel must fit in it.
@@ -163,21 +152,21 @@ class CancelRequest:
                 "could never be cancelled (after_term=cancel): raise timeout, lower terminate_grace or set "
                 "after_term to term_again" % (self.timeout, self.terminate_grace)
             )
-        for name in ("max_concurrent_scancel", "max_job_ids_per_scancel"):
-            _require_positive_int(name, getattr(self, name))
         for name in ("squeue_path", "scancel_path"):
             _require_path(name, getattr(self, name))
 
     def _set(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
 
-    def _check_stop(self) -> None:
-        if self.stop not in STOP_CHOICES:
-            raise CancelRequestError("stop must be one of %s, got %r" % (", ".join(STOP_CHOICES), self.stop))
-        if self.after_term not in AFTER_TERM_CHOICES:
-            raise CancelRequestError(
-                "after_term must be one of %s, got %r" % (", ".join(AFTER_TERM_CHOICES), self.after_term)
-            )
+    def _check_options(self, names: Iterable[str]) -> None:
+        """The fields' values checked as the options of the same names are (CANCEL_OPTIONS)."""
+        for name in names:
+            try:
+                self._set(name, CANCEL_OPTIONS[name].parse_value(name, getattr(self, name)))
+            except ConfigError as error:
+                raise CancelRequestError(str(error)) from None
+
+    def _refuse_stop_with_signal(self) -> None:
         for option, default in (("stop", STOP_AUTO), ("after_term", AFTER_TERM_AGAIN)):
             if self.signal and getattr(self, option) != default:
                 raise CancelRequestError(
@@ -207,6 +196,56 @@ class CancelRequest:
 def request_defaults() -> Dict[str, Any]:
     """The default of every option, for the module's argument spec: one place for them."""
     return {field.name: field.default for field in fields(CancelRequest) if field.default is not MISSING}
+
+
+_DEFAULTS = request_defaults()
+
+
+def _option(option_type: str, request_field: Optional[str] = None, **extra: Any) -> Option:
+    """An option whose default is the CancelRequest field's (None without a field)."""
+    return Option(option_type, _DEFAULTS.get(request_field) if request_field else None, **extra)
+
+
+# The options of slurm_job_cancel, one a CancelRequest field of the same name (but name and
+# job_id, which fill names and job_ids): the module's argument spec is made from it, and a
+# request checks its fields' values with it, whoever makes the request.
+CANCEL_OPTIONS: Dict[str, Option] = {
+    "name": _option("list", elements="str", aliases=["uuid"]),
+    "job_id": _option("list", elements="str"),
+    "user": _option("str"),
+    "wait": _option("bool", "wait"),
+    "grace_period": _option("float", "grace_period", check=seconds(MAX_SLEEP_SECONDS)),
+    "retry_delay": _option("float", "retry_delay", check=seconds(MAX_SLEEP_SECONDS)),
+    "error_retry_delay": _option("float", "error_retry_delay", check=seconds(MAX_SLEEP_SECONDS)),
+    # None: the request works the deadline out from stop and terminate_grace.
+    "timeout": _option("float", check=seconds(MAX_SLEEP_SECONDS, above=True)),
+    "command_timeout": _option("float", "command_timeout", check=seconds(MAX_SLEEP_SECONDS, above=True)),
+    "max_scancel_per_second": _option(
+        "float", "max_scancel_per_second", check=Range(MAX_SCANCEL_PER_SECOND, 0, above=True)
+    ),
+    "max_concurrent_scancel": _option("int", "max_concurrent_scancel", check=count(MAX_CONCURRENT_SCANCEL)),
+    "max_job_ids_per_scancel": _option("int", "max_job_ids_per_scancel", check=count(MAX_JOB_IDS_PER_SCANCEL)),
+    "log_interval": _option("float", "log_interval", check=seconds(MAX_SLEEP_SECONDS)),
+    "stop": _option("str", "stop", choices=STOP_CHOICES),
+    "after_term": _option("str", "after_term", choices=AFTER_TERM_CHOICES),
+    # Faster than the dispatcher's one-second pause between Cancels only loads slurmctld:
+    # crunch-run needs time to stop its container whatever the number of TERMs. Above an
+    # hour is no repeat within any sensible deadline.
+    "term_interval": _option("float", "term_interval", check=seconds(3600.0, minimum=1.0)),
+    "terminate_grace": _option("float", "terminate_grace", check=seconds(MAX_SLEEP_SECONDS)),
+    "signal": _option("str"),
+    "batch": _option("bool", "batch"),
+    "clusters": _option("str"),
+    "name_pattern": _option("str", "name_pattern"),
+    # None: the client found on PATH (find_program).
+    "squeue_path": _option("path"),
+    "scancel_path": _option("path"),
+}
+# The fields the table checks: the bools, the choices and the numbers; the others have
+# checks of their own below, which say what a job name, an id or a signal must be.
+_TABLE_CHECKED = tuple(
+    name for name, option in CANCEL_OPTIONS.items() if option.check or option.choices or option.type == "bool"
+)
 
 
 def _compiled_pattern(pattern: Any):
@@ -293,23 +332,3 @@ def _optional_match(option: str, value: Any, pattern) -> Optional[str]:
     if not isinstance(value, str) or not pattern.fullmatch(value):
         raise CancelRequestError("%s %r is not valid (expected %s)" % (option, value, pattern.pattern))
     return value
-
-
-def _require_bool(option: str, value: Any) -> None:
-    if not isinstance(value, bool):
-        raise CancelRequestError("%s must be true or false, got %r" % (option, value))
-
-
-def _seconds(option: str, value: Any, minimum: float, strictly_above: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise CancelRequestError("%s must be a finite number, got %r" % (option, value))
-    too_small = value <= minimum if strictly_above else value < minimum
-    if too_small:
-        relation = "above" if strictly_above else "at least"
-        raise CancelRequestError("%s must be %s %g, got %r" % (option, relation, minimum, value))
-    return float(value)
-
-
-def _require_positive_int(option: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise CancelRequestError("%s must be a whole number of at least 1, got %r" % (option, value))

@@ -464,7 +464,8 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_run
     ALL_OPTIONS,
     run_fail_jobs,
 )
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.module_support import argument_spec, run_engine
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.module_support import run_engine
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import argument_spec
 
 
 def main():

@@ -433,7 +433,8 @@ database:
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.module_support import argument_spec, run_engine
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.module_support import run_engine
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import argument_spec
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile_run import (
     ALL_OPTIONS,
     run_reconcile,

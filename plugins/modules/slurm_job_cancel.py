@@ -437,7 +437,8 @@ slurm_error:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.module_support import argument_spec, run_engine
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.module_support import run_engine
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import argument_spec
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_cancel_run import (
     CANCEL_OPTIONS,
     run_slurm_job_cancel,

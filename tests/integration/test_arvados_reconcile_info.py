@@ -355,14 +355,14 @@ def test_the_prefix_comes_from_the_system_user(lab_env, fresh_db, records, confi
 @pytest.mark.parametrize(
     "args, message",
     [
-        ({"settle": -1}, "settle must be a number of seconds of 0 or more"),
+        ({"settle": -1}, "option settle must be at least 0, got -1.0"),
         ({"cluster_prefix": "ZZ"}, "cluster_prefix"),
         ({"kinds": ["tasks"]}, "kinds"),
         ({"batch_size": 0}, "batch_size"),
         ({"squeue_path": "/nonexistent/squeue"}, "/nonexistent/squeue"),
         ({"orphans": "sometimes"}, "orphans"),
-        ({"orphan_grace": -5}, "orphan_grace must be a number of seconds of 0 or more"),
-        ({"orphan_grace": 86400}, "orphan_grace must be at most 3600 seconds"),
+        ({"orphan_grace": -5}, "option orphan_grace must be at least 0, got -5.0"),
+        ({"orphan_grace": 86400}, "option orphan_grace must be at most 3600, got 86400.0"),
         ({"crunch_v1_dispatcher": "perhaps"}, "crunch_v1_dispatcher"),
     ],
 )

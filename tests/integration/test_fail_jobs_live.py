@@ -18,12 +18,12 @@ from tests.integration.test_arvados_fail_jobs_command import before_flag, one_li
 BAD_NUMBERS = [
     ("lock_wait", math.nan, "option lock_wait must be a finite number, got nan"),
     ("lock_wait", math.inf, "option lock_wait must be a finite number, got inf"),
-    ("lock_wait", -1, "option lock_wait must not be negative, got -1.0"),
+    ("lock_wait", -1, "option lock_wait must be at least 0, got -1.0"),
     ("db_wait", math.nan, "option db_wait must be a finite number, got nan"),
     ("db_wait", math.inf, "option db_wait must be a finite number, got inf"),
-    ("db_wait", -3, "option db_wait must not be negative, got -3.0"),
+    ("db_wait", -3, "option db_wait must be at least 0, got -3.0"),
     ("slurm_timeout", math.inf, "option slurm_timeout must be a finite number, got inf"),
-    ("slurm_timeout", -1, "option slurm_timeout must not be negative, got -1.0"),
+    ("slurm_timeout", -1, "option slurm_timeout must be above 0, got -1.0"),
 ]
 
 

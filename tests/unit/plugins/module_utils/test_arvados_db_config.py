@@ -16,7 +16,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils.arvados_db_co
     resolve_database_settings,
 )
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError, RecoveryError
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.module_support import argument_spec
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import argument_spec
 
 SECRET = "Pw-4f7Q-distinctive-9zX"
 

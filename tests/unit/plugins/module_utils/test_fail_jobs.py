@@ -32,14 +32,24 @@ NO_FILES = {"config_file": "", "database_yml": "", "db_name": "arvados_test", "c
 # -- CleanupOptions -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("batch_size", [0, -1, True, "5", 2.5])
-def test_batch_size_must_be_a_positive_integer(batch_size):
-    with pytest.raises(RecoveryError, match="batch_size must be a positive integer"):
+@pytest.mark.parametrize(
+    "batch_size, message",
+    [
+        (0, "option batch_size must be at least 1, got 0"),
+        (-1, "option batch_size must be at least 1, got -1"),
+        (True, "option batch_size must be of type int, got True"),
+        ("5", "option batch_size must be of type int, got '5'"),
+        (2.5, "option batch_size must be of type int, got 2.5"),
+    ],
+)
+def test_batch_size_must_be_a_positive_integer(batch_size, message):
+    with pytest.raises(RecoveryError) as raised:
         CleanupOptions(batch_size=batch_size)
+    assert str(raised.value) == message
 
 
 def test_negative_lock_wait_and_blank_message_are_refused():
-    with pytest.raises(RecoveryError, match="lock_wait must not be negative, got -1"):
+    with pytest.raises(RecoveryError, match="option lock_wait must be at least 0, got -1.0"):
         CleanupOptions(lock_wait=-1)
     with pytest.raises(RecoveryError, match="message must not be empty"):
         CleanupOptions(message="  \n ")

@@ -167,15 +167,15 @@ def test_a_mistyped_option_in_the_options_file_is_a_one_line_reason(tmp_path):
     [
         ("lock_wait", float("nan"), "option lock_wait must be a finite number, got nan"),
         ("lock_wait", "inf", "option lock_wait must be a finite number, got inf"),
-        ("lock_wait", -1, "option lock_wait must not be negative, got -1.0"),
+        ("lock_wait", -1, "option lock_wait must be at least 0, got -1.0"),
         ("db_wait", "nan", "option db_wait must be a finite number, got nan"),
         ("db_wait", float("inf"), "option db_wait must be a finite number, got inf"),
-        ("db_wait", -0.5, "option db_wait must not be negative, got -0.5"),
+        ("db_wait", -0.5, "option db_wait must be at least 0, got -0.5"),
         ("slurm_timeout", "-inf", "option slurm_timeout must be a finite number, got -inf"),
         ("slurm_timeout", 0, "option slurm_timeout must be above 0, got 0.0"),
         ("slurm_max_scancel_per_second", "nan", "option slurm_max_scancel_per_second must be a finite number, got nan"),
-        ("batch_size", 0, "option batch_size must be a positive integer, got 0"),
-        ("slurm_max_concurrent_scancel", -2, "option slurm_max_concurrent_scancel must be a positive integer, got -2"),
+        ("batch_size", 0, "option batch_size must be at least 1, got 0"),
+        ("slurm_max_concurrent_scancel", -2, "option slurm_max_concurrent_scancel must be at least 1, got -2"),
     ],
 )
 def test_numbers_out_of_range_are_refused_with_one_message_style(name, value, message):

@@ -9,11 +9,8 @@ import pytest
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils import module_support
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.module_support import (
-    argument_spec,
-    canonical_params,
-    run_engine,
-)
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.module_support import canonical_params, run_engine
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import argument_spec
 
 OPTIONS = {
     "db_host": {"type": "str", "default": None, "aliases": ["login_host"], "help": "database host"},

@@ -1,4 +1,4 @@
-"""option_bounds and errors.shown: the upper bound of every number option, text PostgreSQL
+"""The option layer's bounds and errors.shown: the upper bound of every number option, text PostgreSQL
 cannot take, and values echoed escaped (issue 26)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils import module_support
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError, RecoveryError, shown
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.option_bounds import check_max, check_text, excerpt
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import Range, check_text, excerpt
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile_run import check_params
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_cancel_run import CANCEL_OPTIONS, build_request
 
@@ -52,12 +52,12 @@ def cancel_params(**given):
     [
         ("timeout", 1e12, "86400"),
         ("grace_period", 1e300, "86400"),
-        ("retry_delay", 86401, "86400"),
+        ("retry_delay", 86401.0, "86400"),
         ("error_retry_delay", 1e9, "86400"),
         ("command_timeout", 1e9, "86400"),
         ("log_interval", 1e9, "86400"),
         ("terminate_grace", 1e9, "86400"),
-        ("term_interval", 3601, "3600"),
+        ("term_interval", 3601.0, "3600"),
         ("max_scancel_per_second", 1e6, "1000"),
         ("max_concurrent_scancel", 65, "64"),
         ("max_job_ids_per_scancel", 10001, "10000"),
@@ -69,10 +69,12 @@ def test_the_slurm_module_refuses_numbers_above_their_bound(name, value, bound):
     assert str(raised.value) == "option %s must be at most %s, got %s" % (name, bound, value)
 
 
-def test_a_bound_is_not_applied_to_what_is_no_number_or_nan():
-    spec = {"type": "float", "max": 10}
-    for value in ("ten", None, float("nan"), True, 10, 9.5):
-        check_max("x", value, spec)
+def test_a_range_takes_its_bounds_and_refuses_nan():
+    bounded = Range(10, minimum=0)
+    for value in (0, 9.5, 10):
+        assert bounded("x", value) == value
+    with pytest.raises(ConfigError, match="option x must be a finite number, got nan"):
+        bounded("x", float("nan"))
 
 
 def test_text_checks_leave_other_types_alone():

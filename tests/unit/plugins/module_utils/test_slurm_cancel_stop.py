@@ -335,7 +335,7 @@ def test_the_default_deadline_leaves_room_for_the_grace_only_where_a_term_may_go
         ({"term_interval": 0.5}, "term_interval must be at least 1, got 0.5"),
         ({"term_interval": 3601}, "term_interval must be at most 3600, got 3601"),
         ({"term_interval": float("nan")}, "term_interval must be a finite number"),
-        ({"term_interval": "10"}, "term_interval must be a finite number, got '10'"),
+        ({"term_interval": "10"}, "option term_interval must be of type float, got '10'"),
     ],
 )
 def test_bad_stop_options_are_refused_with_the_bad_value(options, message):

@@ -1,27 +1,52 @@
-"""The database modules' documentation against the option tables they are built from:
-every option documented with the type, default, choices and aliases the module takes
-(the arvados_db fragment's options included), and nothing documented that it does not take."""
+"""The modules' documentation and the command's flags against the option tables they are
+made from: every option documented with the type, default, choices, aliases and elements
+the module takes (and a no_log one said to be so) (the arvados_db fragment's options included), nothing documented
+that it does not take, and each of the command's flags typed, limited and explained as its
+table says. The three modules and the command are made from options.Option tables, so one
+recipe adds an option to any of them (CONTRIBUTING.md)."""
 
 from __future__ import annotations
+
+import argparse
 
 import pytest
 import yaml
 
 from ansible_collections.arvados_ops.recovery.plugins.doc_fragments.arvados_db import ModuleDocFragment
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs_run, reconcile_run
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.module_support import argument_spec
-from ansible_collections.arvados_ops.recovery.plugins.modules import arvados_fail_jobs, arvados_reconcile_info
+from ansible_collections.arvados_ops.recovery.plugins.module_utils import (
+    fail_jobs_cli,
+    fail_jobs_run,
+    reconcile_run,
+    slurm_cancel_run,
+)
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import Option, argument_spec
+from ansible_collections.arvados_ops.recovery.plugins.modules import (
+    arvados_fail_jobs,
+    arvados_reconcile_info,
+    slurm_job_cancel,
+)
 
 MODULES = {
     "arvados_fail_jobs": (arvados_fail_jobs, fail_jobs_run.ALL_OPTIONS),
     "arvados_reconcile_info": (arvados_reconcile_info, reconcile_run.ALL_OPTIONS),
+    "slurm_job_cancel": (slurm_job_cancel, slurm_cancel_run.CANCEL_OPTIONS),
 }
+# What the flags' argparse type is for each option type; the rest take text.
+FLAG_TYPES = {"int": int, "float": float}
 
 
 def documented_options(module):
-    options = dict(yaml.safe_load(ModuleDocFragment.DOCUMENTATION)["options"])
+    options = {}
+    if "arvados_ops.recovery.arvados_db" in module.DOCUMENTATION:
+        options.update(yaml.safe_load(ModuleDocFragment.DOCUMENTATION)["options"])
     options.update(yaml.safe_load(module.DOCUMENTATION)["options"])
     return options
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_every_table_entry_is_an_option(name):
+    _module, options = MODULES[name]
+    assert all(isinstance(option, Option) for option in options.values())
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
@@ -39,3 +64,51 @@ def test_every_option_is_documented_as_the_module_takes_it(name):
                 doc.get(key),
                 entry.get(key),
             )
+        if entry.get("no_log"):
+            assert "no_log" in " ".join(doc["description"]), option
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_the_module_takes_the_argument_spec_of_its_table(name, monkeypatch):
+    module, options = MODULES[name]
+    taken = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_module(argument_spec, **_kwargs):
+        taken.update(argument_spec)
+        raise Stop
+
+    monkeypatch.setattr(module, "AnsibleModule", fake_module)
+    with pytest.raises(Stop):
+        module.main()
+    assert taken == argument_spec(options)
+
+
+def command_flags():
+    """The first flag of each option (a bool's --no- form comes second)."""
+    flags = {}
+    for action in fail_jobs_cli.build_parser()._actions:
+        if action.option_strings:
+            flags.setdefault(action.dest, action)
+    return flags
+
+
+def test_each_flag_of_the_command_is_typed_limited_and_explained_as_its_table_says():
+    flags = command_flags()
+    for name, option in fail_jobs_run.ALL_OPTIONS.items():
+        if name == "db_password":
+            assert name not in flags
+            continue
+        flag = flags[name]
+        assert flag.help == option.help and option.help, name
+        if option.type == "bool":
+            assert isinstance(flag, argparse._StoreTrueAction), name
+            continue
+        assert flag.type is FLAG_TYPES.get(option.type), name
+        assert flag.choices == option.choices, name
+
+
+def test_the_options_file_takes_the_tables_names():
+    assert set(fail_jobs_cli.ALL_OPTIONS) == set(fail_jobs_run.ALL_OPTIONS)

@@ -15,8 +15,8 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils import (
     reconcile_run,
     slurm_cancel_run,
 )
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.module_support import argument_spec
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.option_bounds import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import (
+    argument_spec,
     number_text,
     unbounded_numbers,
 )
@@ -52,16 +52,16 @@ def test_the_documentation_states_each_bound(name):
     module, options = MODULES[name]
     docs = documented(module)
     for option, spec in options.items():
-        if "max" not in spec:
+        if spec.maximum is None:
             continue
         text = " ".join(docs[option]["description"])
-        assert re.search(r"\b(?:at most|to) V\(%s\)" % re.escape(number_text(spec["max"])), text, re.I), option
+        assert re.search(r"\b(?:at most|to) V\(%s\)" % re.escape(number_text(spec.maximum)), text, re.I), option
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_the_bound_is_not_an_ansible_key(name):
     _module, options = MODULES[name]
-    assert all("max" not in entry for entry in argument_spec(options).values())
+    assert all("max" not in entry and "check" not in entry for entry in argument_spec(options).values())
 
 
 def test_the_log_message_bound_is_documented_as_the_engine_applies_it():
