@@ -303,22 +303,39 @@ def test_api_host_and_slurm_host_apart(fresh_db, lab_env, slurm, tmp_path):
     assert run.summary()[3].startswith("2 Slurm jobs cancelled, %d already absent (on slurm-host)" % (len(stale) - 2))
 
 
-def test_explicit_password_never_shows(fresh_db, lab_env, tmp_path):
-    summary = stale_cluster(fresh_db, running=3, running_after_boot=1, running_unstarted=0)
+def explicit_db(fresh_db, **overrides) -> dict[str, Any]:
+    """recover_db naming the database itself (no config file), with its password."""
     connection = fresh_db.connection
-    password = str(connection["password"])
-    extra = recover_vars(fresh_db, tmp_path, summary)
-    extra["recover_db"] = {
+    settings = {
         "config_file": "",
         "db_host": connection["host"],
         "db_port": connection["port"],
         "db_name": connection["dbname"],
         "db_user": connection["user"],
-        "db_password": password,
+        "db_password": connection["password"],
     }
-    env = {k: v for k, v in lab_env.items() if k not in ("PGPASSFILE", "PGPASSWORD")}
+    settings.update(overrides)
+    return settings
 
-    run = ansible_playbook(env, RECOVER, extra, flags=["-vvv"])
+
+def without_password_files(lab_env: Mapping[str, str]) -> dict[str, str]:
+    """The environment with no pgpass file or PGPASSWORD: only recover_db gives a password."""
+    return {k: v for k, v in lab_env.items() if k not in ("PGPASSFILE", "PGPASSWORD")}
+
+
+def listing_failures(completed: subprocess.CompletedProcess) -> list[str]:
+    """The rescue's messages: why the stale jobs could not be listed."""
+    reasons = re.findall(r'"msg": "(Listing the stale jobs failed: (?:[^"\\]|\\.)*)"', completed.stdout)
+    assert reasons, completed.stdout[-3000:]
+    return reasons
+
+
+def test_explicit_password_never_shows(fresh_db, lab_env, tmp_path):
+    summary = stale_cluster(fresh_db, running=3, running_after_boot=1, running_unstarted=0)
+    password = str(fresh_db.connection["password"])
+    extra = recover_vars(fresh_db, tmp_path, summary, recover_db=explicit_db(fresh_db))
+
+    run = ansible_playbook(without_password_files(lab_env), RECOVER, extra, flags=["-vvv"])
 
     assert password not in run.stdout + run.completed.stderr
     with fresh_db.connect() as conn:
@@ -329,26 +346,15 @@ def test_a_wrong_password_says_authentication_failed_without_the_password(fresh_
     # The database tasks run with no_log when db_password is given: before issue 26 every
     # failure then read "censored"; the rescue says the module's reason, which masks it.
     summary = stale_cluster(fresh_db, running=3, running_after_boot=1, running_unstarted=0)
-    connection = fresh_db.connection
     wrong_password = "Wrong-Pw-7c41e9d2b6"
-    extra = recover_vars(fresh_db, tmp_path, summary)
-    extra["recover_db"] = {
-        "config_file": "",
-        "db_host": connection["host"],
-        "db_port": connection["port"],
-        "db_name": connection["dbname"],
-        "db_user": connection["user"],
-        "db_password": wrong_password,
-    }
-    env = {k: v for k, v in lab_env.items() if k not in ("PGPASSFILE", "PGPASSWORD")}
+    extra = recover_vars(fresh_db, tmp_path, summary, recover_db=explicit_db(fresh_db, db_password=wrong_password))
     dump_before = helpers.pg_dump(fresh_db, lab_env)
 
-    completed = ansible_playbook(env, RECOVER, extra, flags=["-vvv"], expect_rc=2)
+    completed = ansible_playbook(without_password_files(lab_env), RECOVER, extra, flags=["-vvv"], expect_rc=2)
 
     output = completed.stdout + completed.stderr
     assert wrong_password not in output
-    reasons = re.findall(r'"msg": "(Listing the stale jobs failed: (?:[^"\\]|\\.)*)"', completed.stdout)
-    assert reasons, completed.stdout[-3000:]
+    reasons = listing_failures(completed)
     assert "password authentication failed for user" in reasons[0]
     assert "cannot connect to the database" in reasons[0]
     assert helpers.pg_dump(fresh_db, lab_env) == dump_before
@@ -365,15 +371,18 @@ def test_nothing_stale_changes_nothing(fresh_db, lab_env, tmp_path):
     assert helpers.pg_dump(fresh_db, lab_env) == dump_before
 
 
-def test_unknown_database_setting_is_refused(fresh_db, lab_env, tmp_path):
+def test_unknown_database_setting_is_refused_without_showing_its_value(fresh_db, lab_env, tmp_path):
     summary = stale_cluster(fresh_db, running=2, running_after_boot=1, running_unstarted=0)
     dump_before = helpers.pg_dump(fresh_db, lab_env)
     extra = recover_vars(fresh_db, tmp_path, summary)
-    extra["recover_db"]["db_passwd"] = "typo"
+    # A misspelt password: the module refuses it, and -vvv would show a module's arguments.
+    extra["recover_db"]["db_passwd"] = "Typo-Pw-40c2e8a1"
 
-    completed = ansible_playbook(lab_env, RECOVER, extra, expect_rc=2)
+    completed = ansible_playbook(lab_env, RECOVER, extra, flags=["-vvv"], expect_rc=2)
 
-    assert "unknown: db_passwd" in completed.stdout
+    refusal = listing_failures(completed)[0]
+    assert "Unsupported parameters for (arvados_ops.recovery.arvados_fail_jobs) module: db_passwd." in refusal
+    assert "Typo-Pw-40c2e8a1" not in completed.stdout + completed.stderr
     assert helpers.pg_dump(fresh_db, lab_env) == dump_before
 
 
