@@ -1,7 +1,8 @@
 """The playbooks of playbooks/, run for real: ansible-playbook, the lab inventory
 (playbooks/inventory/lab.yml: this host is arvados_api and slurm_controllers), the lab's
 PostgreSQL with a fresh database per test (named through the `recover_db` extra var) and
-the lab's Slurm, where each test cancels, by id, the Slurm jobs it submitted.
+the lab's Slurm, where each test cancels, by id, the Slurm jobs it submitted. The tests of
+`db_sslmode: verify-full` use a PostgreSQL of their own that serves TLS (tls_postgres.py).
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from collections.abc import Mapping, Sequence
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,13 +21,17 @@ import pytest
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.uuids import JOB_INFIX, new_uuid
 from lab import datagen
 from tests.integration import fail_jobs_helpers as helpers
+from tests.integration.conftest import FreshDatabase
 from tests.integration.module_playbook import ANSIBLE_PLAYBOOK, REPO_ROOT
+from tests.integration.reconcile_helpers import PREFIX, Records
 from tests.integration.slurm_helpers import Slurm
+from tests.integration.tls_postgres import SERVER_NAME, TlsPostgres, tls_postgres
 from tests.unit.roles.playbook_runs import assert_no_deprecation
 
 PLAYBOOKS = REPO_ROOT / "playbooks"
 LAB_INVENTORY = PLAYBOOKS / "inventory" / "lab.yml"
 RECOVER = PLAYBOOKS / "recover_after_reboot.yml"
+NODE_REBOOT = PLAYBOOKS / "recover_after_node_reboot.yml"
 CANCEL = PLAYBOOKS / "cancel_slurm_jobs.yml"
 
 RECAP_RE = re.compile(
@@ -303,22 +309,39 @@ def test_api_host_and_slurm_host_apart(fresh_db, lab_env, slurm, tmp_path):
     assert run.summary()[3].startswith("2 Slurm jobs cancelled, %d already absent (on slurm-host)" % (len(stale) - 2))
 
 
-def test_explicit_password_never_shows(fresh_db, lab_env, tmp_path):
-    summary = stale_cluster(fresh_db, running=3, running_after_boot=1, running_unstarted=0)
+def explicit_db(fresh_db, **overrides) -> dict[str, Any]:
+    """recover_db naming the database itself (no config file), with its password."""
     connection = fresh_db.connection
-    password = str(connection["password"])
-    extra = recover_vars(fresh_db, tmp_path, summary)
-    extra["recover_db"] = {
+    settings = {
         "config_file": "",
         "db_host": connection["host"],
         "db_port": connection["port"],
         "db_name": connection["dbname"],
         "db_user": connection["user"],
-        "db_password": password,
+        "db_password": connection["password"],
     }
-    env = {k: v for k, v in lab_env.items() if k not in ("PGPASSFILE", "PGPASSWORD")}
+    settings.update(overrides)
+    return settings
 
-    run = ansible_playbook(env, RECOVER, extra, flags=["-vvv"])
+
+def without_password_files(lab_env: Mapping[str, str]) -> dict[str, str]:
+    """The environment with no pgpass file or PGPASSWORD: only recover_db gives a password."""
+    return {k: v for k, v in lab_env.items() if k not in ("PGPASSFILE", "PGPASSWORD")}
+
+
+def listing_failures(completed: subprocess.CompletedProcess) -> list[str]:
+    """The rescue's messages: why the stale jobs could not be listed."""
+    reasons = re.findall(r'"msg": ("Listing the stale jobs failed: (?:[^"\\]|\\.)*")', completed.stdout)
+    assert reasons, completed.stdout[-3000:]
+    return [json.loads(reason) for reason in reasons]
+
+
+def test_explicit_password_never_shows(fresh_db, lab_env, tmp_path):
+    summary = stale_cluster(fresh_db, running=3, running_after_boot=1, running_unstarted=0)
+    password = str(fresh_db.connection["password"])
+    extra = recover_vars(fresh_db, tmp_path, summary, recover_db=explicit_db(fresh_db))
+
+    run = ansible_playbook(without_password_files(lab_env), RECOVER, extra, flags=["-vvv"])
 
     assert password not in run.stdout + run.completed.stderr
     with fresh_db.connect() as conn:
@@ -329,26 +352,15 @@ def test_a_wrong_password_says_authentication_failed_without_the_password(fresh_
     # The database tasks run with no_log when db_password is given: before issue 26 every
     # failure then read "censored"; the rescue says the module's reason, which masks it.
     summary = stale_cluster(fresh_db, running=3, running_after_boot=1, running_unstarted=0)
-    connection = fresh_db.connection
     wrong_password = "Wrong-Pw-7c41e9d2b6"
-    extra = recover_vars(fresh_db, tmp_path, summary)
-    extra["recover_db"] = {
-        "config_file": "",
-        "db_host": connection["host"],
-        "db_port": connection["port"],
-        "db_name": connection["dbname"],
-        "db_user": connection["user"],
-        "db_password": wrong_password,
-    }
-    env = {k: v for k, v in lab_env.items() if k not in ("PGPASSFILE", "PGPASSWORD")}
+    extra = recover_vars(fresh_db, tmp_path, summary, recover_db=explicit_db(fresh_db, db_password=wrong_password))
     dump_before = helpers.pg_dump(fresh_db, lab_env)
 
-    completed = ansible_playbook(env, RECOVER, extra, flags=["-vvv"], expect_rc=2)
+    completed = ansible_playbook(without_password_files(lab_env), RECOVER, extra, flags=["-vvv"], expect_rc=2)
 
     output = completed.stdout + completed.stderr
     assert wrong_password not in output
-    reasons = re.findall(r'"msg": "(Listing the stale jobs failed: (?:[^"\\]|\\.)*)"', completed.stdout)
-    assert reasons, completed.stdout[-3000:]
+    reasons = listing_failures(completed)
     assert "password authentication failed for user" in reasons[0]
     assert "cannot connect to the database" in reasons[0]
     assert helpers.pg_dump(fresh_db, lab_env) == dump_before
@@ -365,16 +377,99 @@ def test_nothing_stale_changes_nothing(fresh_db, lab_env, tmp_path):
     assert helpers.pg_dump(fresh_db, lab_env) == dump_before
 
 
-def test_unknown_database_setting_is_refused(fresh_db, lab_env, tmp_path):
+def test_unknown_database_setting_is_refused_without_showing_its_value(fresh_db, lab_env, tmp_path):
     summary = stale_cluster(fresh_db, running=2, running_after_boot=1, running_unstarted=0)
     dump_before = helpers.pg_dump(fresh_db, lab_env)
     extra = recover_vars(fresh_db, tmp_path, summary)
-    extra["recover_db"]["db_passwd"] = "typo"
+    # A misspelt password: the module refuses it, and -vvv would show a module's arguments.
+    extra["recover_db"]["db_passwd"] = "Typo-Pw-40c2e8a1"
 
-    completed = ansible_playbook(lab_env, RECOVER, extra, expect_rc=2)
+    completed = ansible_playbook(lab_env, RECOVER, extra, flags=["-vvv"], expect_rc=2)
 
-    assert "unknown: db_passwd" in completed.stdout
+    refusal = listing_failures(completed)[0]
+    assert "Unsupported parameters for (arvados_ops.recovery.arvados_fail_jobs) module: db_passwd." in refusal
+    assert "Typo-Pw-40c2e8a1" not in completed.stdout + completed.stderr
     assert helpers.pg_dump(fresh_db, lab_env) == dump_before
+
+
+# -- db_ca_cert with db_sslmode verify-full: a PostgreSQL of its own that serves TLS --------
+
+
+@pytest.fixture(scope="module")
+def tls_server(lab) -> Iterator[TlsPostgres]:
+    with tls_postgres() as server:
+        yield server
+
+
+@pytest.fixture
+def tls_db(tls_server: TlsPostgres) -> Iterator[FreshDatabase]:
+    with tls_server.database("lab_test_tls_%s" % uuid.uuid4().hex[:16]) as name:
+        yield FreshDatabase(name, tls_server.settings)
+
+
+def verify_full(tls_db: FreshDatabase, ca_cert, host: str = SERVER_NAME) -> dict[str, Any]:
+    """recover_db of a site that verifies its database server: by the name its certificate
+    bears, against the site's CA."""
+    return explicit_db(tls_db, db_host=host, db_sslmode="verify-full", db_ca_cert=str(ca_cert))
+
+
+@pytest.mark.own_lab
+def test_verify_full_with_the_sites_ca_recovers_the_stale_jobs(tls_server, tls_db, lab_env, tmp_path):
+    summary = stale_cluster(tls_db, running=3, running_after_boot=1, running_unstarted=0)
+    stale = summary.running_before_boot
+    extra = recover_vars(tls_db, tmp_path, summary, recover_db=verify_full(tls_db, tls_server.ca_cert))
+
+    run = ansible_playbook(without_password_files(lab_env), RECOVER, extra)
+
+    with tls_db.connect() as conn:
+        assert states(conn, stale) == {u: "Failed" for u in stale}
+    assert run.summary()[1].startswith("%d jobs failed: " % len(stale))
+
+
+@pytest.mark.own_lab
+@pytest.mark.parametrize(
+    ("wrong_ca", "host", "reason"),
+    [
+        # Another CA signed the server's certificate.
+        (True, SERVER_NAME, "certificate verify failed"),
+        # The site's CA signed it, for another name than the one connected to.
+        (False, "127.0.0.1", 'does not match host name "127.0.0.1"'),
+    ],
+    ids=["another CA", "another name"],
+)
+def test_verify_full_refuses_a_server_it_cannot_verify(tls_server, tls_db, lab_env, tmp_path, wrong_ca, host, reason):
+    summary = stale_cluster(tls_db, running=2, running_after_boot=1, running_unstarted=0)
+    dump_before = helpers.pg_dump(tls_db, lab_env)
+    ca_cert = tls_server.wrong_ca_cert if wrong_ca else tls_server.ca_cert
+    # One try: the module retries a failed connection for db_wait seconds (a database that
+    # is still starting at boot), a failed verification too.
+    extra = recover_vars(tls_db, tmp_path, summary, recover_db=verify_full(tls_db, ca_cert, host), recover_db_wait=0)
+
+    completed = ansible_playbook(without_password_files(lab_env), RECOVER, extra, expect_rc=2)
+
+    assert reason in listing_failures(completed)[0]
+    assert helpers.pg_dump(tls_db, lab_env) == dump_before
+
+
+@pytest.mark.own_lab
+def test_the_node_reboot_playbook_verifies_the_server_as_well(tls_server, tls_db, lab_env):
+    # Both modules of the database group: arvados_reconcile_info on the Slurm controller
+    # (recover_db, reconcile_db unset) and arvados_fail_jobs on the API host.
+    with tls_db.connect() as conn:
+        lost_job = Records(conn).job("Running")
+    extra = {
+        "recover_db": verify_full(tls_db, tls_server.ca_cert),
+        "reconcile_settle": 1,
+        "reconcile_cluster_prefix": PREFIX,
+        "reconcile_orphans": "always",
+        "reconcile_crunch_v1_dispatcher": "stopped",
+    }
+
+    run = ansible_playbook(without_password_files(lab_env), NODE_REBOOT, extra)
+
+    assert run.summary()[1].startswith("1 orphaned crunch v1 jobs failed: %s" % lost_job)
+    with tls_db.connect() as conn:
+        assert Records(conn).state("jobs", lost_job) == "Failed"
 
 
 # -- cancel_slurm_jobs.yml ---------------------------------------------------------------
