@@ -200,10 +200,16 @@ def test_a_connection_killed_mid_run_ends_in_one_line_without_a_traceback(fresh_
     opts = options(fresh_db, tmp_path, batch_size=10, batch_pause=0.3, live=False)
     process = start_cli(lab_env, tmp_path, opts, before_flag(summary) + ["--quiet"])
     with fresh_db.connect(superuser=True, autocommit=True) as admin:
-        # Mid-run: a few batches committed, the listing's cursor open.
+        # Mid-run: a few batches committed, the listing's cursor open. The wait ends as soon
+        # as the run does: a run that ended early says so here, not as a count of backends.
         wait_for(
-            lambda: admin.execute("SELECT count(*) FROM logs WHERE event_type = 'dispatch'").fetchone()[0] >= 20, 60
+            lambda: (
+                process.poll() is not None
+                or admin.execute("SELECT count(*) FROM logs WHERE event_type = 'dispatch'").fetchone()[0] >= 20
+            ),
+            60,
         )
+        assert process.poll() is None, "the run ended before 2 of its batches were seen: %s" % process.communicate()[1]
         backends = admin.execute(SQL_RUN_BACKENDS, (fresh_db.name,)).fetchall()
         assert len(backends) == 2, backends
         chosen = [pid for pid, working in backends if killed == "both" or working == (killed == "working")]
