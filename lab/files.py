@@ -139,12 +139,18 @@ def parse_node_config(slurmd_c_output: str) -> dict[str, str]:
     return {"cpus": fields["CPUs"], "real_memory": fields["RealMemory"]}
 
 
+# Read by the Molecule cluster scenario's slurm.conf.j2 too (cluster_slurm_shared_settings).
+SHARED_SLURM_SETTINGS = "shared-settings.conf"
+
+
 def render_template(name: str, values: Mapping[str, object]) -> str:
     return string.Template((TEMPLATES_DIR / name).read_text()).substitute(values)
 
 
 def slurm_template_values(settings: LabSettings, node: Mapping[str, str]) -> dict[str, object]:
     return {
+        # The settings the Molecule cluster scenario's slurm.conf has too, as they are.
+        "shared_settings": (TEMPLATES_DIR / SHARED_SLURM_SETTINGS).read_text().rstrip("\n"),
         "lab_dir": settings.lab_dir,
         "slurm_dir": settings.slurm_dir,
         "slurmctld_port": settings.slurmctld_port,

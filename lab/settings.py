@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-TEMPLATES_DIR = Path(__file__).resolve().parent / "slurm"
+TEMPLATES_DIR = Path(__file__).resolve().parent / "slurm_conf"
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 
 SERVICES = ("postgresql", "munged", "slurmctld", "slurmd")

@@ -6,6 +6,9 @@
   closed after the test.
 - `fresh_db`: a clone of `arvados_template` for one test, dropped afterwards.
 - `slurm`: Slurm's clients on the lab; teardown cancels, by id, what the test submitted.
+- `lab_slurm_queue_as_found` (every test that uses the lab): the Slurm jobs that appeared
+  on the lab during the test, however they were submitted, are cancelled after it, failed
+  or not, and gone from the queue before the next test starts.
 - `records`: jobs and containers written straight into the test's `fresh_db`.
 - `linked_collection`: the link through which ansible.cfg finds the collection.
 """
@@ -56,6 +59,25 @@ def lab_env(lab: labctl.LabSettings) -> dict[str, str]:
     env.update(lab.exports())
     env["LC_ALL"] = "C"
     return env
+
+
+@pytest.fixture(autouse=True)
+def lab_slurm_queue_as_found(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Each test leaves the lab's Slurm queue as it found it, even when it fails midway.
+
+    One pytest run uses a lab at a time (each LAB_DIR has its own slurmctld), so the jobs
+    that appeared during a test are that test's: its module runs, playbooks and helpers
+    submit some the `slurm` fixture does not see. A job left running takes a CPU the next
+    test counts on; one left COMPLETING holds back every scheduling pass of slurmctld.
+    """
+    if "lab_env" not in request.fixturenames:
+        yield
+        return
+    guard = Slurm(request.getfixturevalue("lab_env"))
+    before = set(guard.queue())
+    yield
+    guard.submitted = [job_id for job_id in guard.queue() if job_id not in before]
+    guard.cancel_leftovers()
 
 
 @pytest.fixture

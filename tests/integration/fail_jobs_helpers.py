@@ -23,6 +23,7 @@ import psycopg
 from lab import datagen
 from tests.integration import module_playbook
 from tests.integration.module_playbook import PYTHON, REPO_ROOT
+from tests.integration.slurm_helpers import Slurm
 
 MODULE = "arvados_ops.recovery.arvados_fail_jobs"
 CLI = [str(PYTHON), "-m", "plugins.module_utils.fail_jobs_cli"]
@@ -237,9 +238,11 @@ def squeue_names(lab_env: Mapping[str, str], job_ids: Sequence[str]) -> dict[str
 
 
 def scancel(lab_env: Mapping[str, str], job_ids: Sequence[str]) -> None:
-    """Cancel the Slurm jobs this test submitted, by id (never by name)."""
-    if job_ids:
-        subprocess.run(["scancel"] + list(job_ids), env=dict(lab_env), capture_output=True, timeout=60, check=False)
+    """Cancel the Slurm jobs this test submitted, by id (never by name), and wait until they
+    have left the queue (a COMPLETING job holds back slurmctld's scheduling passes)."""
+    slurm = Slurm(lab_env)
+    slurm.submitted = list(job_ids)
+    slurm.cancel_leftovers()
 
 
 def unchanged_except(

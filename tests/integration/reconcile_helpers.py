@@ -105,8 +105,8 @@ def names(entries, key: str = "uuid"):
 def submit_like_the_dispatcher(slurm, name: str) -> str:
     """A running Slurm job submitted with --no-requeue, as crunch-dispatch-slurm does since
     1.4.0: when its node fails Slurm ends it NODE_FAIL instead of queueing it again."""
-    job_id = (
-        slurm.run(
+    return slurm.sbatch(
+        [
             "sbatch",
             "--parsable",
             "--no-requeue",
@@ -115,30 +115,38 @@ def submit_like_the_dispatcher(slurm, name: str) -> str:
             "--chdir=/tmp",
             "--wrap",
             "exec sleep 300",
-        )
-        .stdout.strip()
-        .split(";")[0]
+        ]
     )
-    slurm.submitted.append(job_id)
-    return job_id
 
 
 @contextlib.contextmanager
 def node_down(slurm, node: str = LAB_NODE) -> Iterator[None]:
-    """`scontrol update nodename=<node> state=down reason=reboot`; back to service afterwards."""
+    """`scontrol update nodename=<node> state=down reason=reboot`; back to service afterwards,
+    and idle again before the next test, which would otherwise find no CPU to run on."""
     slurm.run("scontrol", "update", "nodename=" + node, "state=down", "reason=reboot")
     try:
         yield
     finally:
         slurm.run("scontrol", "update", "nodename=" + node, "state=resume", check=False)
-        wait_for(
-            lambda: (
-                "idle" in slurm.run("sinfo", "--noheader", "--nodes=" + node, "--format=%T", check=False).stdout
-                or "mix" in slurm.run("sinfo", "--noheader", "--nodes=" + node, "--format=%T", check=False).stdout
-            ),
-            30,
-            interval=0.2,
+        bound = slurm.timing.node_bound
+        assert wait_for(lambda: node_takes_jobs(slurm, node), bound, interval=0.2), (
+            "node %s not back %.0f s after resume: %s"
+            % (
+                node,
+                bound,
+                node_state(slurm, node),
+            )
         )
+
+
+def node_state(slurm, node: str) -> str:
+    return slurm.run("sinfo", "--noheader", "--nodes=" + node, "--format=%T", check=False).stdout.strip()
+
+
+def node_takes_jobs(slurm, node: str) -> bool:
+    # sinfo's long states: idle, mixed, allocated; "*" marks a node that does not answer.
+    state = node_state(slurm, node)
+    return state in ("idle", "mixed", "allocated")
 
 
 @contextlib.contextmanager

@@ -2,6 +2,8 @@
 
 - `Slurm`: Slurm's clients aimed at one lab (submit, list, cancel), remembering the jobs a
   test submitted so that teardown cancels exactly those and nothing else;
+- `SlurmTiming`: how long slurmctld may take to start or end a job or to take a node back,
+  derived from the intervals the running slurmctld reports (`scontrol show config`);
 - `PrivateLab`: a lab of its own (LAB_DIR in /tmp, ports 55434/16837/16838) for what must
   not happen to the shared one: a sleeping Epilog, slurmctld or munged stopped;
 - `logging_client`: a wrapper script that logs each call of a Slurm client and execs it;
@@ -31,6 +33,8 @@ MODULE = "arvados_ops.recovery.slurm_job_cancel"
 PRIVATE_LAB_PORTS = {"LAB_PG_PORT": "55434", "LAB_SLURMCTLD_PORT": "16837", "LAB_SLURMD_PORT": "16838"}
 # The lab's slurm.conf says MessageTimeout=10.
 MESSAGE_TIMEOUT = 10.0
+# Slurm 22.05's defaults (slurm.conf(5)), for what `scontrol show config` does not state.
+SLURM_DEFAULTS = {"sched_interval": 60.0, "bf_interval": 30.0, "batch_sched_delay": 3.0}
 
 
 def job_name() -> str:
@@ -58,6 +62,66 @@ def clean_env(extra: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
+@dataclasses.dataclass(frozen=True)
+class SlurmTiming:
+    """The intervals of a running slurmctld that bound how long its events may take."""
+
+    sched_interval: float
+    bf_interval: float
+    batch_sched_delay: float
+    kill_wait: float
+    message_timeout: float
+
+    @classmethod
+    def parse(cls, show_config: str) -> SlurmTiming:
+        """From the `Name = value` lines `scontrol show config` prints."""
+        config = {}
+        for line in show_config.splitlines():
+            name, separator, value = line.partition("=")
+            if separator:
+                config[name.strip()] = value.strip()
+        scheduler = dict(SLURM_DEFAULTS)
+        for parameter in config.get("SchedulerParameters", "").split(","):
+            name, _separator, value = parameter.partition("=")
+            if name in scheduler and value:
+                scheduler[name] = float(value)
+        return cls(
+            kill_wait=_seconds(config["KillWait"]),
+            message_timeout=_seconds(config["MessageTimeout"]),
+            **scheduler,
+        )
+
+    @property
+    def start_bound(self) -> float:
+        """The longest a job that fits a free CPU may stay PENDING.
+
+        slurmctld tries to start it batch_sched_delay after sbatch; a busy slurmctld can
+        leave it to a later pass, and no pass starts anything while a job is COMPLETING
+        (up to KillWait, then slurmd's reply within MessageTimeout). The main scheduler's
+        full pass comes every sched_interval: two of them, so that the one that was due
+        anyway may be late. (Backfill, every bf_interval, only runs after a change.)
+        """
+        return self.batch_sched_delay + self.kill_wait + self.message_timeout + 2 * self.sched_interval
+
+    @property
+    def end_bound(self) -> float:
+        """The longest a cancelled job may stay queued (COMPLETING): KillWait from SIGTERM to
+        SIGKILL, then slurmctld's kill request and slurmd's epilog-complete message, each
+        within MessageTimeout. The lab's Epilog sleeps 0 s unless a test says otherwise."""
+        return self.kill_wait + 2 * self.message_timeout
+
+    @property
+    def node_bound(self) -> float:
+        """The longest a resumed node may take to be idle again: slurmctld pings it at once
+        and waits MessageTimeout for the answer, once more if that ping is lost."""
+        return 2 * self.message_timeout + 2
+
+
+def _seconds(value: str) -> float:
+    """`5 sec` as scontrol prints KillWait and MessageTimeout."""
+    return float(value.split()[0])
+
+
 class Job(NamedTuple):
     job_id: str
     name: str
@@ -71,6 +135,13 @@ class Slurm:
     def __init__(self, env: Mapping[str, str]):
         self.env = dict(env)
         self.submitted: list[str] = []
+        self._timing: SlurmTiming | None = None
+
+    @property
+    def timing(self) -> SlurmTiming:
+        if self._timing is None:
+            self._timing = SlurmTiming.parse(self.run("scontrol", "show", "config").stdout)
+        return self._timing
 
     def run(
         self, *argv: str, check: bool = True, user: str | None = None, timeout: float = 60
@@ -92,6 +163,10 @@ class Slurm:
         if hold:
             argv.append("--hold")
         argv += ["--wrap", command]
+        return self.sbatch(argv, user=user)
+
+    def sbatch(self, argv: Sequence[str], user: str | None = None) -> str:
+        """Run an `sbatch --parsable ...` command line; its job is then this test's to cancel."""
         job_id = self.run(*argv, user=user).stdout.strip().split(";")[0]
         assert job_id.isdigit(), job_id
         self.submitted.append(job_id)
@@ -114,7 +189,10 @@ class Slurm:
         )
         return result.stdout.strip() or "GONE"
 
-    def wait_for_state(self, job_id: str, state: str, timeout: float = 30) -> None:
+    def wait_for_state(self, job_id: str, state: str, timeout: float | None = None) -> None:
+        """Wait until the job is in `state`; by default as long as slurmctld may take to
+        start a job that fits (`SlurmTiming.start_bound`)."""
+        timeout = self.timing.start_bound if timeout is None else timeout
         seen: list[str] = []
 
         def reached() -> bool:
@@ -122,14 +200,31 @@ class Slurm:
             seen.append(job.state if job else "ABSENT")
             return job is not None and job.state == state
 
-        assert wait_for(reached, timeout), "job %s never %s; states seen: %s" % (job_id, state, sorted(set(seen)))
+        started = time.monotonic()
+        assert wait_for(reached, timeout), "job %s never %s in %.0f s; states seen: %s; %s" % (
+            job_id,
+            state,
+            time.monotonic() - started,
+            sorted(set(seen)),
+            self.queue_report(),
+        )
 
-    def cancel_leftovers(self, timeout: float = 30) -> None:
-        """scancel (by id) whatever this test submitted that is still queued."""
+    def queue_report(self) -> str:
+        """Every queued job with slurmctld's reason for its state, for a failure message."""
+        queue = self.run("squeue", "--noheader", "--all", "--format=%i %T %r", check=False).stdout
+        return "slurmctld's queue (id state reason): %s" % "; ".join(queue.splitlines())
+
+    def cancel_leftovers(self) -> None:
+        """scancel (by id) whatever this test submitted that is still queued, and wait until
+        it has left the queue, so that no job of this test is COMPLETING (which holds back
+        every scheduling pass) or running when the next test starts."""
         leftovers = [job_id for job_id in self.submitted if job_id in self.queue()]
         if leftovers:
             self.run("scancel", *leftovers, check=False)
-            wait_for(lambda: not set(leftovers) & set(self.queue()), timeout, interval=0.1)
+            bound = self.timing.end_bound
+            assert wait_for(lambda: not set(leftovers) & set(self.queue()), bound, interval=0.1), (
+                "jobs %s still queued %.0f s after scancel; %s" % (leftovers, bound, self.queue_report())
+            )
 
 
 def logging_client(directory: Path, program: str, run_as: str | None = None) -> tuple[Path, Path]:

@@ -26,31 +26,40 @@ from tests.integration.test_arvados_fail_jobs_command import before_flag, one_li
 # -- privileges, checked before the Slurm step ------------------------------------------
 
 
-def restricted_role(fresh_db, revoke):
-    """A login role that may do what the `arvados` role does on `fresh_db`, less `revoke`
-    ((privilege, table) pairs); returns its password. Dropped by drop_role."""
-    name = "lab_restricted_%s" % uuid_module.uuid4().hex[:10]
-    password = uuid_module.uuid4().hex
-    with fresh_db.connect(superuser=True, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(sql.Identifier(name), sql.Literal(password)))
-        admin.execute(
-            sql.SQL(
-                "GRANT ALL ON ALL TABLES IN SCHEMA public TO {}; GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {}"
-            ).format(sql.Identifier(name), sql.Identifier(name))
-        )
-        for privilege, table in revoke:
+@pytest.fixture
+def restricted_role(fresh_db):
+    """`restricted_role(revoke)`: a login role that may do what the `arvados` role does on
+    `fresh_db`, less `revoke` ((privilege, table) pairs); returns (name, password). Each
+    role is dropped after the test, failed or not: roles belong to the server, not to the
+    test's database."""
+    made = []
+
+    def make(revoke):
+        name = "lab_restricted_%s" % uuid_module.uuid4().hex[:10]
+        password = uuid_module.uuid4().hex
+        with fresh_db.connect(superuser=True, autocommit=True) as admin:
             admin.execute(
-                sql.SQL("REVOKE {} ON {} FROM {}").format(
-                    sql.SQL(privilege), sql.Identifier(table), sql.Identifier(name)
-                )
+                sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(sql.Identifier(name), sql.Literal(password))
             )
-    return name, password
+            made.append(name)
+            admin.execute(
+                sql.SQL(
+                    "GRANT ALL ON ALL TABLES IN SCHEMA public TO {}; GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {}"
+                ).format(sql.Identifier(name), sql.Identifier(name))
+            )
+            for privilege, table in revoke:
+                admin.execute(
+                    sql.SQL("REVOKE {} ON {} FROM {}").format(
+                        sql.SQL(privilege), sql.Identifier(table), sql.Identifier(name)
+                    )
+                )
+        return name, password
 
-
-def drop_role(fresh_db, name):
-    with fresh_db.connect(superuser=True, autocommit=True) as admin:
-        admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(name)))
-        admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
+    yield make
+    for name in made:
+        with fresh_db.connect(superuser=True, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(name)))
+            admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
 
 
 def as_role(fresh_db, tmp_path, name, password, **extra):
@@ -87,10 +96,10 @@ CASES = [
 
 @pytest.mark.parametrize("revoked, extra, phrase", CASES, ids=[c[2].split(" (")[0] for c in CASES])
 def test_a_role_that_may_not_write_is_refused_before_slurm_in_check_mode_too(
-    fresh_db, lab_env, tmp_path, revoked, extra, phrase
+    fresh_db, lab_env, tmp_path, restricted_role, revoked, extra, phrase
 ):
     summary = h.load(fresh_db, running=4, running_after_boot=1)
-    name, password = restricted_role(fresh_db, revoked)
+    name, password = restricted_role(revoked)
     slurm_ids = submit_for(lab_env, summary.running_before_boot)
     try:
         dump_before = h.pg_dump(fresh_db, lab_env)
@@ -108,18 +117,16 @@ def test_a_role_that_may_not_write_is_refused_before_slurm_in_check_mode_too(
         assert sorted(h.squeue_names(lab_env, list(slurm_ids.values())).values()) == sorted(slurm_ids)
     finally:
         h.scancel(lab_env, list(slurm_ids.values()))
-        drop_role(fresh_db, name)
 
 
-def test_a_role_that_may_only_read_jobs_is_refused_with_every_missing_privilege(fresh_db, lab_env, tmp_path):
+def test_a_role_that_may_only_read_jobs_is_refused_with_every_missing_privilege(
+    fresh_db, lab_env, tmp_path, restricted_role
+):
     summary = h.load(fresh_db, running=3, running_after_boot=1)
-    name, password = restricted_role(fresh_db, [("UPDATE", "jobs"), ("INSERT", "logs")])
-    try:
-        reason = one_line_reason(
-            h.run_cli(lab_env, tmp_path, as_role(fresh_db, tmp_path, name, password), before_flag(summary))
-        )
-    finally:
-        drop_role(fresh_db, name)
+    name, password = restricted_role([("UPDATE", "jobs"), ("INSERT", "logs")])
+    reason = one_line_reason(
+        h.run_cli(lab_env, tmp_path, as_role(fresh_db, tmp_path, name, password), before_flag(summary))
+    )
     assert (
         ": UPDATE on table jobs (to lock and change the jobs); INSERT on table logs (to write the log rows); grant them"
         in reason
@@ -193,10 +200,16 @@ def test_a_connection_killed_mid_run_ends_in_one_line_without_a_traceback(fresh_
     opts = options(fresh_db, tmp_path, batch_size=10, batch_pause=0.3, live=False)
     process = start_cli(lab_env, tmp_path, opts, before_flag(summary) + ["--quiet"])
     with fresh_db.connect(superuser=True, autocommit=True) as admin:
-        # Mid-run: a few batches committed, the listing's cursor open.
+        # Mid-run: a few batches committed, the listing's cursor open. The wait ends as soon
+        # as the run does: a run that ended early says so here, not as a count of backends.
         wait_for(
-            lambda: admin.execute("SELECT count(*) FROM logs WHERE event_type = 'dispatch'").fetchone()[0] >= 20, 60
+            lambda: (
+                process.poll() is not None
+                or admin.execute("SELECT count(*) FROM logs WHERE event_type = 'dispatch'").fetchone()[0] >= 20
+            ),
+            60,
         )
+        assert process.poll() is None, "the run ended before 2 of its batches were seen: %s" % process.communicate()[1]
         backends = admin.execute(SQL_RUN_BACKENDS, (fresh_db.name,)).fetchall()
         assert len(backends) == 2, backends
         chosen = [pid for pid, working in backends if killed == "both" or working == (killed == "working")]

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from lab import labctl
-from tests.integration.slurm_helpers import wait_for
+from tests.integration.slurm_helpers import Slurm, SlurmTiming, wait_for
 
 LABCTL = Path(labctl.__file__)
 SECOND_LAB_PORTS = {"LAB_PG_PORT": "55433", "LAB_SLURMCTLD_PORT": "16827", "LAB_SLURMD_PORT": "16828"}
@@ -300,6 +300,10 @@ class SecondLab:
     def records(self) -> dict[str, labctl.ProcessRecord]:
         return {service: labctl.read_record(self.settings, service) for service in labctl.SERVICES}
 
+    @property
+    def timing(self) -> SlurmTiming:
+        return Slurm(self.env).timing
+
 
 @pytest.fixture(scope="module")
 def second_lab():
@@ -568,10 +572,10 @@ def test_a_job_named_after_an_arvados_uuid_shows_in_squeue(running_lab: SecondLa
     job_id, name = running_lab.submit(1, "exec sleep 60")
     try:
         assert running_lab.queue()[job_id][0] == name
-        assert wait_for(lambda: running_lab.queue()[job_id][1] == "RUNNING", 15)
+        assert wait_for(lambda: running_lab.queue()[job_id][1] == "RUNNING", running_lab.timing.start_bound)
     finally:
         running_lab.slurm("scancel", job_id)
-    assert wait_for(lambda: job_id not in running_lab.queue(), 15)
+    assert wait_for(lambda: job_id not in running_lab.queue(), running_lab.timing.end_bound)
 
 
 @pytest.mark.own_lab
@@ -586,19 +590,20 @@ def test_epilog_sleep_holds_a_finished_job_in_completing(running_lab: SecondLab)
             seen.append(state)
             return state == "COMPLETING"
 
-        assert wait_for(completing, 20, interval=0.05), f"states seen: {sorted(set(seen))}"
-        assert wait_for(lambda: job_id not in running_lab.queue(), 20)
+        timing = running_lab.timing
+        assert wait_for(completing, timing.start_bound, interval=0.05), f"states seen: {sorted(set(seen))}"
+        assert wait_for(lambda: job_id not in running_lab.queue(), 2 + timing.end_bound)
     finally:
         running_lab.labctl("epilog-sleep", "0")
     job_id, _name = running_lab.submit(3, "exec true")
-    assert wait_for(lambda: job_id not in running_lab.queue(), 20)
+    assert wait_for(lambda: job_id not in running_lab.queue(), timing.start_bound + timing.end_bound)
     assert running_lab.settings.epilog_sleep_file.read_text().strip() == "0"
 
 
 @pytest.mark.own_lab
 def test_stop_leaves_no_process_behind(running_lab: SecondLab):
     job_id, _name = running_lab.submit(4, "exec sleep 300")
-    assert wait_for(lambda: running_lab.queue()[job_id][1] == "RUNNING", 15)
+    assert wait_for(lambda: running_lab.queue()[job_id][1] == "RUNNING", running_lab.timing.start_bound)
     started = everything_started_by(running_lab)
     assert len(started) > len(labctl.SERVICES)  # the job's processes are among them
 

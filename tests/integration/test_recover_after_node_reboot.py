@@ -126,7 +126,9 @@ def test_after_a_node_reboot_exactly_the_lost_work_is_recovered(fresh_db, lab_en
     # without a Slurm job are nobody's to retry.
     inventory = lab_inventory(tmp_path, "crunch_v1_dispatcher")
     with rh.node_down(slurm):
-        assert rh.wait_for(lambda: slurm.final_state(node_id) == "NODE_FAIL", 30), slurm.final_state(node_id)
+        assert rh.wait_for(lambda: slurm.final_state(node_id) == "NODE_FAIL", slurm.timing.end_bound), (
+            slurm.final_state(node_id)
+        )
         # The lab's Slurm jobs are root's: crunch_job_user says so, as on a site that set it.
         application_yml = crunch_v1_application_yml(tmp_path, "root")
         variables = playbook_vars(fresh_db, tmp_path, recover_crunch_v1_application_yml=str(application_yml))

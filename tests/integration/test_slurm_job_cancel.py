@@ -180,7 +180,7 @@ def test_a_job_that_ends_during_the_grace_period_costs_no_scancel(
         # Let the job end once the module has seen it queued.
         assert wait_for(lambda: finished_calls(wrappers["squeue_log"]) >= 1, 60), "the module never listed the queue"
         fcntl.flock(held, fcntl.LOCK_UN)
-    assert wait_for(lambda: finishing_id not in own_slurm.queue(), 5)
+    assert wait_for(lambda: finishing_id not in own_slurm.queue(), own_slurm.timing.end_bound)
     (result,) = run.finish().results
 
     assert not result.get("failed"), result
@@ -340,7 +340,7 @@ def test_another_users_job_of_the_same_name_survives_user(shared_slurm: Slurm, l
     assert rerun["already_absent"] == []  # the name is queued, just not ours
 
     shared_slurm.run("scancel", theirs)
-    assert wait_for(lambda: not shared_slurm.queue([name]), 10)
+    assert wait_for(lambda: not shared_slurm.queue([name]), shared_slurm.timing.end_bound)
 
 
 # (name, name_pattern): the last three are refused even by a pattern that lets anything through.
@@ -490,7 +490,9 @@ def traps_ignores_and_pending(own_slurm: Slurm, tmp_path: Path):
         own_slurm.wait_for_state(ids[name], "RUNNING")
     ids[pending] = own_slurm.submit(pending, "exec %s %s" % (traps_script, out[pending]))
     own_slurm.wait_for_state(ids[pending], "PENDING")  # the node's 2 CPUs are taken
-    assert wait_for(lambda: all(Path("%s.ready" % out[name]).exists() for name in (traps, ignores)), 30)
+    # A RUNNING job's batch script starts once slurmd has launched it: a start, as bounded.
+    launched = own_slurm.timing.start_bound
+    assert wait_for(lambda: all(Path("%s.ready" % out[name]).exists() for name in (traps, ignores)), launched)
     return (traps, ignores, pending), ids, out
 
 
@@ -595,7 +597,8 @@ def test_crunch_v1_jobs_are_cancelled_plainly_under_auto_and_check_mode_predicts
     ids = {name: own_slurm.submit(name, "exec %s %s" % (traps_script, out[name])) for name in (crunch_job, container)}
     for name in ids:
         own_slurm.wait_for_state(ids[name], "RUNNING")
-    assert wait_for(lambda: all(Path("%s.ready" % path).exists() for path in out.values()), 30)
+    launched = own_slurm.timing.start_bound
+    assert wait_for(lambda: all(Path("%s.ready" % path).exists() for path in out.values()), launched)
 
     wrappers = clients(tmp_path)
     args = dict(name=[crunch_job, container], **paths(wrappers))

@@ -142,7 +142,7 @@ def test_slurm_conf_has_the_lab_essentials():
     assert conf["AuthInfo"] == "socket=/srv/lab/run/munge/munge.socket.2"
     assert conf["ProctrackType"] == "proctrack/pgid" and conf["TaskPlugin"] == "task/none"
     assert conf["SelectType"] == "select/cons_tres"
-    assert conf["SchedulerParameters"] == "batch_sched_delay=0"
+    assert conf["SchedulerParameters"] == "batch_sched_delay=0,bf_interval=1,sched_interval=5"
     assert (conf["KillWait"], conf["MessageTimeout"], conf["MailProg"]) == ("5", "10", "/bin/true")
     assert conf["Epilog"] == "/srv/lab/slurm/epilog.sh"
     paths = [
