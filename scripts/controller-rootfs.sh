@@ -51,7 +51,7 @@ build() {
     return 0
   fi
   local began=$SECONDS building=$root.building
-  say "debootstrap $suite into $root (about a minute)"
+  say "debootstrap $suite into $root (1 to 4 minutes)"
   rm -rf "$building"
   mkdir -p "$(dirname "$root")"
   if ! debootstrap --variant=minbase --include="$packages" "$suite" "$building" "$mirror" \

@@ -7,7 +7,7 @@
 # - ansible-core 2.20 and 2.21 need a controller Python >= 3.12, which Debian 12 does not
 #   ship: their virtualenvs are made from Python 3.13 (else 3.12), found like the target
 #   Pythons below (pyenv on this kind of machine). Where there is none, from the Python 3.13
-#   of a Debian 13 rootfs (scripts/controller-rootfs.sh: debootstrap once, about a minute),
+#   of a Debian 13 rootfs (scripts/controller-rootfs.sh: debootstrap once, 1 to 4 minutes),
 #   in which those cores' virtualenvs, unit tests, sanity and ansible-playbook runs then
 #   run. Each core says which ran (pyenv, PATH or rootfs). VERSIONS_CONTROLLER=rootfs takes
 #   the rootfs even where pyenv has a Python, to test the fallback.
