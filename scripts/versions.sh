@@ -181,7 +181,7 @@ core_venv() {
 }
 
 run_core() {
-  local series=$1 dir python version controller sanity_env=()
+  local series=$1 dir python version controller sanity_env=() copy=sanity-$1
   RUN=()
   if [ "$series" = 2.19 ]; then
     dir=.venv
@@ -190,8 +190,9 @@ run_core() {
     if python=$(controller_python "$series"); then
       controller="$("$python" -V 2>&1) from $(python_origin "$python") ($python)"
     elif [ -n "${CORE_CONTROLLER_PYTHONS[$series]:-}" ] && rootfs_ready; then
-      # The rootfs's virtualenvs only run in there: a directory of their own.
-      RUN=("$ROOTFS" run) python=python3 dir=$VERSIONS_DIR/core-$series-rootfs
+      # What the rootfs makes only runs in there: its virtualenvs and ansible-test's (under
+      # the sanity copy) have directories of their own.
+      RUN=("$ROOTFS" run) python=python3 dir=$VERSIONS_DIR/core-$series-rootfs copy=sanity-$series-rootfs
       controller="$("${RUN[@]}" python3 -V 2>&1) from the Debian 13 rootfs"
     else
       missing "ansible-core $series: a controller Python ${CORE_CONTROLLER_PYTHONS[$series]// / or } (looked on PATH and in ${PYENV_ROOT:-$HOME/.pyenv}/versions, and the Debian 13 rootfs could not be built)"
@@ -219,7 +220,7 @@ run_core() {
   fi
   step "ansible-core $series: unit tests" "${RUN[@]}" "$dir/bin/python" -m pytest -q -p no:cacheprovider tests/unit
   step "ansible-core $series: sanity" "${RUN[@]}" env "${sanity_env[@]}" SANITY_VENV="$dir" \
-    SANITY_COPY_ROOT="$VERSIONS_DIR/sanity-$series" scripts/sanity.sh
+    SANITY_COPY_ROOT="$VERSIONS_DIR/$copy" scripts/sanity.sh
   if [ "$series" = "$NEWEST_CORE" ]; then
     step "ansible-core $series: ansible-playbook runs" "${RUN[@]}" scripts/controller-smoke.sh "$dir"
   fi
