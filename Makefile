@@ -4,14 +4,16 @@
 PYTHON := .venv/bin/python
 LABCTL := $(PYTHON) lab/labctl.py
 
-.PHONY: help deps venv test unit integration sanity versions lint molecule build-check demo \
+.PHONY: help deps venv test unit integration integration-cores sanity versions lint molecule build-check demo \
         lab-start lab-stop lab-status clean
 
 help:
 	@echo "make demo         bring up the local lab, seed a cluster that just rebooted, recover it"
 	@echo "make test         install what is missing, run every test stage (starts/stops the lab)"
-	@echo "make unit | integration | sanity | versions | lint | molecule | build-check   one stage alone"
-	@echo "                  (versions: unit tests and sanity on ansible-core 2.16 to 2.21, Python 3.8 and the newest)"
+	@echo "make unit | integration | integration-cores | sanity | versions | lint | molecule | build-check"
+	@echo "                  one stage alone"
+	@echo "                  (versions: unit tests and sanity on ansible-core 2.16 to 2.21, Python 3.8 and the newest;"
+	@echo "                  integration-cores: the recovery playbooks on the lab with ansible-core 2.16 and 2.21)"
 	@echo "make lab-start | lab-stop | lab-status                  the lab by hand"
 
 deps:
@@ -27,7 +29,7 @@ test: deps
 unit: venv
 	@scripts/run-tests.sh unit
 
-integration sanity versions lint molecule: deps
+integration integration-cores sanity versions lint molecule: deps
 	@scripts/run-tests.sh $@
 
 build-check: deps

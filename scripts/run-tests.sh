@@ -6,14 +6,15 @@
 # Named stages run one after the other. All of them (no argument, as `make test` runs
 # them) run in two lanes at once, because the lab stages spend much of their time waiting
 # for Slurm, PostgreSQL and systemd in containers, with one of two cores idle:
-#   lab lane:   integration, then Molecule's cluster scenario
+#   lab lane:   integration, integration-cores (the recovery playbooks on ansible-core 2.16
+#               and 2.21), then Molecule's cluster scenario
 #   tools lane: unit, sanity, versions, lint, build, then the other Molecule scenarios
 # The tools lane's output goes to .build/test-logs/<stage>.log; every stage's log is kept
 # there, and the end of each failed stage's log is printed again after the summary.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
-ALL_STAGES=(unit integration sanity versions lint build molecule)
+ALL_STAGES=(unit integration integration-cores sanity versions lint build molecule)
 STAGES=("$@")
 lanes=no
 if [ ${#STAGES[@]} -eq 0 ]; then
@@ -48,7 +49,7 @@ versions_stage() {
 needs_lab() {
   local stage
   for stage in "${STAGES[@]}"; do
-    case "$stage" in integration | molecule) return 0 ;; esac
+    case "$stage" in integration | integration-cores | molecule) return 0 ;; esac
   done
   return 1
 }
@@ -76,6 +77,7 @@ run_stage() {
   case "$1" in
     unit)        .venv/bin/pytest -q tests/unit ;;
     integration) .venv/bin/pytest -q --durations=15 tests/integration ;;
+    integration-cores) scripts/integration-cores.sh ;;
     sanity)      scripts/sanity.sh ;;
     versions)    versions_stage ;;
     lint)        scripts/lint.sh ;;
@@ -132,11 +134,11 @@ if [ "$lanes" = yes ]; then
   if [ "$lab_ok" = yes ]; then
     scripts/build-molecule-image.sh base && scripts/build-molecule-image.sh cluster
   fi
-  echo "== two lanes: integration and molecule:cluster here; unit, sanity, versions, lint,"
+  echo "== two lanes: integration, integration-cores and molecule:cluster here; unit, sanity, versions, lint,"
   echo "   build and molecule:$(other_scenarios) alongside (logs in $LOG_DIR)"
   run_lane "$results.tools" yes unit sanity versions lint build "molecule:$(other_scenarios)" &
   tools_lane=$!
-  run_lane "$results.lab" no integration molecule:cluster
+  run_lane "$results.lab" no integration integration-cores molecule:cluster
   echo "== waiting for the tools lane"
   wait "$tools_lane"
   cat "$results.lab" "$results.tools" >"$results"

@@ -135,6 +135,7 @@ def stale_cluster(fresh_db, **overrides) -> datagen.Summary:
 # -- recover_after_reboot.yml ------------------------------------------------------------
 
 
+@pytest.mark.cores
 def test_recover_fails_exactly_the_stale_jobs_and_cancels_their_slurm_jobs(fresh_db, lab_env, slurm, tmp_path):
     summary = stale_cluster(fresh_db)
     stale = summary.running_before_boot
@@ -475,6 +476,7 @@ def test_the_node_reboot_playbook_verifies_the_server_as_well(tls_server, tls_db
 # -- cancel_slurm_jobs.yml ---------------------------------------------------------------
 
 
+@pytest.mark.cores
 def test_cancel_slurm_jobs_cancels_the_given_uuids_only(lab_env, slurm):
     names = [new_uuid("zzzzz", JOB_INFIX) for _index in range(3)]
     slurm_ids = submit_for(slurm, names)

@@ -104,6 +104,7 @@ def task_outcome(stdout: str, task: str) -> str:
     return re.search(r"^(ok|changed|skipping|fatal|failed): ", after[1], re.M).group(1)
 
 
+@pytest.mark.cores
 def test_after_a_node_reboot_exactly_the_lost_work_is_recovered(fresh_db, lab_env, slurm, records, tmp_path):
     live_job = records.job("Running")
     killed_job = records.job("Running")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 
 import pytest
 
@@ -15,6 +16,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs import (
     CleanupOptions,
 )
+from tests.unit.plugins.module_utils.slurm_fakes import fake_client_directory
 
 JOB = "zzzzz-8i9sb-%015d"
 NO_FILES = {"config_file": "", "database_yml": "", "db_name": "arvados_test", "cancel_slurm_jobs": False}
@@ -61,6 +63,14 @@ def test_cancel_slurm_mode_refuses_other_words():
         fail_jobs_run.cancel_slurm_mode("sometimes")
 
 
+@pytest.fixture
+def slurm_clients_on_path(tmp_path, monkeypatch):
+    """squeue and scancel on PATH, as on a Slurm host: the tests fake the cancel itself, and
+    a host without Slurm's clients (the version stage's Debian 13 rootfs) runs them too."""
+    monkeypatch.setenv("PATH", "%s:%s" % (fake_client_directory(tmp_path), os.environ["PATH"]))
+
+
+@pytest.mark.usefixtures("slurm_clients_on_path")
 def test_slurm_step_auto_without_squeue_is_skipped_with_a_reason():
     params = fail_jobs_run.with_defaults({})
     assert fail_jobs_run.slurm_step(params, which=lambda name: None) == (
@@ -80,6 +90,7 @@ class FakeOutcome:
         return dict(self.values)
 
 
+@pytest.mark.usefixtures("slurm_clients_on_path")
 def test_slurm_step_builds_a_request_for_the_batch_and_drops_the_diff():
     requests = []
 
@@ -99,6 +110,7 @@ def test_slurm_step_builds_a_request_for_the_batch_and_drops_the_diff():
     assert request.name_pattern == r"^[0-9a-z]{5}-8i9sb-[0-9a-z]{15}$"
 
 
+@pytest.mark.usefixtures("slurm_clients_on_path")
 def test_slurm_step_failure_stops_the_batch_unless_ignored():
     def cancel(request):
         return FakeOutcome(

@@ -1,0 +1,103 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to arvados_ops.recovery
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The platforms a role's meta/main.yml claims are exactly those a Molecule scenario runs
+it on: each scenario's image is a Debian release debootstrapped by
+scripts/build-molecule-image.sh and tagged with its codename. A platform added to a role
+without a scenario that runs the role there, or a scenario on a new release without the
+claim, fails here."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+SCENARIOS = REPO_ROOT / "extensions" / "molecule"
+IMAGE_BUILDER = REPO_ROOT / "scripts" / "build-molecule-image.sh"
+COLLECTION = "arvados_ops.recovery."
+ROLES = sorted(path.name for path in (REPO_ROOT / "roles").iterdir() if (path / "meta" / "main.yml").exists())
+# The images scripts/build-molecule-image.sh makes, named <this>[-kind]:<codename>.
+IMAGE = re.compile(r"^localhost/arvados-recovery-molecule(-[a-z]+)?:(?P<codename>[a-z]+)$")
+
+
+def load(path: Path):
+    return yaml.safe_load(path.read_text())
+
+
+def debootstrapped_codenames() -> set[str]:
+    """The Debian releases the image builder debootstraps."""
+    return set(re.findall(r"^\s*if ! debootstrap [^\n]* ([a-z]+) \"\$root\"", IMAGE_BUILDER.read_text(), re.M))
+
+
+def roles_in(node) -> set[str]:
+    """The collection's roles a playbook (or a piece of one) runs: include_role, import_role,
+    roles: lists, and the collection's playbooks it imports."""
+    found: set[str] = set()
+    if isinstance(node, list):
+        for item in node:
+            found |= roles_in(item)
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            short = key.rsplit(".", 1)[-1]
+            if short in ("include_role", "import_role"):
+                found.add(value["name"])
+            elif key == "roles":
+                found |= {entry if isinstance(entry, str) else entry.get("role", entry.get("name")) for entry in value}
+            elif short == "import_playbook" and value.startswith(COLLECTION):
+                found |= roles_in(load(REPO_ROOT / "playbooks" / (value[len(COLLECTION) :] + ".yml")))
+            else:
+                found |= roles_in(value)
+    return {name[len(COLLECTION) :] if name.startswith(COLLECTION) else name for name in found}
+
+
+def scenario_platforms(role: str) -> set[tuple[str, str]]:
+    """(distribution, codename) of every image a scenario that converges the role runs on."""
+    platforms = set()
+    for molecule_yml in sorted(SCENARIOS.glob("*/molecule.yml")):
+        converge = molecule_yml.with_name("converge.yml")
+        if not converge.exists() or role not in roles_in(load(converge)):
+            continue
+        for platform in load(molecule_yml)["platforms"]:
+            match = IMAGE.match(platform["image"])
+            assert match, "%s: %s is not an image scripts/build-molecule-image.sh makes" % (
+                molecule_yml,
+                platform["image"],
+            )
+            platforms.add(("Debian", match.group("codename")))
+    return platforms
+
+
+def claimed_platforms(role: str) -> set[tuple[str, str]]:
+    galaxy_info = load(REPO_ROOT / "roles" / role / "meta" / "main.yml")["galaxy_info"]
+    return {
+        (platform["name"], str(version)) for platform in galaxy_info["platforms"] for version in platform["versions"]
+    }
+
+
+def test_there_are_roles_and_scenarios():
+    assert ROLES == ["boot_recovery", "dispatcher_config"]
+    assert len(list(SCENARIOS.glob("*/molecule.yml"))) >= 1
+
+
+def test_the_images_are_of_the_releases_the_image_builder_debootstraps():
+    used = {codename for role in ROLES for _name, codename in scenario_platforms(role)}
+    assert used
+    assert used <= debootstrapped_codenames()
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_a_role_claims_exactly_the_platforms_its_scenarios_run_it_on(role):
+    assert claimed_platforms(role) == scenario_platforms(role)
+
+
+def test_roles_in_follows_the_collections_playbooks():
+    site = [{"ansible.builtin.import_playbook": "arvados_ops.recovery.site"}]
+    assert roles_in(site) == {"boot_recovery", "dispatcher_config"}
+    assert roles_in([{"tasks": [{"include_role": {"name": "arvados_ops.recovery.boot_recovery"}}]}]) == {
+        "boot_recovery"
+    }
