@@ -40,7 +40,8 @@ from .option_bounds import (
     check_text,
     excerpt,
 )
-from .pg_connect import connect, import_psycopg, redact
+from .pg_connect import connect, redact
+from .pg_driver import load_driver, sqlstate_of
 from .slurm_cancel import cancel_jobs
 from .slurm_cancel_request import CancelRequest
 from .slurm_runner import require_program
@@ -350,7 +351,7 @@ def database_error_message(error, cleaner, user, password):
     """One line: what failed, what the run had done by then, and PostgreSQL's reason."""
     reason = redact(" ".join(str(error).split()), password)
     context = cleaner.failure_context() if cleaner is not None else "nothing was changed"
-    if getattr(error, "sqlstate", None) == SQLSTATE_NO_PRIVILEGE:
+    if sqlstate_of(error) == SQLSTATE_NO_PRIVILEGE:
         return "the database user %s lacks a privilege the cleanup needs, %s: %s" % (user, context, reason)
     # Every batch committed so far is complete; one under way was rolled back.
     return "database error, %s: %s" % (context, reason)
@@ -363,17 +364,17 @@ def run_fail_jobs(params, check_mode=False, diff=False, keep_uuids=True, progres
     """
     plan = prepare(params, check_mode, diff, keep_uuids)
     conn_kwargs = plan.settings.as_psycopg_kwargs()
-    psycopg = import_psycopg()
-    conn = connect_db(conn_kwargs, wait=plan.db_wait)
+    driver = load_driver()
+    conn = connect_db(conn_kwargs, wait=plan.db_wait, driver=driver)
     cleaner = None
     try:
-        listing_conn = connect_db(conn_kwargs, wait=plan.db_wait)
+        listing_conn = connect_db(conn_kwargs, wait=plan.db_wait, driver=driver)
         try:
             cleaner = JobCleaner(conn, listing_conn, plan.options, cancel_slurm=plan.slurm, progress=progress)
             result = cleaner.run().to_dict()
         finally:
             listing_conn.close()
-    except psycopg.Error as error:
+    except driver.Error as error:
         raise RecoveryError(
             database_error_message(
                 error, cleaner, conn_kwargs.get("user") or "the default user", conn_kwargs.get("password")
