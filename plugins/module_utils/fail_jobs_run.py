@@ -41,7 +41,7 @@ from .option_bounds import (
     excerpt,
 )
 from .pg_connect import connect, redact
-from .pg_driver import load_driver, sqlstate_of
+from .pg_driver import error_text, load_driver, sqlstate_of
 from .slurm_cancel import cancel_jobs
 from .slurm_cancel_request import CancelRequest
 from .slurm_runner import require_program
@@ -349,7 +349,7 @@ SQLSTATE_NO_PRIVILEGE = "42501"
 
 def database_error_message(error, cleaner, user, password):
     """One line: what failed, what the run had done by then, and PostgreSQL's reason."""
-    reason = redact(" ".join(str(error).split()), password)
+    reason = redact(error_text(error), password)
     context = cleaner.failure_context() if cleaner is not None else "nothing was changed"
     if sqlstate_of(error) == SQLSTATE_NO_PRIVILEGE:
         return "the database user %s lacks a privilege the cleanup needs, %s: %s" % (user, context, reason)

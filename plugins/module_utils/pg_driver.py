@@ -40,8 +40,9 @@ INSTALL_HINT = (
     'python3-psycopg2 on EL), or "pip install psycopg[binary]" or "pip install psycopg2"'
 )
 
-# psycopg 3's own words before libpq's message on a failed connection.
-_PSYCOPG3_CONNECT_PREFIX = re.compile(r"^connection (?:failed|is bad): ")
+# psycopg 3's own words before libpq's message ("connection failed: ", "consuming input
+# failed: ", ...). libpq's own messages that say "failed:" quote a host or socket first.
+_PSYCOPG3_CONNECT_PREFIX = re.compile(r"^(?:connection is bad|[a-z ]+ failed): ")
 # psycopg 3 resolves host names itself (libpq then sees only the address) and says so in
 # its words; libpq, which psycopg2 leaves the resolving to, names host and address.
 _PSYCOPG3_UNRESOLVED = re.compile(r"^failed to resolve host '([^']*)': (?:\[Errno -?\d+\] )?")
@@ -105,6 +106,27 @@ def _import(name):
 def sqlstate_of(error):
     """The SQLSTATE of a database error of either driver (None for others)."""
     return getattr(error, "sqlstate", None) or getattr(error, "pgcode", None)
+
+
+# What PostgreSQL's error report says, in libpq's order, after the primary message.
+_DIAG_FIELDS = (("DETAIL", "message_detail"), ("HINT", "message_hint"), ("CONTEXT", "context"))
+
+
+def error_text(error):
+    """A database error on one line, the same with either driver: PostgreSQL's message with
+    its detail, hint and context, without the statement's text, which psycopg2 quotes with
+    the values bound into it and psycopg 3 with $1; or, for an error the client found (a
+    lost connection), libpq's words."""
+    diag = getattr(error, "diag", None)
+    primary = getattr(diag, "message_primary", None)
+    if not primary:
+        return connection_error_text(error)
+    parts = [primary]
+    for label, field in _DIAG_FIELDS:
+        value = getattr(diag, field, None)
+        if value:
+            parts.append("%s: %s" % (label, value))
+    return " ".join(" ".join(parts).split())
 
 
 def connection_error_text(error):

@@ -45,7 +45,7 @@ from .arvados_db_config import CONNECTION_OPTIONS, resolve_database_settings
 from .errors import ConfigError, RecoveryError
 from .option_bounds import MAX_BATCH_SIZE, MAX_PG_TIMEOUT_SECONDS, MAX_SLEEP_SECONDS, check_maxima, check_texts
 from .pg_connect import connect, redact
-from .pg_driver import load_driver
+from .pg_driver import error_text, load_driver
 from .reconcile import (
     DEFAULT_ORPHAN_GRACE,
     EVIDENCE,
@@ -556,8 +556,7 @@ def run_reconcile(
         result = Reconciler(options, reader, lister, clock or SystemClock(), _server(conn)).run()
     except driver.Error as error:
         raise RecoveryError(
-            "database error (nothing was changed): %s"
-            % redact(" ".join(str(error).split()), conn_kwargs.get("password"))
+            "database error (nothing was changed): %s" % redact(error_text(error), conn_kwargs.get("password"))
         ) from None
     finally:
         conn.close()

@@ -278,3 +278,44 @@ def test_no_speed_paths_on_psycopg2():
     conn, raw = wrapped()
     assert pg_driver.pipeline_of(conn) is None
     assert pg_driver.streams_in_chunks(conn) is False
+
+
+def diagnosed(text, **diag):
+    error = FakeError(text)
+    fields = dict.fromkeys(("message_primary", "message_detail", "message_hint", "context"))
+    fields.update(diag)
+    error.diag = types.SimpleNamespace(**fields)
+    return error
+
+
+def test_a_server_error_reads_without_the_statement_either_driver_quotes():
+    # psycopg 3 quotes the statement with $1, psycopg2 with the value bound into it.
+    psycopg3 = diagnosed(
+        'duplicate key value violates unique constraint "logs_pkey"\nDETAIL:  Key (id)=(1) already exists.\n'
+        "LINE 1: INSERT INTO logs VALUES ($1)",
+        message_primary='duplicate key value violates unique constraint "logs_pkey"',
+        message_detail="Key (id)=(1) already exists.",
+    )
+    psycopg2 = diagnosed(
+        str(psycopg3).replace("$1", "1"),
+        message_primary='duplicate key value violates unique constraint "logs_pkey"',
+        message_detail="Key (id)=(1) already exists.",
+    )
+    said = 'duplicate key value violates unique constraint "logs_pkey" DETAIL: Key (id)=(1) already exists.'
+    assert pg_driver.error_text(psycopg3) == pg_driver.error_text(psycopg2) == said
+
+
+def test_hint_and_context_follow_in_libpq_order():
+    error = diagnosed(
+        "x", message_primary="boom", message_hint="try again", context="PL/pgSQL function f()\nline 3 at RAISE"
+    )
+    assert pg_driver.error_text(error) == "boom HINT: try again CONTEXT: PL/pgSQL function f() line 3 at RAISE"
+
+
+def test_a_lost_connection_reads_in_libpqs_words():
+    lost = "server closed the connection unexpectedly\n\tThis probably means the server terminated abnormally\n"
+    assert (
+        pg_driver.error_text(diagnosed("consuming input failed: " + lost))
+        == (pg_driver.error_text(FakeError(lost)))
+        == "server closed the connection unexpectedly This probably means the server terminated abnormally"
+    )
