@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Mapping, Optional
 
 from .errors import RecoveryError, shown
-from .pg_driver import LIBRARY, driver_import_error
+from .pg_driver import INSTALL_HINT, LIBRARY, driver_import_error
 
 # What a secret is replaced with in a message (as Ansible masks no_log values).
 MASK = "********"
@@ -85,7 +85,7 @@ def run_engine(
     if describe_missing is not None:
         import_error = psycopg_import_error()
         if import_error:
-            module.fail_json(msg=describe_missing(LIBRARY), exception=import_error)
+            module.fail_json(msg="%s; %s" % (describe_missing(LIBRARY), INSTALL_HINT), exception=import_error)
     secrets = secret_values(module.params, options)
     try:
         result = engine(canonical_params(module.params, options))

@@ -100,7 +100,11 @@ def test_without_psycopg_it_fails_before_the_engine_runs(monkeypatch):
         raise AssertionError("the engine ran")
 
     failure = outcome(FakeModule({}), never)
-    assert failure["msg"] == "psycopg (version 3) or psycopg2 is missing"
+    assert failure["msg"] == (
+        "psycopg (version 3) or psycopg2 is missing; install python3-psycopg or python3-psycopg2 "
+        '(Debian/Ubuntu; python3-psycopg3 or python3-psycopg2 on EL), or "pip install psycopg[binary]" '
+        'or "pip install psycopg2"'
+    )
     assert "import of psycopg2 halted" in failure["exception"]
 
 
@@ -123,7 +127,7 @@ def test_a_forced_driver_that_is_missing_fails_before_the_engine_runs(monkeypatc
         raise AssertionError("the engine ran")
 
     failure = outcome(FakeModule({}), never)
-    assert failure["msg"] == "psycopg (version 3) or psycopg2 is missing"
+    assert failure["msg"].startswith("psycopg (version 3) or psycopg2 is missing; install python3-psycopg or")
     assert "import of psycopg2 halted" in failure["exception"]
 
 
