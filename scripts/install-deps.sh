@@ -101,7 +101,7 @@ PY
 }
 
 # The integration stage runs the database modules' tests a second time under psycopg2, at
-# the oldest version a supported platform packages: built from source, so it needs the
+# the oldest version that runs on this Python (see the file): built from source, so it needs the
 # Debian packages above and stays out of the `venv` mode.
 PSYCOPG2_REQUIREMENTS=tests/integration/requirements-psycopg2.txt
 install_psycopg2() {

@@ -72,7 +72,7 @@ stop_lab() {
 trap stop_lab EXIT
 
 # The database modules' own tests, run a second time with psycopg2 (installed by
-# scripts/install-deps.sh at the oldest version a supported platform packages): the modules
+# scripts/install-deps.sh at the oldest version that runs here, see its requirements file): the modules
 # take psycopg 3 where both are installed, as in the first pass. pytest's header names the
 # driver of each pass.
 PSYCOPG2_TESTS=(
