@@ -37,7 +37,7 @@ def test_each_release_gets_the_psycopg_it_packages(tmp_path):
                 "__boot_recovery_os_family": family,
             },
         }
-        for number, ((distribution, major, family), _) in enumerate(RELEASES)
+        for number, ((distribution, major, family), _package) in enumerate(RELEASES)
     ]
     # The role's own fact gathering (tasks/command.yml), then its expression on this host.
     tasks.append({"name": "facts", "ansible.builtin.setup": {"gather_subset": ["!all", "!min", "distribution"]}})
@@ -62,7 +62,7 @@ def test_each_release_gets_the_psycopg_it_packages(tmp_path):
     )
     run_on_localhost(playbook)
     chosen = json.loads((tmp_path / "chosen.json").read_text())
-    assert chosen["chosen"] == [package for _, package in RELEASES]
+    assert chosen["chosen"] == [package for _release, package in RELEASES]
     # This machine is Debian 12 (bookworm), which packages psycopg 3.1.7.
     assert chosen["release"] == "Debian 12"
     assert chosen["here"] == "python3-psycopg"
