@@ -75,7 +75,8 @@ trap stop_lab EXIT
 # scripts/install-deps.sh, the oldest version that runs here: see its requirements file);
 # the first pass runs them with psycopg 3, which the modules take where both are installed.
 # pytest's header names the driver of each pass. All of them under psycopg2 took 940 s on a
-# busy machine, too much for the stage: the second pass leaves out the SIGKILL loop and the
+# busy machine (load 8-14), too much for the stage; these 34 took 331 s there (about 3 min
+# on a quiet one, by make test's busy/quiet ratio). It leaves out the SIGKILL loop and the
 # reconcile tests that exercise Slurm or a standby rather than the driver
 # (tests/integration/test_pg_driver.py compares both drivers statement by statement in the
 # first pass).
