@@ -16,6 +16,9 @@ live containers, finished containers and unknown UUIDs:
 (c) (b) with its rows streamed in chunks as (a) reads them, to tell what (a) gains from
     the fetch alone.
 
+With `--psycopg2`, (a) also runs through psycopg2 (pg_driver's psycopg2 path: no pipeline,
+the live records fetched whole) as (a2), and the report says by how much it is slower.
+
 Each round runs them in another order (`--rounds`, default 5); the report gives medians
 and spreads, the squeue calls and SQL statements of (a), and the peak Python heap of each,
 measured by tracemalloc in one more round each, not timed.
@@ -45,7 +48,7 @@ import psycopg
 from psycopg import sql
 
 from lab import datagen, labctl
-from plugins.module_utils import uuids
+from plugins.module_utils import pg_driver, uuids
 from plugins.module_utils.reconcile import CONTAINERS, JOBS, squeue_command
 from plugins.module_utils.reconcile_db import LIVE_CHUNK_ROWS, SQL_LIVE, DatabaseReader, make_read_only
 from plugins.module_utils.reconcile_run import ReconcileOptions, Reconciler, SlurmLister
@@ -179,12 +182,14 @@ def options() -> ReconcileOptions:
     return ReconcileOptions.from_params({"cluster_prefix": PREFIX, "settle": 0})
 
 
-def contender_reconcile(lab, name: str, env, traced: bool) -> dict[str, object]:
+def contender_reconcile(lab, name: str, env, traced: bool, driver: str = "psycopg") -> dict[str, object]:
     opts = options()
+    connector = pg_driver.load_driver({pg_driver.DRIVER_ENV: driver})
     if traced:
         tracemalloc.start()
     began = time.monotonic()
-    with psycopg.connect(**lab.connection(name)) as conn:
+    conn = connector.connect(**lab.connection(name))
+    try:
         make_read_only(conn)
         result = Reconciler(
             opts,
@@ -192,6 +197,8 @@ def contender_reconcile(lab, name: str, env, traced: bool) -> dict[str, object]:
             SlurmLister(opts, SubprocessRunner(), env),
             SystemClock(),
         ).run()
+    finally:
+        conn.close()
     wall = time.monotonic() - began
     return {
         "wall": wall,
@@ -204,6 +211,10 @@ def contender_reconcile(lab, name: str, env, traced: bool) -> dict[str, object]:
         "squeue_s": result["seconds"]["squeue"],
         "database_s": result["seconds"]["database"],
     }
+
+
+def contender_reconcile_psycopg2(lab, name: str, env, traced: bool) -> dict[str, object]:
+    return contender_reconcile(lab, name, env, traced, driver="psycopg2")
 
 
 def contender_floor_streamed(lab, name: str, env, traced: bool) -> dict[str, object]:
@@ -266,6 +277,7 @@ def main(argv=None) -> int:
         "generating --jobs and --running; only the containers are generated",
     )
     parser.add_argument("--rebuild", action="store_true")
+    parser.add_argument("--psycopg2", action="store_true", help="run (a) through psycopg2 too, as (a2)")
     parser.add_argument("--json", action="store_true", help="print the raw numbers as JSON too")
     args = parser.parse_args(argv)
 
@@ -281,6 +293,8 @@ def main(argv=None) -> int:
     began = time.monotonic()
     job_ids: list[str] = []
     contenders = {"reconcile": contender_reconcile, "floor": contender_floor, "streamed": contender_floor_streamed}
+    if args.psycopg2:
+        contenders["reconcile_psycopg2"] = contender_reconcile_psycopg2
     rounds: dict[str, list[dict[str, object]]] = {contender: [] for contender in contenders}
     try:
         submit_held(env, names, job_ids)
@@ -302,6 +316,12 @@ def main(argv=None) -> int:
     return 0
 
 
+def psycopg2_version(rounds) -> str:
+    if "reconcile_psycopg2" not in rounds:
+        return ""
+    return ", " + pg_driver.load_driver({pg_driver.DRIVER_ENV: "psycopg2"}).describe()
+
+
 def table_row(label: str, timed: list[dict[str, object]], traced: dict[str, object], calls, statements) -> str:
     return "| %s | %s | %s | %s | %s | %s | %.1f |" % (
         label,
@@ -319,6 +339,7 @@ def report(args, rounds, load) -> None:
     *streamed, streamed_traced = rounds["streamed"]
     ratios = [a["wall"] / b["wall"] for a, b in zip(ours, floor, strict=True)]
     streamed_ratios = [a["wall"] / c["wall"] for a, c in zip(ours, streamed, strict=True)]
+    print("drivers: psycopg %s%s" % (psycopg.__version__, psycopg2_version(rounds)))
     jobs = "the jobs of %s" % args.jobs_from if args.jobs_from else "%d jobs (%d Running)" % (args.jobs, args.running)
     print(
         "\n%s, %d more containers (%d live), %d held Slurm jobs, %d rounds"
@@ -332,6 +353,20 @@ def report(args, rounds, load) -> None:
     print(table_row("(a) reconciliation read", ours, ours_traced, ours[0]["squeue_calls"], ours[0]["statements"]))
     print(table_row("(b) one squeue + one query", floor, floor_traced, 1, 2))
     print(table_row("(c) = (b), its rows streamed in chunks as (a) reads them", streamed, streamed_traced, 1, 2))
+    if "reconcile_psycopg2" in rounds:
+        *second, second_traced = rounds["reconcile_psycopg2"]
+        print(
+            table_row(
+                "(a2) = (a) through psycopg2", second, second_traced, second[0]["squeue_calls"], second[0]["statements"]
+            )
+        )
+        assert second[0]["counts"] == ours[0]["counts"], (second[0]["counts"], ours[0]["counts"])
+        slower = [b["wall"] / a["wall"] for a, b in zip(ours, second, strict=True)]
+        slower_db = [b["database_s"] / a["database_s"] for a, b in zip(ours, second, strict=True)]
+        print(
+            "(a2)/(a) per round: %s; median %.2fx (database part %.2fx)"
+            % (", ".join("%.2f" % ratio for ratio in slower), statistics.median(slower), statistics.median(slower_db))
+        )
     for label, values in (("(a)/(b)", ratios), ("(a)/(c)", streamed_ratios)):
         print(
             "%s per round: %s; median %.2fx%s"

@@ -22,6 +22,9 @@ DEBIAN_PACKAGES=(
   catatonit            # a subreaper for slurmd, see lab/labctl.py
   python3-venv         # the project virtualenv
   python3-psycopg      # what the boot-time command uses on a real host
+  libpq-dev            # pg_config and libpq's headers, python3-dev and gcc: to build psycopg2
+  python3-dev          #   (tests/integration/requirements-psycopg2.txt), which has no wheel
+  gcc                  #   for this Python at the version the tests run
   git                  # ansible-test sanity works on a git checkout
   shellcheck           # make lint checks the shell scripts
   podman               # make molecule: containers with systemd as PID 1
@@ -98,10 +101,24 @@ PY
   rm -rf "$tmp"
 }
 
+# The integration stage runs the database modules' tests a second time under psycopg2, at
+# the oldest version that runs on this Python (see the file): built from source, so it needs the
+# Debian packages above and stays out of the `venv` mode.
+PSYCOPG2_REQUIREMENTS=tests/integration/requirements-psycopg2.txt
+install_psycopg2() {
+  local want have
+  want=$(sed -n 's/^psycopg2==//p' "$PSYCOPG2_REQUIREMENTS")
+  have=$(.venv/bin/python -c 'import psycopg2; print(psycopg2.__version__.split()[0])' 2>/dev/null || true)
+  [ "$want" = "$have" ] && return 0
+  echo "install-deps: building psycopg2 $want into .venv"
+  .venv/bin/python -m pip install -q --no-binary psycopg2 -r "$PSYCOPG2_REQUIREMENTS"
+}
+
 if [ "$MODE" = venv ]; then
   install_virtualenv
   exit 0
 fi
 install_debian_packages
 install_virtualenv
+install_psycopg2
 install_molecule_collections

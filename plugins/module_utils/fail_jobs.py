@@ -5,7 +5,7 @@
 """Fail or requeue the Arvados jobs a reboot left ``Running``, directly in PostgreSQL.
 
 This is the engine behind the ``arvados_fail_jobs`` module and the ``arvados-fail-jobs``
-command. It has no Ansible import: the caller hands it an open psycopg 3 connection, the
+command. It has no Ansible import: the caller hands it an open connection (pg_driver's), the
 options, and optionally a function that makes the jobs' Slurm jobs absent.
 
 How a run goes:
@@ -56,6 +56,7 @@ from .errors import RecoveryError
 from .fail_jobs_threshold import EXEMPT, QUALIFIES, classify_running_job
 from .option_bounds import MAX_BATCH_SIZE, MAX_PG_TIMEOUT_SECONDS, MAX_SLEEP_SECONDS
 from .options import Option, auto_or_bool, check_text, count, seconds
+from .pg_driver import sqlstate_of
 from .uuids import JOB_UUID_RE, LOG_INFIX, new_uuid, system_user_uuid
 
 JOB_STATE_RUNNING = "Running"
@@ -1083,7 +1084,7 @@ def take_advisory_lock(conn, wait, sleep=time.sleep, clock=time.monotonic):
 
 
 def connection_lost(conn):
-    """Whether psycopg has found `conn` dead (closed, or its server session gone)."""
+    """Whether the driver has found `conn` dead (closed, or its server session gone)."""
     return bool(getattr(conn, "closed", False) or getattr(conn, "broken", False))
 
 
@@ -1099,7 +1100,7 @@ def close_listing(cursor, conn):
 
 
 class JobCleaner:
-    """Runs one cleanup on two open psycopg 3 connections to the same database.
+    """Runs one cleanup on two open connections (pg_driver's) to the same database.
 
     `listing_conn` (switched to autocommit) holds the list of Running jobs in a cursor
     WITH HOLD, a page fetched per batch (see LISTING_CURSOR), while `conn` (autocommit off)
@@ -1415,7 +1416,7 @@ class JobCleaner:
         except BaseException as error:
             if not connection_lost(self.conn):
                 self.conn.rollback()
-            if getattr(error, "sqlstate", None) != SQLSTATE_LOCK_TIMEOUT:
+            if sqlstate_of(error) != SQLSTATE_LOCK_TIMEOUT:
                 raise  # still "under way" for the error's message
             self._batch_under_way = False
             return None

@@ -4,7 +4,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The ``arvados-fail-jobs`` command: the module's cleanup, for boot time, without Ansible.
 
-It needs Python 3 and psycopg 3 on the host (and PyYAML to read Arvados' config files).
+It needs Python 3 and psycopg 3 or psycopg2 on the host (and PyYAML to read Arvados' config
+files).
 The flags are the module's options (``--before reboot``, ``--retry``,
 ``--no-revoke-tokens``, ``--config``, ...). ``--options-file`` reads them from a YAML or
 JSON mapping of option names, which is where the boot unit keeps them, so a database

@@ -24,7 +24,8 @@ from .fail_jobs import (
 from .fail_jobs_threshold import parse_before
 from .option_bounds import MAX_CONCURRENT_SCANCEL, MAX_SCANCEL_PER_SECOND, MAX_SLEEP_SECONDS
 from .options import Option, Range, auto_or_bool, count, parse, seconds
-from .pg_connect import connect, import_psycopg, redact
+from .pg_connect import connect, redact
+from .pg_driver import error_text, load_driver, sqlstate_of
 from .slurm_cancel import cancel_jobs
 from .slurm_cancel_request import CancelRequest
 from .slurm_runner import require_program
@@ -208,9 +209,9 @@ SQLSTATE_NO_PRIVILEGE = "42501"
 
 def database_error_message(error, cleaner, user, password):
     """One line: what failed, what the run had done by then, and PostgreSQL's reason."""
-    reason = redact(" ".join(str(error).split()), password)
+    reason = redact(error_text(error), password)
     context = cleaner.failure_context() if cleaner is not None else "nothing was changed"
-    if getattr(error, "sqlstate", None) == SQLSTATE_NO_PRIVILEGE:
+    if sqlstate_of(error) == SQLSTATE_NO_PRIVILEGE:
         return "the database user %s lacks a privilege the cleanup needs, %s: %s" % (user, context, reason)
     # Every batch committed so far is complete; one under way was rolled back.
     return "database error, %s: %s" % (context, reason)
@@ -223,17 +224,17 @@ def run_fail_jobs(params, check_mode=False, diff=False, keep_uuids=True, progres
     """
     plan = prepare(params, check_mode, diff, keep_uuids)
     conn_kwargs = plan.settings.as_psycopg_kwargs()
-    psycopg = import_psycopg()
-    conn = connect_db(conn_kwargs, wait=plan.db_wait)
+    driver = load_driver()
+    conn = connect_db(conn_kwargs, wait=plan.db_wait, driver=driver)
     cleaner = None
     try:
-        listing_conn = connect_db(conn_kwargs, wait=plan.db_wait)
+        listing_conn = connect_db(conn_kwargs, wait=plan.db_wait, driver=driver)
         try:
             cleaner = JobCleaner(conn, listing_conn, plan.options, cancel_slurm=plan.slurm, progress=progress)
             result = cleaner.run().to_dict()
         finally:
             listing_conn.close()
-    except psycopg.Error as error:
+    except driver.Error as error:
         raise RecoveryError(
             database_error_message(
                 error, cleaner, conn_kwargs.get("user") or "the default user", conn_kwargs.get("password")

@@ -5,17 +5,17 @@
 """What the database modules share around their engines, without importing Ansible.
 
 - `run_engine(module, engine, options, describe_missing)`: one way to run an engine and
-  report: psycopg missing (for the database modules), its result, its warnings, or its
+  report: psycopg 3 and psycopg2 both missing (for the database modules), its result, its warnings, or its
   one-line reason as the failure, with the values of the no_log options masked in it
   (`without_secrets`), so that a failure says why without the secret.
 """
 
 from __future__ import annotations
 
-import traceback
 from typing import Any, Callable, Dict, Mapping, Optional
 
 from .errors import RecoveryError, shown
+from .pg_driver import INSTALL_HINT, LIBRARY, driver_import_error
 
 # What a secret is replaced with in a message (as Ansible masks no_log values).
 MASK = "********"
@@ -47,12 +47,9 @@ def without_secrets(text: str, secrets) -> str:
 
 
 def psycopg_import_error() -> Optional[str]:
-    """The traceback of importing psycopg 3, or None when it is there."""
-    try:
-        import psycopg  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
-    except ImportError:
-        return traceback.format_exc()
-    return None
+    """The traceback of importing psycopg 3 and psycopg2 (or the one
+    ARVADOS_RECOVERY_PG_DRIVER names), or None when one is there."""
+    return driver_import_error()
 
 
 def run_engine(
@@ -64,13 +61,13 @@ def run_engine(
     """Run `engine` on the module's options; exit_json with its result or fail_json with its reason.
 
     `describe_missing` is Ansible's missing_required_lib, given by the modules whose engine
-    needs psycopg: it tells what to install when psycopg is not. A result with `failed` set
+    needs psycopg 3 or psycopg2: it tells what to install when neither is there. A result with `failed` set
     (work the engine could not finish, with what it did) is reported with fail_json.
     """
     if describe_missing is not None:
         import_error = psycopg_import_error()
         if import_error:
-            module.fail_json(msg=describe_missing("psycopg (version 3)"), exception=import_error)
+            module.fail_json(msg="%s; %s" % (describe_missing(LIBRARY), INSTALL_HINT), exception=import_error)
     secrets = secret_values(module.params, options)
     try:
         result = engine(canonical_params(module.params, options))

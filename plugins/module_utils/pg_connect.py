@@ -2,7 +2,8 @@
 # Copyright: Contributors to the arvados_ops.recovery collection
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Opening the Arvados database with psycopg 3, patiently enough for a boot.
+"""Opening the Arvados database (psycopg 3 or psycopg2, see pg_driver), patiently enough
+for a boot.
 
 At boot the recovery unit may start while PostgreSQL is still coming up, so a refused or
 timed-out connection is tried again until `wait` seconds have passed. A wrong password or
@@ -14,6 +15,7 @@ from __future__ import annotations
 import time
 
 from .errors import RecoveryError
+from .pg_driver import connection_error_text, load_driver, sqlstate_of
 
 # SQLSTATE classes that say "the server answered and refused": retrying cannot help.
 # (28: authorization, 3D: no such database). Failures before the server answers carry no
@@ -31,21 +33,9 @@ class DatabaseUnavailable(RecoveryError):
     """The database could not be reached or refused the connection."""
 
 
-def import_psycopg():
-    """psycopg, or a RecoveryError saying how to install it."""
-    try:
-        import psycopg  # pylint: disable=import-outside-toplevel
-    except ImportError:
-        raise RecoveryError(
-            "the Python package psycopg (version 3) is needed to reach PostgreSQL: "
-            'install python3-psycopg (Debian/Ubuntu) or "pip install psycopg[binary]"'
-        ) from None
-    return psycopg
-
-
 def is_permanent(error):
     """True when a connection error will be the same on the next try."""
-    sqlstate = getattr(error, "sqlstate", None) or ""
+    sqlstate = sqlstate_of(error) or ""
     if sqlstate[:2] in _PERMANENT_SQLSTATE_CLASSES:
         return True
     text = str(error)
@@ -66,14 +56,15 @@ def describe_target(kwargs):
     return "database %r as %r on %s" % (kwargs.get("dbname"), kwargs.get("user"), where)
 
 
-def connect(conn_kwargs, wait=0.0, psycopg=None, sleep=time.sleep, clock=time.monotonic):
+def connect(conn_kwargs, wait=0.0, driver=None, sleep=time.sleep, clock=time.monotonic):
     """An open connection (autocommit off), trying again for `wait` seconds.
 
-    `conn_kwargs` are psycopg.connect keyword arguments (`host`, `port`, `dbname`, `user`,
-    `password`, `sslmode`, `connect_timeout`, `application_name`). Every message this
-    raises has the password masked.
+    `conn_kwargs` are libpq's connection parameters (`host`, `port`, `dbname`, `user`,
+    `password`, `sslmode`, `connect_timeout`, `application_name`), as both drivers take
+    them. Every message this raises has the password masked, and is the same whichever
+    driver `driver` (by default load_driver()'s) is.
     """
-    psycopg = psycopg or import_psycopg()
+    driver = driver or load_driver()
     password = conn_kwargs.get("password")
     deadline = clock() + max(0.0, wait)
     delay = 0.5
@@ -81,9 +72,9 @@ def connect(conn_kwargs, wait=0.0, psycopg=None, sleep=time.sleep, clock=time.mo
     while True:
         attempts += 1
         try:
-            return psycopg.connect(**conn_kwargs)
-        except psycopg.OperationalError as error:
-            reason = redact(" ".join(str(error).split()), password)
+            return driver.connect(**conn_kwargs)
+        except driver.OperationalError as error:
+            reason = redact(connection_error_text(error), password)
             if is_permanent(error) or clock() + delay > deadline:
                 raise DatabaseUnavailable(
                     "cannot connect to the %s after %d attempt(s): %s"

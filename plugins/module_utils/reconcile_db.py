@@ -14,11 +14,11 @@ ONLY``), and each phase ends its transaction, so nothing is held open across ``s
 from __future__ import annotations
 
 import contextlib
-import sys
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from .errors import ConfigError, RecoveryError
 from .fail_jobs import SQL_NOW_UTC
+from .pg_driver import pipeline_of, streams_in_chunks
 from .reconcile import CONTAINERS, DEFAULT_ORPHAN_GRACE, JOBS, Record, is_finished, uuid_of
 from .uuids import USER_INFIX, is_valid_prefix
 
@@ -183,25 +183,6 @@ def _as_dict(rows: Callable[[], List[tuple]]) -> Callable[[], Dict[str, str]]:
     return lambda: dict(rows())
 
 
-def pipeline_of(conn):
-    """`conn.pipeline` where libpq has a pipeline mode (14 and later), else None (and for
-    psycopg before 3.1, or a connection of a test's fake)."""
-    pipeline = getattr(_psycopg_of(conn), "Pipeline", None)
-    return conn.pipeline if pipeline is not None and pipeline.is_supported() else None
-
-
-def _streams_in_chunks(conn) -> bool:
-    """psycopg's chunked streams: psycopg 3.2 (capabilities) with libpq 17 or later."""
-    capabilities = getattr(_psycopg_of(conn), "capabilities", None)
-    return capabilities is not None and capabilities.has_stream_chunked()
-
-
-def _psycopg_of(conn):
-    """The psycopg module, when `conn` is one of its connections (imported by then)."""
-    psycopg = sys.modules.get("psycopg")
-    return psycopg if psycopg is not None and isinstance(conn, psycopg.Connection) else None
-
-
 def make_read_only(conn) -> None:
     """Read-only, and timestamps as text in ISO 8601 whatever the server's DateStyle."""
     conn.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
@@ -216,14 +197,14 @@ LIVE_CHUNK_ROWS = 2000
 def read_live(conn, statement: str, params: Mapping[str, Any]) -> List[Record]:
     """The live records `statement` (one of SQL_LIVE) reads, in one pass of the server.
 
-    Where psycopg and libpq can, in chunks of LIVE_CHUNK_ROWS rows as the server finds
+    Where psycopg 3 and libpq can, in chunks of LIVE_CHUNK_ROWS rows as the server finds
     them: the rows become tuples while the server still scans. Measured on 100,000 live
     jobs among 1,000,000: 0.57-0.60 s, against 0.62-0.72 s for the whole result at once.
     Elsewhere, whole into libpq's buffer (a few hundred bytes per live record, none per other
     row), then tuples in one fetchall, in C. Both beat a server-side cursor (twice as long:
     it plans for the first rows) and one row at a time (1.8 us a row in Python)."""
     with conn.cursor() as cursor:
-        if _streams_in_chunks(conn):
+        if streams_in_chunks(conn):
             return list(map(Record._make, cursor.stream(statement, params, size=LIVE_CHUNK_ROWS)))
         cursor.execute(statement, params)
         return list(map(Record._make, cursor.fetchall()))

@@ -44,7 +44,8 @@ from .arvados_db_config import CONNECTION_OPTIONS, resolve_database_settings
 from .errors import ConfigError, RecoveryError
 from .option_bounds import MAX_BATCH_SIZE, MAX_PG_TIMEOUT_SECONDS, MAX_SLEEP_SECONDS
 from .options import Option, count, parse, seconds
-from .pg_connect import connect, import_psycopg, redact
+from .pg_connect import connect, redact
+from .pg_driver import error_text, load_driver
 from .reconcile import (
     DEFAULT_ORPHAN_GRACE,
     EVIDENCE,
@@ -500,17 +501,16 @@ def run_reconcile(
     settings, options = check_params(params)
     conn_kwargs = settings.as_psycopg_kwargs()
     conn_kwargs["options"] = "-c statement_timeout=%d" % int(options.query_timeout * 1000)
-    psycopg = import_psycopg()
+    driver = load_driver()
     lister = SlurmLister(options, runner or SubprocessRunner(), os.environ if environ is None else environ)
-    conn = connect_db(conn_kwargs, wait=options.db_wait)
+    conn = connect_db(conn_kwargs, wait=options.db_wait, driver=driver)
     try:
         make_read_only(conn)
         reader = DatabaseReader(conn, options.batch_size, options.orphan_grace)
         result = Reconciler(options, reader, lister, clock or SystemClock(), _server(conn)).run()
-    except psycopg.Error as error:
+    except driver.Error as error:
         raise RecoveryError(
-            "database error (nothing was changed): %s"
-            % redact(" ".join(str(error).split()), conn_kwargs.get("password"))
+            "database error (nothing was changed): %s" % redact(error_text(error), conn_kwargs.get("password"))
         ) from None
     finally:
         conn.close()

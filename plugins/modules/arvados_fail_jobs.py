@@ -57,7 +57,9 @@ attributes:
     support: full
     platforms: posix
 requirements:
-  - psycopg 3 (C(python3-psycopg) on Debian and Ubuntu) on the host the module runs on
+  - psycopg 3 (C(python3-psycopg) on Debian 12+ and Ubuntu 24.04) or, where the release has only that,
+    psycopg2 2.8.6 or later (C(python3-psycopg2) on Debian 11 and Ubuntu 22.04) on the host the
+    module runs on; psycopg 3 is taken when both are there
   - PyYAML when the database settings come from a file
   - the Slurm client tools on that host, to cancel the jobs' Slurm jobs
 options:

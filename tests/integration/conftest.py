@@ -26,11 +26,24 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from ansible_collections.arvados_ops.recovery.plugins.module_utils import pg_driver
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import RecoveryError
 from lab import labctl
 from tests.integration.module_playbook import REPO_ROOT
 from tests.integration.reconcile_helpers import Records
 from tests.integration.slurm_helpers import Slurm
 from tests.unit.roles.playbook_runs import collections_in
+
+
+def pytest_report_header(config):
+    """Which driver the modules and the command reach PostgreSQL with in this run."""
+    forced = os.environ.get(pg_driver.DRIVER_ENV)
+    how = "%s=%s" % (pg_driver.DRIVER_ENV, forced) if forced else "preferred: %s unset" % pg_driver.DRIVER_ENV
+    try:
+        driver = pg_driver.load_driver()
+    except RecoveryError as error:
+        return "database driver: none (%s): %s" % (how, error)
+    return "database driver: %s (%s)" % (driver.describe(), how)
 
 
 def pytest_collection_modifyitems(items):

@@ -4,6 +4,7 @@ database modules run their engine and report."""
 from __future__ import annotations
 
 import sys
+import types
 
 import pytest
 
@@ -89,13 +90,42 @@ def test_without_psycopg_it_fails_before_the_engine_runs(monkeypatch):
     monkeypatch.undo()
     # None in sys.modules makes `import psycopg` raise ImportError.
     monkeypatch.setitem(sys.modules, "psycopg", None)
+    monkeypatch.setitem(sys.modules, "psycopg2", None)
+    monkeypatch.delenv("ARVADOS_RECOVERY_PG_DRIVER", raising=False)
 
     def never(given):
         raise AssertionError("the engine ran")
 
     failure = outcome(FakeModule({}), never)
-    assert failure["msg"] == "psycopg (version 3) is missing"
-    assert "import of psycopg halted" in failure["exception"]
+    assert failure["msg"] == (
+        "psycopg (version 3) or psycopg2 is missing; install python3-psycopg or python3-psycopg2 "
+        '(Debian/Ubuntu; python3-psycopg3 or python3-psycopg2 on EL), or "pip install psycopg[binary]" '
+        'or "pip install psycopg2"'
+    )
+    assert "import of psycopg2 halted" in failure["exception"]
+
+
+def test_psycopg2_alone_is_enough_to_run_the_engine(monkeypatch):
+    monkeypatch.undo()
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    monkeypatch.setitem(sys.modules, "psycopg2", types.ModuleType("psycopg2"))
+    monkeypatch.delenv("ARVADOS_RECOVERY_PG_DRIVER", raising=False)
+
+    assert outcome(FakeModule({}), lambda given: {"changed": False}) == {"changed": False}
+
+
+def test_a_forced_driver_that_is_missing_fails_before_the_engine_runs(monkeypatch):
+    monkeypatch.undo()
+    monkeypatch.setitem(sys.modules, "psycopg", types.ModuleType("psycopg"))
+    monkeypatch.setitem(sys.modules, "psycopg2", None)
+    monkeypatch.setenv("ARVADOS_RECOVERY_PG_DRIVER", "psycopg2")
+
+    def never(given):
+        raise AssertionError("the engine ran")
+
+    failure = outcome(FakeModule({}), never)
+    assert failure["msg"].startswith("psycopg (version 3) or psycopg2 is missing; install python3-psycopg or")
+    assert "import of psycopg2 halted" in failure["exception"]
 
 
 def test_an_engine_without_a_database_runs_without_psycopg(monkeypatch):

@@ -45,13 +45,15 @@ KWARGS = {
     "user": "arvados",
     "password": "s3cr3t-pw",
 }
-REFUSED = 'connection failed: connection to server at "db.example", port 5432 failed: Connection refused'
+# libpq's words, which psycopg2 gives as they are and psycopg 3 after "connection failed: ".
+LIBPQ_REFUSED = 'connection to server at "db.example", port 5432 failed: Connection refused'
+REFUSED = "connection failed: " + LIBPQ_REFUSED
 
 
 def test_transient_errors_are_retried_until_the_database_answers():
     clock = FakeClock()
     fake = FakePsycopg([FakeOperationalError(REFUSED), FakeOperationalError(REFUSED), "conn"])
-    assert pg_connect.connect(KWARGS, wait=30, psycopg=fake, sleep=clock.sleep, clock=clock) == "conn"
+    assert pg_connect.connect(KWARGS, wait=30, driver=fake, sleep=clock.sleep, clock=clock) == "conn"
     assert clock.sleeps == [0.5, 1.0]
     assert fake.calls == [KWARGS] * 3
 
@@ -60,12 +62,12 @@ def test_retries_stop_at_the_deadline_and_say_how_many_attempts():
     clock = FakeClock()
     fake = FakePsycopg([FakeOperationalError(REFUSED)] * 10)
     with pytest.raises(pg_connect.DatabaseUnavailable) as raised:
-        pg_connect.connect(KWARGS, wait=4, psycopg=fake, sleep=clock.sleep, clock=clock)
+        pg_connect.connect(KWARGS, wait=4, driver=fake, sleep=clock.sleep, clock=clock)
     # 0.5 + 1 + 2 = 3.5 s slept; the next pause (4 s) would pass the deadline
     assert clock.sleeps == [0.5, 1.0, 2.0]
     assert str(raised.value) == (
         "cannot connect to the database 'arvados_production' as 'arvados' on db.example:5432 "
-        "after 4 attempt(s): " + REFUSED
+        "after 4 attempt(s): " + LIBPQ_REFUSED
     )
 
 
@@ -82,7 +84,7 @@ def test_permanent_errors_fail_at_once(error):
     clock = FakeClock()
     fake = FakePsycopg([error, "conn"])
     with pytest.raises(pg_connect.DatabaseUnavailable, match="after 1 attempt"):
-        pg_connect.connect(KWARGS, wait=60, psycopg=fake, sleep=clock.sleep, clock=clock)
+        pg_connect.connect(KWARGS, wait=60, driver=fake, sleep=clock.sleep, clock=clock)
     assert clock.sleeps == []
 
 
@@ -91,7 +93,7 @@ def test_the_password_is_masked_in_connection_errors():
     leaky = FakeOperationalError('invalid dsn: password=s3cr3t-pw host=db.example\n  missing "=" after s3cr3t-pw')
     fake = FakePsycopg([leaky])
     with pytest.raises(pg_connect.DatabaseUnavailable) as raised:
-        pg_connect.connect(KWARGS, wait=0, psycopg=fake, sleep=clock.sleep, clock=clock)
+        pg_connect.connect(KWARGS, wait=0, driver=fake, sleep=clock.sleep, clock=clock)
     message = str(raised.value)
     assert "s3cr3t-pw" not in message
     assert 'password=******** host=db.example missing "=" after ********' in message
