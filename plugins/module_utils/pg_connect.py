@@ -26,6 +26,10 @@ _PERMANENT_MESSAGES = (
     "no password supplied",
     "does not exist",
     "no pg_hba.conf entry",
+    # TLS with sslmode verify-ca or verify-full: the server's certificate does not change
+    # while we wait (libpq's wording, the same under both drivers).
+    "certificate verify failed",
+    "does not match host name",
 )
 
 

@@ -442,13 +442,14 @@ def test_verify_full_refuses_a_server_it_cannot_verify(tls_server, tls_db, lab_e
     summary = stale_cluster(tls_db, running=2, running_after_boot=1, running_unstarted=0)
     dump_before = helpers.pg_dump(tls_db, lab_env)
     ca_cert = tls_server.wrong_ca_cert if wrong_ca else tls_server.ca_cert
-    # One try: the module retries a failed connection for db_wait seconds (a database that
-    # is still starting at boot), a failed verification too.
-    extra = recover_vars(tls_db, tmp_path, summary, recover_db=verify_full(tls_db, ca_cert, host), recover_db_wait=0)
+    # The default db_wait (30 s) retries a database still starting at boot; a certificate
+    # that cannot be verified is refused at the first try instead.
+    extra = recover_vars(tls_db, tmp_path, summary, recover_db=verify_full(tls_db, ca_cert, host))
 
     completed = ansible_playbook(without_password_files(lab_env), RECOVER, extra, expect_rc=2)
 
     assert reason in listing_failures(completed)[0]
+    assert "after 1 attempt" in listing_failures(completed)[0]
     assert helpers.pg_dump(tls_db, lab_env) == dump_before
 
 

@@ -78,6 +78,8 @@ def test_retries_stop_at_the_deadline_and_say_how_many_attempts():
         FakeOperationalError('connection failed: FATAL: password authentication failed for user "arvados"'),
         FakeOperationalError('FATAL: database "arvados_production" does not exist', sqlstate="3D000"),
         FakeOperationalError('FATAL: no pg_hba.conf entry for host "10.0.0.1"'),
+        FakeOperationalError("SSL error: certificate verify failed"),
+        FakeOperationalError('server certificate for "db.example" does not match host name "10.0.0.1"'),
     ],
 )
 def test_permanent_errors_fail_at_once(error):
