@@ -7,9 +7,9 @@
 # them) run in two lanes at once, because the lab stages spend much of their time waiting
 # for Slurm, PostgreSQL and systemd in containers, with one of two cores idle:
 #   lab lane:   integration, integration-cores (the recovery playbooks on ansible-core 2.16
-#               and 2.21)
-#   tools lane: unit, sanity, versions, lint, build, then every Molecule scenario, the
-#               cluster last (it needs no lab: its hosts are containers on their own network)
+#               and 2.21), then Molecule's cluster scenario (it needs no lab, but the tools
+#               lane is the longer one on a fresh machine: ansible-test's venvs, the images)
+#   tools lane: unit, sanity, versions, lint, build, then the other Molecule scenarios
 # The tools lane's output goes to .build/test-logs/<stage>.log; every stage's log is kept
 # there, and the end of each failed stage's log is printed again after the summary.
 set -uo pipefail
@@ -137,7 +137,7 @@ run_lane() {
   done
 }
 
-# Molecule's scenarios but the cluster, which the tools lane runs last (the longest).
+# Molecule's scenarios, the cluster apart (it goes in the lab lane).
 other_scenarios() {
   local file names=()
   for file in extensions/molecule/*/molecule.yml; do
@@ -162,11 +162,11 @@ if [ "$lanes" = yes ]; then
   if [ "$lab_ok" = yes ]; then
     scripts/build-molecule-image.sh base && scripts/build-molecule-image.sh cluster
   fi
-  echo "== two lanes: integration and integration-cores here; unit, sanity, versions, lint,"
-  echo "   build and molecule:$(other_scenarios),cluster alongside (logs in $LOG_DIR)"
-  run_lane "$results.tools" yes unit sanity versions lint build "molecule:$(other_scenarios),cluster" &
+  echo "== two lanes: integration, integration-cores and molecule:cluster here; unit, sanity, versions, lint,"
+  echo "   build and molecule:$(other_scenarios) alongside (logs in $LOG_DIR)"
+  run_lane "$results.tools" yes unit sanity versions lint build "molecule:$(other_scenarios)" &
   tools_lane=$!
-  run_lane "$results.lab" no integration integration-cores
+  run_lane "$results.lab" no integration integration-cores molecule:cluster
   echo "== waiting for the tools lane"
   wait "$tools_lane"
   cat "$results.lab" "$results.tools" >"$results"
