@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
-from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from .slurm_queue import QueueEntry
 
@@ -276,13 +276,3 @@ def write_failure(path: str, attempted_at: float) -> None:
     status = status_metrics(True, attempted_at)
     kept = kept_blocks(previous, [PREFIX + metric.name for metric in status])
     write_atomically(path, kept + render(status))
-
-
-def as_dict(metrics: Iterable[Metric]) -> Dict[str, Any]:
-    """{full name: {label string: value}}, for the command's JSON output and the tests."""
-    out: Dict[str, Any] = {}
-    for metric in metrics:
-        family = out.setdefault(PREFIX + metric.name, {})
-        for values, value in metric.samples:
-            family[",".join("%s=%s" % pair for pair in zip(metric.labels, values))] = value
-    return out
