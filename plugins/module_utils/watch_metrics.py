@@ -23,20 +23,16 @@ import os
 import tempfile
 from typing import Any, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
+from .slurm_nodes import NODE_REASONS, NODE_STATES, node_reason_class
 from .slurm_queue import QueueEntry
 
 PREFIX = "arvados_recovery_"
 KINDS = ("container", "job")
-# Slurm's own reason for a node that came back from a reboot it did not order
-# (src/slurmctld/node_mgr.c, 20.11 to 25.11); any other reason is an administrator's.
-SLURM_REBOOT_REASON = "Node unexpectedly rebooted"
 # A Slurm job's state reduced to the bounded set an alert needs.
 SLURM_STATE_CLASSES = ("pending", "running", "suspended", "ending")
 # The records an orphan can be, by kind (services/api/app/models/container.rb,
 # job.rb): a label value each, so their series exist, at 0, before anything is orphaned.
 ORPHAN_STATES = (("job", "Running"), ("container", "Locked"), ("container", "Running"))
-NODE_STATES = ("down", "drain")
-NODE_REASONS = ("unexpected_reboot", "other")
 
 
 class Metric(NamedTuple):
@@ -54,10 +50,6 @@ def slurm_state_class(state: str) -> str:
     if entry.is_pending:
         return "pending"
     return "suspended" if entry.is_suspended else "running"
-
-
-def node_reason_class(reason: Optional[str]) -> str:
-    return "unexpected_reboot" if (reason or "").startswith(SLURM_REBOOT_REASON) else "other"
 
 
 def _slurm_jobs_by_kind_and_class(entries: Iterable[Mapping[str, Any]]) -> Tuple[Tuple[Tuple[str, ...], float], ...]:
