@@ -200,6 +200,32 @@ def resolve_database_settings(
     return _settings_from_values(merged, source)
 
 
+def cluster_setting(
+    options: Mapping[str, Any], keys: Tuple[str, ...], default_config_file: str = DEFAULT_CONFIG_FILE
+) -> Optional[Tuple[str, str]]:
+    """(value as written, where) of ``Clusters.<id>.<keys...>`` in the config.yml the
+    database settings would read (``config_file``, else the default one if it exists), or
+    None when there is no such file, it cannot be read, or it does not set the key: the
+    caller then falls back to Arvados' default."""
+    config_file = options.get("config_file")
+    path = config_file or _existing_default(config_file, default_config_file)
+    if not path or options.get("database_yml"):
+        return None
+    try:
+        clusters = _mapping_at(_load_yaml_file(path, "config_file"), "Clusters", path)
+        if not clusters:
+            return None
+        chosen_id = _choose_cluster(clusters, options.get("cluster_id") or None, path)
+        value: Any = clusters[chosen_id]
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+    except ConfigError:
+        return None
+    if value is None or isinstance(value, (dict, list)):
+        return None
+    return str(value), "config_file %s, Clusters.%s.%s" % (shown(path), shown(chosen_id), ".".join(keys))
+
+
 def _check_exclusive_options(options: Mapping[str, Any]) -> None:
     for group in CONNECTION_MUTUALLY_EXCLUSIVE:
         given = [name for name in group if options.get(name)]

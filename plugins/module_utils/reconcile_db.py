@@ -18,6 +18,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 
 from .errors import ConfigError, RecoveryError
 from .fail_jobs import SQL_NOW_UTC
+from .locked_containers import LockToken
 from .pg_driver import pipeline_of, streams_in_chunks
 from .reconcile import CONTAINERS, DEFAULT_ORPHAN_GRACE, JOBS, Record, is_finished, uuid_of
 from .uuids import USER_INFIX, is_valid_prefix
@@ -79,6 +80,19 @@ REREAD_BY_UUID_UP_TO = 0.5
 # The cluster's own system user, <prefix>-tpzed-000000000000000 (uuids.system_user_uuid);
 # a federation may hold other clusters' system users too.
 SQL_SYSTEM_USERS = "SELECT uuid FROM users WHERE uuid LIKE %(pattern)s ORDER BY uuid LIMIT 10"
+# Each Locked orphan's lock_count and the token that locked it, in one statement for all of
+# them: api_client_authorizations.uuid is unique (index_api_client_authorizations_on_uuid),
+# so the join gives one row per container. expires_at is UTC without zone, as Arvados
+# writes it; a token expired at the database's now() authenticates nobody.
+SQL_LOCK_TOKENS = (
+    """
+    SELECT c.uuid, c.lock_count, a.uuid IS NOT NULL, a.user_uuid,
+           replace(a.expires_at::text, ' ', 'T'), COALESCE(a.expires_at <= %s, false)
+    FROM containers c LEFT JOIN api_client_authorizations a ON a.uuid = c.locked_by_uuid
+    WHERE c.uuid = ANY(string_to_array(%%(uuids)s, ','))
+"""
+    % SQL_NOW_UTC
+)
 # A hot standby answers reads, but its rows may lag the primary's: a Slurm job whose record
 # the primary already has would look missing, a record already changed would look orphaned.
 SQL_IN_RECOVERY = "SELECT pg_is_in_recovery()"
@@ -171,6 +185,15 @@ class DatabaseReader:
                 return cursor.fetchall()
 
         return rows
+
+    def lock_tokens(self, uuids: Sequence[str]) -> Dict[str, LockToken]:
+        """The lock of each of these containers, by UUID, in one statement."""
+        self.statements += 1
+        with self.conn.cursor() as cursor:
+            cursor.execute(SQL_LOCK_TOKENS, {"uuids": ",".join(sorted(uuids))})
+            tokens = {row[0]: LockToken._make(row) for row in cursor.fetchall()}
+        self.conn.commit()
+        return tokens
 
     def cluster_prefix(self) -> str:
         self.statements += 1

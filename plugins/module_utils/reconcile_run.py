@@ -40,13 +40,22 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
-from .arvados_db_config import CONNECTION_OPTIONS, resolve_database_settings
+from .arvados_db_config import CONNECTION_OPTIONS, cluster_setting, resolve_database_settings
 from .errors import ConfigError, RecoveryError
+from .locked_containers import (
+    MAX_DISPATCH_ATTEMPTS_KEY,
+    UNKNOWN_LIMIT,
+    DispatchLimit,
+    default_limit,
+    diagnose,
+    parse_release,
+)
 from .option_bounds import MAX_BATCH_SIZE, MAX_PG_TIMEOUT_SECONDS, MAX_SLEEP_SECONDS
 from .options import Option, count, parse, seconds
 from .pg_connect import connect, redact
 from .pg_driver import error_text, load_driver
 from .reconcile import (
+    CONTAINERS,
     DEFAULT_ORPHAN_GRACE,
     EVIDENCE,
     JOBS,
@@ -67,6 +76,7 @@ from .reconcile import (
     strays_of,
 )
 from .reconcile_db import DISPATCH_LOCK_KEY, DatabaseReader, make_read_only, refuse_standby
+from .slurm_nodes import parse_show_node, show_node_command, unavailable
 from .slurm_queue import client_environment
 from .slurm_runner import Clock, Runner, SubprocessRunner, SystemClock, require_program
 from .slurm_users import SLURM_USER_NAME
@@ -86,6 +96,9 @@ RECONCILE_OPTIONS: Dict[str, Option] = {
     "slurm_users": Option("dict"),
     "slurm_clusters": Option("str"),
     "squeue_path": Option("path"),
+    "report_nodes": Option("bool", True),
+    "scontrol_path": Option("path"),
+    "arvados_version": Option("str"),
     "command_timeout": Option("float", 10.0, check=seconds(MAX_SLEEP_SECONDS, above=True)),
     "db_wait": Option("float", 30.0, check=seconds(MAX_SLEEP_SECONDS)),
     # The session's statement_timeout.
@@ -107,6 +120,7 @@ _AS_PARSED = (
     "orphan_grace",
     "missing_are_stray",
     "allow_standby",
+    "report_nodes",
 )
 _CLUSTERS = re.compile(r"[A-Za-z0-9_.-]+(?:,[A-Za-z0-9_.-]+)*\Z", re.ASCII)
 _USER = SLURM_USER_NAME
@@ -131,6 +145,10 @@ class ReconcileOptions:
     orphan_grace: float = DEFAULT_ORPHAN_GRACE
     missing_are_stray: bool = False
     allow_standby: bool = False
+    report_nodes: bool = False
+    scontrol_path: Optional[str] = None
+    # The Arvados release, for MaxDispatchAttempts' default when config.yml does not say.
+    arvados_version: Optional[Tuple[int, int, int]] = None
     # Per kind, overriding slurm_user: the Slurm user whose jobs of that kind may be stray.
     slurm_users: Mapping[str, str] = field(default_factory=dict)
 
@@ -147,7 +165,9 @@ class ReconcileOptions:
             slurm_user=_optional_match("slurm_user", full["slurm_user"], _USER),
             slurm_clusters=_optional_match("slurm_clusters", full["slurm_clusters"], _CLUSTERS),
             squeue_path=require_program(full["squeue_path"] or "squeue"),
+            scontrol_path=require_program(full["scontrol_path"] or "scontrol") if full["report_nodes"] else None,
             slurm_users=_users_by_kind(full["slurm_users"], full["slurm_user"]),
+            arvados_version=parse_release("arvados_version", full["arvados_version"]),
             **{name: full[name] for name in _AS_PARSED},
         )
 
@@ -207,16 +227,40 @@ class SlurmLister:
         return self.runner.start(self.argv, self.env)
 
     def finish(self, handle, prefix: str, kinds) -> Listing:
-        returncode = handle.wait(self.timeout)
-        if returncode is None:
-            handle.kill()
-            raise RecoveryError(
-                "squeue did not answer within %g s (command_timeout) and was killed: is slurmctld up?" % self.timeout
-            )
-        stdout, stderr = handle.output()
-        if returncode != 0:
-            raise RecoveryError("squeue failed (exit %d): %s" % (returncode, " ".join(stderr.split()) or "no message"))
-        return parse_listing(stdout, prefix, kinds)
+        return parse_listing(finish_command(handle, "squeue", self.timeout), prefix, kinds)
+
+
+class NodeLister:
+    """One ``scontrol --all show node``, bounded by `command_timeout`; any failure is a
+    RecoveryError (a report that says nothing of the nodes would read as none down)."""
+
+    def __init__(self, options: ReconcileOptions, runner: Runner, environ: Mapping[str, str]):
+        self.argv = show_node_command(options.scontrol_path, options.slurm_clusters)
+        self.timeout = options.command_timeout
+        self.runner = runner
+        self.env = client_environment(environ)
+        self.calls = 0
+
+    def start(self):
+        self.calls += 1
+        return self.runner.start(self.argv, self.env)
+
+    def finish(self, handle) -> List[Dict[str, Any]]:
+        return unavailable(parse_show_node(finish_command(handle, "scontrol show node", self.timeout)))
+
+
+def finish_command(handle, what: str, timeout: float) -> str:
+    """The standard output of a started Slurm client, or a RecoveryError saying why not."""
+    returncode = handle.wait(timeout)
+    if returncode is None:
+        handle.kill()
+        raise RecoveryError(
+            "%s did not answer within %g s (command_timeout) and was killed: is slurmctld up?" % (what, timeout)
+        )
+    stdout, stderr = handle.output()
+    if returncode != 0:
+        raise RecoveryError("%s failed (exit %d): %s" % (what, returncode, " ".join(stderr.split()) or "no message"))
+    return stdout
 
 
 _uuid_of_entry = operator.itemgetter("uuid")
@@ -228,6 +272,7 @@ COUNTED = (
     "jobs_awaiting_retry",
     "orphaned_containers",
     "skipped_other_user",
+    "slurm_nodes",
 )
 
 
@@ -256,10 +301,22 @@ class _Phase:
 class Reconciler:
     """One run: `db` is a reconcile_db.DatabaseReader (or a fake), `lister` a SlurmLister."""
 
-    def __init__(self, options: ReconcileOptions, db, lister, clock: Clock, server: str = "of this connection"):
+    def __init__(
+        self,
+        options: ReconcileOptions,
+        db,
+        lister,
+        clock: Clock,
+        server: str = "of this connection",
+        nodes: Optional[NodeLister] = None,
+        dispatch_limit: DispatchLimit = UNKNOWN_LIMIT,
+    ):
         self.options = options
         self.db = db
         self.lister = lister
+        # Reads the nodes down or drained beside the first squeue; None: not asked.
+        self.nodes = nodes
+        self.dispatch_limit = dispatch_limit
         self.clock = clock
         # How the database server is named in an error: host, port, database.
         self.server = server
@@ -276,7 +333,7 @@ class Reconciler:
             raise refuse_standby(self.server)
         prefix, prefix_source = self._prefix()
         first_began = self.clock.now()
-        first, searches = self._first_poll(prefix)
+        first, searches, nodes = self._first_poll(prefix)
         self.clock.sleep(max(0.0, first_began + options.settle - self.clock.now()))
         poll = self._second_poll(prefix, searches)
         second = poll.listing
@@ -300,12 +357,17 @@ class Reconciler:
             "orphans_withheld": {},
             "evidence": {},
             "ending_slurm_jobs": 0,
+            "slurm_nodes": nodes,
         }
         for kind, search in searches.items():
             self._judge(kind, search, poll, result)
+        if CONTAINERS in searches:
+            self._diagnose_locks(result["orphaned_containers"], prefix)
+            result["max_dispatch_attempts"] = self.dispatch_limit.describe()
         result["dispatcher"] = _dispatcher(poll.holders)
         result["slurm"] = {
             "squeue_calls": self.lister.calls,
+            "scontrol_calls": self.nodes.calls if self.nodes else 0,
             "first_listing": first.count(),
             "second_listing": second.count(),
             "other_clusters_jobs": second.other_clusters,
@@ -315,14 +377,28 @@ class Reconciler:
         result["seconds"] = {"squeue": round(self.time.squeue, 6), "database": round(self.time.database, 6)}
         return result
 
-    def _first_poll(self, prefix: str) -> Tuple[Listing, Dict[str, OrphanSearch]]:
-        """(listing 1, the search of each kind): its squeue runs while the live records are
-        read, since the two wait on different servers."""
+    def _first_poll(self, prefix: str) -> Tuple[Listing, Dict[str, OrphanSearch], List[Dict[str, Any]]]:
+        """(listing 1, the search of each kind, the nodes down or drained): its squeue and
+        scontrol run while the live records are read, since they wait on different servers."""
         began = self.clock.now()
         squeue = self.lister.start()
+        scontrol = self.nodes.start() if self.nodes else None
         live = {kind: self._timed_db(self._live, kind) for kind in self.options.kinds}
         first = self._finish_listing(squeue, began, prefix)
-        return first, {kind: OrphanSearch(kind, live.pop(kind), first) for kind in self.options.kinds}
+        nodes = self._finish_nodes(scontrol, began) if self.nodes else []
+        return first, {kind: OrphanSearch(kind, live.pop(kind), first) for kind in self.options.kinds}, nodes
+
+    def _finish_nodes(self, handle, began: float) -> List[Dict[str, Any]]:
+        try:
+            return self.nodes.finish(handle)
+        finally:
+            self.time.squeue += self.clock.now() - began
+
+    def _diagnose_locks(self, entries: List[Dict[str, Any]], prefix: str) -> None:
+        """One statement for the locks of every Locked orphan, none when there is none."""
+        locked = [entry["uuid"] for entry in entries if entry["state"] == "Locked"]
+        if locked:
+            diagnose(entries, self._timed_db(self.db.lock_tokens, locked), prefix, self.dispatch_limit)
 
     def _second_poll(self, prefix: str, searches: Mapping[str, OrphanSearch]) -> _SecondPoll:
         """Listing 2 and what the database says as it is taken, in one pipeline (where libpq
@@ -485,6 +561,15 @@ def check_params(params: Mapping[str, Any]) -> Tuple[Any, ReconcileOptions]:
     return resolve_database_settings(params), options
 
 
+def dispatch_limit(params: Mapping[str, Any], release: Optional[Tuple[int, int, int]]) -> DispatchLimit:
+    """Containers.MaxDispatchAttempts: config.yml's when it sets one, else the release's
+    default, else unknown."""
+    found = cluster_setting(params, tuple(MAX_DISPATCH_ATTEMPTS_KEY.split(".")))
+    if found and found[0].strip().isdigit():
+        return DispatchLimit(int(found[0]), found[1])
+    return default_limit(release) if release else UNKNOWN_LIMIT
+
+
 def _server(conn) -> str:
     """The server this connection reached (libpq's answer, defaults and environment applied)."""
     info = conn.info
@@ -502,12 +587,16 @@ def run_reconcile(
     conn_kwargs = settings.as_psycopg_kwargs()
     conn_kwargs["options"] = "-c statement_timeout=%d" % int(options.query_timeout * 1000)
     driver = load_driver()
-    lister = SlurmLister(options, runner or SubprocessRunner(), os.environ if environ is None else environ)
+    runner = runner or SubprocessRunner()
+    environ = os.environ if environ is None else environ
+    lister = SlurmLister(options, runner, environ)
+    nodes = NodeLister(options, runner, environ) if options.report_nodes else None
+    limit = dispatch_limit(params, options.arvados_version) if CONTAINERS in options.kinds else UNKNOWN_LIMIT
     conn = connect_db(conn_kwargs, wait=options.db_wait, driver=driver)
     try:
         make_read_only(conn)
         reader = DatabaseReader(conn, options.batch_size, options.orphan_grace)
-        result = Reconciler(options, reader, lister, clock or SystemClock(), _server(conn)).run()
+        result = Reconciler(options, reader, lister, clock or SystemClock(), _server(conn), nodes, limit).run()
     except driver.Error as error:
         raise RecoveryError(
             "database error (nothing was changed): %s" % redact(error_text(error), conn_kwargs.get("password"))

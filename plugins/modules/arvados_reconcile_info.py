@@ -32,6 +32,17 @@ description:
     crunch-dispatch.rb is known to be stopped (O(crunch_v1_dispatcher)); otherwise it is
     listed in RV(jobs_awaiting_retry). By default orphans of a kind are reported only when
     Slurm shows some work of that kind (see O(orphans)).
+  - It reports Slurm's nodes that are C(DOWN) or drained, with their reasons (RV(slurm_nodes)),
+    from one C(scontrol --all show node) run beside the first listing. A node Slurm itself
+    took down when it came back from a reboot it did not order has the reason
+    C(Node unexpectedly rebooted) and stays down until returned to service
+    (M(arvados_ops.recovery.slurm_node_resume)), unless C(ReturnToService=2).
+  - Each orphaned C(Locked) container gets its lock diagnosed (C(lock) in
+    RV(orphaned_containers)), in one statement for all of them - whether the token that
+    locked it is the cluster's C(SystemRootToken) (C(<prefix>-gj3su-000000000000000), which
+    has no row), gone, expired, or another live token; its C(lock_count) against
+    C(Containers.MaxDispatchAttempts) (RV(max_dispatch_attempts)); and what would fix it.
+    Only the locking token can unlock a container, and an unlock at the limit cancels it.
   - It also reports who holds the dispatchers' C(Dispatch) lock in PostgreSQL
     (RV(dispatcher)), without taking it. A held lock means a dispatcher runs; no holder
     does not mean none runs, so ask the dispatcher host's service manager too.
@@ -61,7 +72,7 @@ requirements:
     module runs on; psycopg 3 is taken when both are there (its pipeline
     mode and chunked streams make the reads faster)
   - PyYAML when the database settings come from a file
-  - the Slurm client C(squeue) on that host
+  - the Slurm clients C(squeue) and (with O(report_nodes)) C(scontrol) on that host
 options:
   cluster_prefix:
     description:
@@ -125,9 +136,27 @@ options:
       - The C(squeue) to run; unset, found in C(PATH). The environment's C(SQUEUE_*)
         variables are dropped and C(LC_ALL=C) set.
     type: path
+  report_nodes:
+    description:
+      - Read Slurm's nodes down or drained (RV(slurm_nodes)) with one C(scontrol --all show node).
+        A failing C(scontrol) fails the module, as a failing C(squeue) does.
+    type: bool
+    default: true
+  scontrol_path:
+    description:
+      - The C(scontrol) to run for O(report_nodes); unset, found in C(PATH). It gets
+        O(slurm_clusters) as C(--clusters), which C(scontrol) takes for one cluster only.
+    type: path
+  arvados_version:
+    description:
+      - The Arvados release the API server runs (V(2.7.4), V(3.2)), for the default of
+        C(Containers.MaxDispatchAttempts) when the C(config.yml) the database settings come
+        from does not set it - 5 up to 2.6, 10 from 2.7.0 (C(lib/config/config.default.yml)).
+        Unset and not in C(config.yml), the limit is reported unknown (null).
+    type: str
   command_timeout:
     description:
-      - Seconds one C(squeue) may take before it is killed and the module fails. Slurm's
+      - Seconds one C(squeue) (or C(scontrol)) may take before it is killed and the module fails. Slurm's
         clients give up on an unreachable controller after C(MessageTimeout).
       - At most V(86400) (a day).
     type: float
@@ -240,6 +269,15 @@ EXAMPLES = r"""
     cancel_slurm_jobs: false
   when: reconcile.orphaned_jobs | length > 0
 
+- name: Name the nodes Slurm took down after a reboot it did not order
+  ansible.builtin.debug:
+    msg: "{{ reconcile.slurm_nodes | selectattr('reason_is_unexpected_reboot') | map(attribute='name') | list }}"
+
+- name: Say how to fix each orphaned Locked container
+  ansible.builtin.debug:
+    msg: "{{ item.uuid }}: token {{ item.lock.token }}, {{ item.lock.action }}"
+  loop: "{{ reconcile.orphaned_containers | selectattr('state', 'eq', 'Locked') | list }}"
+
 - name: Say that no session holds the dispatchers' lock (ask the service manager too)
   ansible.builtin.debug:
     msg: "{{ reconcile.dispatcher.reason }}"
@@ -336,8 +374,55 @@ orphaned_containers:
     locked_by_uuid: {description: The dispatcher's token UUID holding the lock, type: str, returned: always,
                      sample: zzzzz-gj3su-000000000000000}
     priority: {description: The container's priority, type: int, returned: always, sample: 1}
+    lock:
+      description: The diagnosis of a C(Locked) container's lock (read-only).
+      type: dict
+      returned: when the container is Locked
+      contains:
+        token: {description: "V(system_root_token) (the cluster's SystemRootToken: only the dispatcher
+                              unlocks it), V(missing) (no such token: nothing can unlock it), V(expired),
+                              or V(another) live token", type: str, returned: always, sample: system_root_token}
+        token_user_uuid: {description: The token's user; null when it has no row, type: str, returned: always,
+                          sample: null}
+        token_expires_at: {description: "The token's expires_at, ISO 8601 UTC without zone; null when it has
+                                         no row or never expires", type: str, returned: always, sample: null}
+        lock_count: {description: How many times a dispatcher locked it, type: int, returned: always, sample: 3}
+        max_dispatch_attempts: {description: RV(max_dispatch_attempts)'s value, type: int, returned: always,
+                                sample: 10}
+        dispatch_attempts_left: {description: "Locks left before an unlock cancels it; null when the
+                                               limit is unknown", type: int, returned: always, sample: 7}
+        action: {description: What would fix it, type: str, returned: always,
+                 sample: "start the container dispatcher (it locks with the SystemRootToken): ..."}
     reason: {description: Why it is orphaned, type: str, returned: always, sample: "container is Running, but no Slurm job ..."}
   sample: []
+max_dispatch_attempts:
+  description: C(Containers.MaxDispatchAttempts), after which an unlock cancels a container,
+    and where it came from - the C(config.yml) the database settings come from, else
+    O(arvados_version)'s default; C(value) null when neither says.
+  returned: when containers are reconciled
+  type: dict
+  sample: {"value": 10, "source": "Arvados 3.2.1's default"}
+slurm_nodes:
+  description: Slurm's nodes down or drained (a node both is C(down)), by name; empty without
+    O(report_nodes).
+  returned: success
+  type: list
+  elements: dict
+  contains:
+    name: {description: The node, type: str, returned: always, sample: compute1}
+    state: {description: V(down) or V(drain), type: str, returned: always, sample: down}
+    reason: {description: "Slurm's reason, without scontrol's C([user@time]); null when none", type: str,
+             returned: always, sample: Node unexpectedly rebooted}
+    reason_is_unexpected_reboot: {description: "True when the reason is exactly Slurm's own for a node that
+                                                rebooted unexpectedly", type: bool, returned: always, sample: true}
+    slurm_state: {description: "State= as scontrol shows it", type: str, returned: always, sample: DOWN}
+    slurmd_responding: {description: "False when Slurm flags the node NOT_RESPONDING (its slurmd did not
+                                      answer slurmctld's last ping)", type: bool, returned: always, sample: true}
+    reason_set_by: {description: Who set the reason, type: str, returned: always, sample: slurm}
+    reason_set_at: {description: When, as scontrol shows it, type: str, returned: always, sample: "2026-12-03T10:00:06"}
+  sample: [{"name": "compute1", "state": "down", "reason": "Node unexpectedly rebooted",
+            "reason_is_unexpected_reboot": true, "slurm_state": "DOWN", "slurmd_responding": true,
+            "reason_set_by": "slurm", "reason_set_at": "2026-12-03T10:00:06"}]
 orphans_withheld:
   description: Per kind, why its orphans were not reported, or null when they were.
   returned: success
@@ -381,17 +466,17 @@ dispatcher:
   sample: {"lock_key": 10005, "lock_held": false, "holders": [],
            "reason": "no session holds the Dispatch advisory lock (10005), which alone cannot tell ..."}
 slurm:
-  description: C(squeue_calls) (always 2), the cluster's Slurm jobs in each listing, and
-    Slurm jobs named after other clusters' UUIDs.
+  description: C(squeue_calls) (always 2), C(scontrol_calls) (1 with O(report_nodes), else 0),
+    the cluster's Slurm jobs in each listing, and Slurm jobs named after other clusters' UUIDs.
   returned: success
   type: dict
-  sample: {"squeue_calls": 2, "first_listing": 5, "second_listing": 5, "other_clusters_jobs": 0}
+  sample: {"squeue_calls": 2, "scontrol_calls": 1, "first_listing": 5, "second_listing": 5, "other_clusters_jobs": 0}
 counts:
   description: The length of each list above.
   returned: success
   type: dict
   sample: {"stray_slurm_jobs": 1, "missing_from_database": 0, "orphaned_jobs": 2, "jobs_awaiting_retry": 0,
-           "orphaned_containers": 0, "skipped_other_user": 0}
+           "orphaned_containers": 0, "skipped_other_user": 0, "slurm_nodes": 1}
 database_statements:
   description: SQL statements run (none per UUID).
   returned: success

@@ -14,6 +14,7 @@ from typing import Callable, Dict, List, Optional
 import pytest
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError, RecoveryError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.locked_containers import DispatchLimit, LockToken
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile import (
     CONTAINERS,
     JOBS,
@@ -27,6 +28,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile imp
 )
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile_db import choose_prefix
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile_run import (
+    NodeLister,
     ReconcileOptions,
     Reconciler,
     SlurmLister,
@@ -62,6 +64,9 @@ class FakeDatabase:
         self.statements = 0
         self.holders: List[Dict[str, object]] = []
         self.standby = False
+        # By container UUID: its lock_count and the token that locked it, as SQL_LOCK_TOKENS reads them.
+        self.locks: Dict[str, LockToken] = {}
+        self.lock_reads: List[List[str]] = []
 
     def kind(self, uuid):
         return JOBS if "-8i9sb-" in uuid else CONTAINERS
@@ -104,6 +109,11 @@ class FakeDatabase:
         self.statements += 1
         holders = list(self.holders)
         return lambda: holders
+
+    def lock_tokens(self, uuids):
+        self.statements += 1
+        self.lock_reads.append(sorted(uuids))
+        return {uuid: self.locks[uuid] for uuid in uuids if uuid in self.locks}
 
     def cluster_prefix(self):
         return P
@@ -847,3 +857,78 @@ def test_the_reader_asks_whether_the_server_is_a_standby():
         reader = DatabaseReader(conn, batch_size=10)
         assert reader.in_recovery() is standby
         assert conn.executed == [SQL_IN_RECOVERY] and reader.statements == 1
+
+
+# -- nodes down or drained, read beside the first squeue ---------------------------------------
+
+SHOW_NODES = """\
+NodeName=c1 Arch=x86_64 CoresPerSocket=1
+   State=DOWN ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A
+   Reason=Node unexpectedly rebooted [slurm@2026-12-03T10:00:06]
+NodeName=c2 Arch=x86_64 CoresPerSocket=1
+   State=IDLE+DRAIN ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A
+   Reason=bad DIMM | ticket 12 [root@2026-12-03T09:00:00]
+NodeName=c3 Arch=x86_64 CoresPerSocket=1
+   State=IDLE ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A
+"""
+
+
+def node_lister(handle):
+    runner = _Runner(handle)
+    return NodeLister(options(report_nodes=True, scontrol_path="/usr/bin/scontrol"), runner, {"PATH": "/bin"}), runner
+
+
+def test_nodes_down_or_drained_are_reported_with_their_reasons():
+    nodes, runner = node_lister(_Handle(0, SHOW_NODES))
+    result = Reconciler(options(), FakeDatabase([]), ScriptedLister([[], []]), FakeClock(), nodes=nodes).run()
+    assert [(n["name"], n["state"], n["reason"], n["reason_is_unexpected_reboot"]) for n in result["slurm_nodes"]] == [
+        ("c1", "down", "Node unexpectedly rebooted", True),
+        ("c2", "drain", "bad DIMM | ticket 12", False),
+    ]
+    assert result["counts"]["slurm_nodes"] == 2
+    assert result["slurm"]["scontrol_calls"] == 1 and result["slurm"]["squeue_calls"] == 2
+    assert runner.argv == ["/usr/bin/scontrol", "--all", "show", "node"] and runner.env["LC_ALL"] == "C"
+
+
+def test_nodes_not_asked_for_are_not_read():
+    result = reconcile(FakeDatabase([]), [[], []])
+    assert result["slurm_nodes"] == [] and result["slurm"]["scontrol_calls"] == 0
+
+
+def test_scontrol_failing_fails_the_run_rather_than_report_no_node_down():
+    nodes, _ = node_lister(_Handle(1, stderr="slurm_load_node error: Unable to contact slurm controller\n"))
+    with pytest.raises(RecoveryError, match="scontrol show node failed \\(exit 1\\): slurm_load_node"):
+        Reconciler(options(), FakeDatabase([]), ScriptedLister([[], []]), FakeClock(), nodes=nodes).run()
+
+
+# -- Locked orphans: their lock diagnosed -----------------------------------------------------
+
+
+def test_each_locked_orphan_gets_its_lock_diagnosed_in_one_statement():
+    ctr_c = P + "-dz642-ccccccccccccccc"
+    theirs = P + "-gj3su-0123456789abcde"
+    db = FakeDatabase([container(CTR_A, "Locked"), container(CTR_B, "Locked"), container(ctr_c), job(JOB_A)])
+    db.rows[CTR_B] = db.rows[CTR_B]._replace(locked_by_uuid=theirs)
+    db.locks = {
+        CTR_A: LockToken(CTR_A, 3, False, None, None, False),
+        CTR_B: LockToken(CTR_B, 10, True, P + "-tpzed-a", "2026-11-01T00:00:00", True),
+    }
+    queue = [line("1", JOB_A)]
+    limit = DispatchLimit(10, "config_file /etc/arvados/config.yml, Clusters.zzzzz.Containers.MaxDispatchAttempts")
+    result = Reconciler(
+        options(orphans="always"), db, ScriptedLister([queue, queue]), FakeClock(), dispatch_limit=limit
+    ).run()
+    locks = {entry["uuid"]: entry.get("lock") for entry in result["orphaned_containers"]}
+    assert locks[ctr_c] is None
+    assert locks[CTR_A]["token"] == "system_root_token" and locks[CTR_A]["dispatch_attempts_left"] == 7
+    assert locks[CTR_B]["token"] == "expired" and locks[CTR_B]["token_user_uuid"] == P + "-tpzed-a"
+    assert db.lock_reads == [[CTR_A, CTR_B]]
+    assert result["max_dispatch_attempts"] == {"value": 10, "source": limit.source}
+
+
+def test_no_locked_orphan_no_lock_statement():
+    db = FakeDatabase([container(CTR_A), container(CTR_B)])
+    queue = [line("2", CTR_B)]
+    result = reconcile(db, [queue, queue])
+    assert uuids(result["orphaned_containers"]) == [CTR_A] and db.lock_reads == []
+    assert result["max_dispatch_attempts"]["value"] is None
