@@ -76,9 +76,9 @@ from .reconcile import (
     strays_of,
 )
 from .reconcile_db import DISPATCH_LOCK_KEY, DatabaseReader, make_read_only, refuse_standby
-from .slurm_nodes import parse_show_node, show_node_command, unavailable
+from .slurm_nodes import parse_show_node, scontrol_environment, show_node_command, unavailable
 from .slurm_queue import client_environment
-from .slurm_runner import Clock, Runner, SubprocessRunner, SystemClock, require_program
+from .slurm_runner import Clock, Runner, SubprocessRunner, SystemClock, finish_command, require_program
 from .slurm_users import SLURM_USER_NAME
 from .uuids import check_prefix
 
@@ -238,7 +238,7 @@ class NodeLister:
         self.argv = show_node_command(options.scontrol_path, options.slurm_clusters)
         self.timeout = options.command_timeout
         self.runner = runner
-        self.env = client_environment(environ)
+        self.env = scontrol_environment(environ)
         self.calls = 0
 
     def start(self):
@@ -247,20 +247,6 @@ class NodeLister:
 
     def finish(self, handle) -> List[Dict[str, Any]]:
         return unavailable(parse_show_node(finish_command(handle, "scontrol show node", self.timeout)))
-
-
-def finish_command(handle, what: str, timeout: float) -> str:
-    """The standard output of a started Slurm client, or a RecoveryError saying why not."""
-    returncode = handle.wait(timeout)
-    if returncode is None:
-        handle.kill()
-        raise RecoveryError(
-            "%s did not answer within %g s (command_timeout) and was killed: is slurmctld up?" % (what, timeout)
-        )
-    stdout, stderr = handle.output()
-    if returncode != 0:
-        raise RecoveryError("%s failed (exit %d): %s" % (what, returncode, " ".join(stderr.split()) or "no message"))
-    return stdout
 
 
 _uuid_of_entry = operator.itemgetter("uuid")

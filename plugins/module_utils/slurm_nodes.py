@@ -32,7 +32,9 @@ scontrol adds `` [user@time]`` to the first line of a reason that has a time.
 from __future__ import annotations
 
 import re
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+
+from .slurm_queue import client_environment
 
 SLURM_REBOOT_REASON = "Node unexpectedly rebooted"
 DOWN = "down"
@@ -142,6 +144,12 @@ def parse_state(text: str) -> Tuple[str, Tuple[str, ...]]:
         flags.append(SUFFIX_FLAGS[base[-1]])
         base = base[:-1]
     return base, tuple(dict.fromkeys(flags))
+
+
+def scontrol_environment(base: Mapping[str, str]) -> Dict[str, str]:
+    """The clients' environment without SCONTROL_* (SCONTROL_FUTURE, SCONTROL_LOCAL, ... change
+    which nodes scontrol shows: src/scontrol/scontrol.c)."""
+    return {key: value for key, value in client_environment(base).items() if not key.startswith("SCONTROL_")}
 
 
 def show_node_command(scontrol: str, clusters: Optional[str] = None) -> List[str]:

@@ -44,6 +44,20 @@ def require_program(path: str) -> str:
     raise CommandNotFoundError("%s: cannot be run: %s" % (path, reason))
 
 
+def finish_command(handle: ProcessHandle, what: str, timeout: float) -> str:
+    """The standard output of a started Slurm client, or a RecoveryError saying why not."""
+    returncode = handle.wait(timeout)
+    if returncode is None:
+        handle.kill()
+        raise RecoveryError(
+            "%s did not answer within %g s (command_timeout) and was killed: is slurmctld up?" % (what, timeout)
+        )
+    stdout, stderr = handle.output()
+    if returncode != 0:
+        raise RecoveryError("%s failed (exit %d): %s" % (what, returncode, " ".join(stderr.split()) or "no message"))
+    return stdout
+
+
 class ProcessHandle(Protocol):
     """A started command."""
 

@@ -144,7 +144,8 @@ options:
     default: true
   scontrol_path:
     description:
-      - The C(scontrol) to run for O(report_nodes); unset, found in C(PATH). It gets
+      - The C(scontrol) to run for O(report_nodes); unset, found in C(PATH). The environment's
+        C(SCONTROL_*) variables are dropped and C(LC_ALL=C) set. It gets
         O(slurm_clusters) as C(--clusters), which C(scontrol) takes for one cluster only.
     type: path
   arvados_version:

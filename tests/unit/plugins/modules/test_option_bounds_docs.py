@@ -14,6 +14,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils import (
     fail_jobs_run,
     reconcile_run,
     slurm_cancel_run,
+    slurm_node_resume,
 )
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import (
     argument_spec,
@@ -25,11 +26,13 @@ from ansible_collections.arvados_ops.recovery.plugins.modules import (
     arvados_reconcile_info,
     slurm_job_cancel,
 )
+from ansible_collections.arvados_ops.recovery.plugins.modules import slurm_node_resume as slurm_node_resume_module
 
 MODULES = {
     "arvados_fail_jobs": (arvados_fail_jobs, fail_jobs_run.ALL_OPTIONS),
     "arvados_reconcile_info": (arvados_reconcile_info, reconcile_run.ALL_OPTIONS),
     "slurm_job_cancel": (slurm_job_cancel, slurm_cancel_run.CANCEL_OPTIONS),
+    "slurm_node_resume": (slurm_node_resume_module, slurm_node_resume.NODE_RESUME_OPTIONS),
 }
 
 
