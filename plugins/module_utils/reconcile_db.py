@@ -81,18 +81,18 @@ REREAD_BY_UUID_UP_TO = 0.5
 # a federation may hold other clusters' system users too.
 SQL_SYSTEM_USERS = "SELECT uuid FROM users WHERE uuid LIKE %(pattern)s ORDER BY uuid LIMIT 10"
 # Each Locked orphan's lock_count and the token that locked it, in one statement for all of
-# them: api_client_authorizations.uuid is unique (index_api_client_authorizations_on_uuid),
-# so the join gives one row per container. expires_at is UTC without zone, as Arvados
-# writes it; a token expired at the database's now() authenticates nobody.
-SQL_LOCK_TOKENS = (
-    """
-    SELECT c.uuid, c.lock_count, a.uuid IS NOT NULL, a.user_uuid,
-           replace(a.expires_at::text, ' ', 'T'), COALESCE(a.expires_at <= %s, false)
-    FROM containers c LEFT JOIN api_client_authorizations a ON a.uuid = c.locked_by_uuid
-    WHERE c.uuid = ANY(string_to_array(%%(uuids)s, ','))
-"""
-    % SQL_NOW_UTC
-)
+# them: api_client_authorizations.uuid is unique (index_api_client_authorizations_on_uuid)
+# and a token names its user by users.id (user_id), so the joins give one row per
+# container. expires_at is UTC without zone, as Arvados writes it; a token expired at the
+# database's now() authenticates nobody.
+SQL_LOCK_TOKENS = """
+    SELECT c.uuid, c.lock_count, a.uuid IS NOT NULL, u.uuid,
+           replace(a.expires_at::text, ' ', 'T'), COALESCE(a.expires_at <= {now}, false)
+    FROM containers c
+    LEFT JOIN api_client_authorizations a ON a.uuid = c.locked_by_uuid
+    LEFT JOIN users u ON u.id = a.user_id
+    WHERE c.uuid = ANY(string_to_array(%(uuids)s, ','))
+""".replace("{now}", SQL_NOW_UTC)
 # A hot standby answers reads, but its rows may lag the primary's: a Slurm job whose record
 # the primary already has would look missing, a record already changed would look orphaned.
 SQL_IN_RECOVERY = "SELECT pg_is_in_recovery()"

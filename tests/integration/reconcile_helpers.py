@@ -73,6 +73,31 @@ class Records:
         self.conn.commit()
         return uuid
 
+    def lock(self, uuid: str, locked_by_uuid: str, lock_count: int) -> None:
+        self.conn.execute(
+            "UPDATE containers SET locked_by_uuid = %s, lock_count = %s WHERE uuid = %s",
+            (locked_by_uuid, lock_count, uuid),
+        )
+        self.conn.commit()
+
+    def token(self, expires_in: float | None) -> tuple[str, str]:
+        """(token UUID, its user's UUID): a user and a token expiring `expires_in` seconds
+        from now (negative: expired; None: never), as Arvados writes them (UTC)."""
+        user = new_uuid(PREFIX, USER_INFIX)
+        user_id = self.conn.execute(
+            "INSERT INTO users (uuid, owner_uuid, created_at, updated_at) VALUES (%s, %s, now(), now()) RETURNING id",
+            (user, user),
+        ).fetchone()[0]
+        uuid = new_uuid(PREFIX, TOKEN_INFIX)
+        self.conn.execute(
+            "INSERT INTO api_client_authorizations (uuid, api_token, api_client_id, user_id, created_at,"
+            " updated_at, expires_at) VALUES (%s, %s, 0, %s, now(), now(),"
+            " CASE WHEN %s::float8 IS NOT NULL THEN (now() AT TIME ZONE 'UTC') + %s * interval '1 second' END)",
+            (uuid, uuid + "secret", user_id, expires_in, expires_in),
+        )
+        self.conn.commit()
+        return uuid, user
+
     def started_at(self, table: str, uuid: str):
         row = self.conn.execute("SELECT started_at FROM %s WHERE uuid = %%s" % table, (uuid,)).fetchone()
         self.conn.commit()
@@ -120,10 +145,11 @@ def submit_like_the_dispatcher(slurm, name: str) -> str:
 
 
 @contextlib.contextmanager
-def node_down(slurm, node: str = LAB_NODE) -> Iterator[None]:
-    """`scontrol update nodename=<node> state=down reason=reboot`; back to service afterwards,
-    and idle again before the next test, which would otherwise find no CPU to run on."""
-    slurm.run("scontrol", "update", "nodename=" + node, "state=down", "reason=reboot")
+def node_down(slurm, node: str = LAB_NODE, reason: str = "reboot", state: str = "down") -> Iterator[None]:
+    """`scontrol update nodename=<node> state=<state> reason=<reason>`; back to service
+    afterwards, even when the test failed, and idle again before the next test, which would
+    otherwise find no CPU to run on."""
+    slurm.run("scontrol", "update", "nodename=" + node, "state=" + state, "reason=" + reason)
     try:
         yield
     finally:
