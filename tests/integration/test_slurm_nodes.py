@@ -112,7 +112,9 @@ def test_each_locked_orphan_gets_its_lock_diagnosed(lab_env, records, config, tm
 def test_config_yml_sets_the_limit(lab_env, records, config, tmp_path):
     text = config.read_text()
     assert "Containers:" not in text
-    config.write_text(text.replace("    PostgreSQL:", "    Containers:\n      MaxDispatchAttempts: 3\n    PostgreSQL:", 1))
+    config.write_text(
+        text.replace("    PostgreSQL:", "    Containers:\n      MaxDispatchAttempts: 3\n    PostgreSQL:", 1)
+    )
     locked = records.container("Locked")
     records.lock(locked, rh.DISPATCHER_TOKEN, 3)
     result = rh.run_reconcile(
