@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils import dispatcher_state as decide
+from ansible_collections.arvados_ops.recovery.plugins.module_utils import locked_containers, slurm_nodes
 from ansible_collections.arvados_ops.recovery.plugins.module_utils import slurm_users as whose
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError
 
@@ -105,6 +106,16 @@ def slurm_users_line(decision, check_mode=False):
     return whose.touched_line(_plain(decision), bool(check_mode))
 
 
+def slurm_nodes_line(nodes, resume=None, check_mode=False):
+    """The summary's line about the Slurm nodes down or drained and which were resumed."""
+    return slurm_nodes.nodes_line(_plain(nodes or []), _plain(resume) if resume else None, bool(check_mode))
+
+
+def locked_containers_line(orphaned_containers, limit=None):
+    """The summary's line about the orphaned Locked containers' locks."""
+    return locked_containers.locks_line(_plain(orphaned_containers or []), _plain(limit) if limit else None)
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -115,4 +126,6 @@ class FilterModule:
             "crunch_v1_slurm_user": crunch_v1_slurm_user,
             "slurm_users": slurm_users,
             "slurm_users_line": slurm_users_line,
+            "slurm_nodes_line": slurm_nodes_line,
+            "locked_containers_line": locked_containers_line,
         }

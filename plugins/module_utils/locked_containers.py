@@ -175,3 +175,29 @@ def diagnose(
             "dispatch_attempts_left": _attempts_left(lock_count, limit),
             "action": action(entry["uuid"], state, lock_count, limit, owner),
         }
+
+
+def locks_line(orphaned_containers: Sequence[Mapping[str, Any]], limit: Optional[Mapping[str, Any]]) -> str:
+    """The recovery summary's line: each orphaned Locked container's lock and its fix."""
+    locked = [entry for entry in orphaned_containers if entry.get("lock")]
+    if not locked:
+        return "No orphaned Locked container"
+    where = (limit or {}).get("source") or UNKNOWN_LIMIT.source
+    parts = [
+        "%s: token %s, lock_count %s of %s: %s"
+        % (
+            entry["uuid"],
+            entry["lock"]["token"],
+            entry["lock"]["lock_count"],
+            "?" if entry["lock"]["max_dispatch_attempts"] is None else entry["lock"]["max_dispatch_attempts"],
+            entry["lock"]["action"],
+        )
+        for entry in locked[:20]
+    ]
+    more = " (and %d more)" % (len(locked) - 20) if len(locked) > 20 else ""
+    return "%d orphaned Locked containers (MaxDispatchAttempts from %s): %s%s" % (
+        len(locked),
+        where,
+        "; ".join(parts),
+        more,
+    )

@@ -576,7 +576,9 @@ def run_reconcile(
     runner = runner or SubprocessRunner()
     environ = os.environ if environ is None else environ
     lister = SlurmLister(options, runner, environ)
-    nodes = NodeLister(options, runner, environ) if options.report_nodes else None
+    # scontrol talks to one cluster only: with several, the nodes are not read (scontrol_calls 0).
+    one_cluster = "," not in (options.slurm_clusters or "")
+    nodes = NodeLister(options, runner, environ) if options.report_nodes and one_cluster else None
     limit = dispatch_limit(params, options.arvados_version) if CONTAINERS in options.kinds else UNKNOWN_LIMIT
     conn = connect_db(conn_kwargs, wait=options.db_wait, driver=driver)
     try:

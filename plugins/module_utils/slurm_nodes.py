@@ -231,3 +231,41 @@ def why_not_resumable(node: Optional[SlurmNode]) -> Optional[str]:
     if blocking:
         return "state %s: %s" % (node.slurm_state, ", ".join(blocking))
     return None
+
+
+# Names a summary line lists before it only counts.
+LISTED_AT_MOST = 20
+
+
+def _listed(items: Sequence[str]) -> str:
+    shown = ", ".join(items[:LISTED_AT_MOST])
+    return shown + (", ..." if len(items) > LISTED_AT_MOST else "")
+
+
+def nodes_line(nodes: Sequence[Mapping[str, object]], resume: Optional[Mapping[str, object]], check_mode: bool) -> str:
+    """The recovery summary's line: the nodes down or drained and their reasons, and which
+    were (or would be) returned to service; `resume` is slurm_node_resume's result, None
+    when it did not run (not asked, or no node with Slurm's reboot reason)."""
+    if not nodes:
+        return "No Slurm node down or drained"
+    line = "%d Slurm nodes down or drained: %s" % (
+        len(nodes),
+        _listed(["%s %s (%s)" % (node["name"], node["state"], node.get("reason") or "no reason") for node in nodes]),
+    )
+    rebooted = [str(node["name"]) for node in nodes if node.get("reason_is_unexpected_reboot")]
+    if resume is None:
+        if not rebooted:
+            return line + "; none has Slurm's reason %r, all left alone" % SLURM_REBOOT_REASON
+        return line + (
+            "; none %sresumed (recover_resume_nodes=true resumes those down for Slurm's %r whose "
+            "slurmd answers: %s)" % ("would be " if check_mode else "", SLURM_REBOOT_REASON, _listed(rebooted))
+        )
+    resumed = [str(name) for name in resume.get("resumed") or ()]
+    refused = ["%s: %s" % (entry["name"], entry["why"]) for entry in resume.get("refused") or ()]
+    line += "; %s: %s" % ("would resume" if check_mode else "resumed", _listed(resumed) or "none")
+    if refused:
+        line += "; left alone: %s" % "; ".join(refused[:LISTED_AT_MOST])
+    others = len(nodes) - len(rebooted)
+    if others:
+        line += "; %d with another reason left alone" % others
+    return line

@@ -140,13 +140,15 @@ options:
     description:
       - Read Slurm's nodes down or drained (RV(slurm_nodes)) with one C(scontrol --all show node).
         A failing C(scontrol) fails the module, as a failing C(squeue) does.
+      - Not done when O(slurm_clusters) names several clusters, since C(scontrol) talks to
+        one (C(scontrol_calls) in RV(slurm) is then 0).
     type: bool
     default: true
   scontrol_path:
     description:
       - The C(scontrol) to run for O(report_nodes); unset, found in C(PATH). The environment's
-        C(SCONTROL_*) variables are dropped and C(LC_ALL=C) set. It gets
-        O(slurm_clusters) as C(--clusters), which C(scontrol) takes for one cluster only.
+        C(SCONTROL_*) variables are dropped and C(LC_ALL=C) set. It gets O(slurm_clusters)
+        as C(--clusters).
     type: path
   arvados_version:
     description:

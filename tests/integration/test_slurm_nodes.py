@@ -10,6 +10,8 @@ import pytest
 
 from tests.integration import module_playbook
 from tests.integration import reconcile_helpers as rh
+from tests.integration.test_playbooks import ansible_playbook
+from tests.integration.test_recover_after_node_reboot import NODE_REBOOT, playbook_vars
 
 RESUME = "arvados_ops.recovery.slurm_node_resume"
 REBOOT_REASON = "Node unexpectedly rebooted"
@@ -123,3 +125,38 @@ def test_config_yml_sets_the_limit(lab_env, records, config, tmp_path):
     assert result["max_dispatch_attempts"]["value"] == 3, result.get("msg")
     assert result["max_dispatch_attempts"]["source"].endswith("Clusters.zzzzz.Containers.MaxDispatchAttempts")
     assert result["orphaned_containers"][0]["lock"]["dispatch_attempts_left"] == 0
+
+
+def playbook(lab_env, fresh_db, tmp_path, flags=(), **extra):
+    variables = playbook_vars(
+        fresh_db, tmp_path, reconcile_kinds=["containers"], recover_slurm_user="*", recover_resume_nodes=True
+    )
+    variables.update(extra)
+    return ansible_playbook(lab_env, NODE_REBOOT, variables, flags=list(flags))
+
+
+@pytest.mark.usefixtures("linked_collection")
+def test_the_recovery_playbook_resumes_a_rebooted_node_when_asked(lab_env, slurm, fresh_db, tmp_path):
+    with rh.node_down(slurm, reason=REBOOT_REASON):
+        predicted = playbook(lab_env, fresh_db, tmp_path, flags=["--check"])
+        assert rh.node_state(slurm, rh.LAB_NODE).rstrip("*") == "down"
+        not_asked = playbook(lab_env, fresh_db, tmp_path, recover_resume_nodes=False)
+        assert rh.node_state(slurm, rh.LAB_NODE).rstrip("*") == "down"
+        done = playbook(lab_env, fresh_db, tmp_path)
+        assert rh.node_state(slurm, rh.LAB_NODE).rstrip("*") == "idle"
+    down = "1 Slurm nodes down or drained: %s down (%s); " % (rh.LAB_NODE, REBOOT_REASON)
+    assert predicted.summary()[-1] == down + "would resume: %s" % rh.LAB_NODE
+    assert not_asked.summary()[-1].startswith(down + "none resumed (recover_resume_nodes=true resumes those")
+    assert done.summary()[-1] == down + "resumed: %s" % rh.LAB_NODE
+    assert done.summary()[-2] == "No orphaned Locked container"
+
+
+@pytest.mark.usefixtures("linked_collection")
+def test_the_recovery_playbook_leaves_an_administrators_drain_alone(lab_env, slurm, fresh_db, tmp_path):
+    with rh.node_down(slurm, reason=ADMIN_REASON, state="drain"):
+        run = playbook(lab_env, fresh_db, tmp_path)
+        assert rh.node_state(slurm, rh.LAB_NODE).rstrip("*") in ("drained", "draining")
+    assert run.summary()[-1] == (
+        "1 Slurm nodes down or drained: %s drain (%s); none has Slurm's reason %r, all left alone"
+        % (rh.LAB_NODE, ADMIN_REASON, REBOOT_REASON)
+    )

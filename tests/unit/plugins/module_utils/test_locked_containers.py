@@ -16,6 +16,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils.locked_contai
     LockToken,
     default_limit,
     diagnose,
+    locks_line,
     parse_release,
     system_root_token_uuid,
     token_state,
@@ -112,3 +113,12 @@ def test_config_yml_wins_over_the_release_default(tmp_path):
     unreadable = {"config_file": str(tmp_path / "missing.yml")}
     assert dispatch_limit(unreadable, None) == UNKNOWN_LIMIT
     assert dispatch_limit({"config_file": "", "database_yml": ""}, (2, 0, 0)).value == 5
+
+
+def test_the_summary_line_gives_each_locked_containers_lock_and_fix():
+    entries = [entry(ROOT), entry(ROOT, "Running")]
+    diagnose(entries, {CTR: LockToken(CTR, 2, False, None, None, False)}, P, LIMIT)
+    line = locks_line(entries, LIMIT.describe())
+    assert line.startswith("1 orphaned Locked containers (MaxDispatchAttempts from Arvados 2.6.3's default): ")
+    assert "%s: token system_root_token, lock_count 2 of 5: start the container dispatcher" % CTR in line
+    assert locks_line(entries[1:], None) == "No orphaned Locked container"

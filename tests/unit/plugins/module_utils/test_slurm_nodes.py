@@ -12,6 +12,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_nodes i
     SLURM_REBOOT_REASON,
     is_unexpected_reboot,
     node_reason_class,
+    nodes_line,
     parse_show_node,
     parse_state,
     resume_command,
@@ -210,3 +211,21 @@ def test_commands_are_argv_lists():
     assert show_node_command("/usr/bin/scontrol") == ["/usr/bin/scontrol", "--all", "show", "node"]
     assert show_node_command("scontrol", "east") == ["scontrol", "--all", "--clusters=east", "show", "node"]
     assert resume_command("scontrol", "compute1") == ["scontrol", "update", "NodeName=compute1", "State=RESUME"]
+
+
+def test_the_summary_line_says_which_nodes_were_resumed_and_which_left_alone():
+    nodes = unavailable(parse_show_node(SHOW_NODE_20_11))
+    resume = {"resumed": ["compute1"], "refused": [{"name": "compute2", "why": "state DOWN*+DRAIN: NOT_RESPONDING"}]}
+    line = nodes_line(nodes, resume, False)
+    assert line.startswith("5 Slurm nodes down or drained: compute1 down (Node unexpectedly rebooted), ")
+    assert "compute3 drain (disk | replaced, State=IDLE soon)" in line
+    assert "; resumed: compute1; left alone: compute2: state DOWN*+DRAIN: NOT_RESPONDING" in line
+    assert line.endswith("; 2 with another reason left alone")
+    assert "; would resume: compute1;" in nodes_line(nodes, resume, True)
+    assert "(recover_resume_nodes=true resumes those down for Slurm's 'Node unexpectedly rebooted' whose" in (
+        nodes_line(nodes, None, False)
+    )
+    assert nodes_line(nodes[2:4], None, False).endswith(
+        "none has Slurm's reason 'Node unexpectedly rebooted', all left alone"
+    )
+    assert nodes_line([], None, False) == "No Slurm node down or drained"
