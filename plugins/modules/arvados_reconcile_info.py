@@ -422,7 +422,7 @@ slurm_nodes:
     slurmd_responding: {description: "False when Slurm flags the node NOT_RESPONDING (its slurmd did not
                                       answer slurmctld's last ping)", type: bool, returned: always, sample: true}
     reason_set_by: {description: Who set the reason, type: str, returned: always, sample: slurm}
-    reason_set_at: {description: When, as scontrol shows it, type: str, returned: always, sample: "2026-12-03T10:00:06"}
+    reason_set_at: {description: "When, as scontrol shows it", type: str, returned: always, sample: "2026-12-03T10:00:06"}
   sample: [{"name": "compute1", "state": "down", "reason": "Node unexpectedly rebooted",
             "reason_is_unexpected_reboot": true, "slurm_state": "DOWN", "slurmd_responding": true,
             "reason_set_by": "slurm", "reason_set_at": "2026-12-03T10:00:06"}]

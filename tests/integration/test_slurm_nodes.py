@@ -80,7 +80,7 @@ def test_each_locked_orphan_gets_its_lock_diagnosed(lab_env, records, config, tm
     records.lock(by_root, rh.DISPATCHER_TOKEN, 4)
     exhausted = records.container("Locked")
     records.lock(exhausted, rh.DISPATCHER_TOKEN, 10)
-    expired_token, _ = records.token(expires_in=-3600)
+    expired_token = records.token(expires_in=-3600)[0]
     expired = records.container("Locked")
     records.lock(expired, expired_token, 1)
     live_token, owner = records.token(expires_in=None)

@@ -896,7 +896,7 @@ def test_nodes_not_asked_for_are_not_read():
 
 
 def test_scontrol_failing_fails_the_run_rather_than_report_no_node_down():
-    nodes, _ = node_lister(_Handle(1, stderr="slurm_load_node error: Unable to contact slurm controller\n"))
+    nodes = node_lister(_Handle(1, stderr="slurm_load_node error: Unable to contact slurm controller\n"))[0]
     with pytest.raises(RecoveryError, match="scontrol show node failed \\(exit 1\\): slurm_load_node"):
         Reconciler(options(), FakeDatabase([]), ScriptedLister([[], []]), FakeClock(), nodes=nodes).run()
 
