@@ -107,8 +107,10 @@ def slurm_users_line(decision, check_mode=False):
 
 
 def slurm_nodes_line(nodes, resume=None, check_mode=False):
-    """The summary's line about the Slurm nodes down or drained and which were resumed."""
-    return slurm_nodes.nodes_line(_plain(nodes or []), _plain(resume) if resume else None, bool(check_mode))
+    """The summary's line about the Slurm nodes down or drained and which were resumed;
+    `resume` is slurm_node_resume's registered result (skipped or undefined: it did not run)."""
+    ran = isinstance(resume, Mapping) and not resume.get("skipped") and "resumed" in resume
+    return slurm_nodes.nodes_line(_plain(nodes or []), _plain(resume) if ran else None, bool(check_mode))
 
 
 def locked_containers_line(orphaned_containers, limit=None):
