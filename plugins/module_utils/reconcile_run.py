@@ -10,8 +10,9 @@ How a run goes (nothing is ever written, so check mode is the same run):
 2. The database is opened read-only; a standby (``pg_is_in_recovery()``) is refused
    unless ``allow_standby``; the cluster prefix comes from ``cluster_prefix`` or the
    database's one system user.
-3. Listing 1: one ``squeue --all`` (only the cluster's UUID-named jobs are kept), and while
-   it runs one scan per kind of the live records (``Running`` jobs; ``Locked`` and
+3. Listing 1: one ``squeue --all`` (only the cluster's UUID-named jobs are kept) and, with
+   ``report_nodes``, one ``scontrol --all show node`` (the nodes down or drained), and while
+   they run one scan per kind of the live records (``Running`` jobs; ``Locked`` and
    ``Running`` containers), each row telling whether its ``modified_at`` is within
    ``orphan_grace`` of the database's clock. Those named in listing 1 are counted, the
    recently modified set aside, the others kept as candidates.
@@ -26,8 +27,11 @@ How a run goes (nothing is ever written, so check mode is the same run):
    the first read: not updated at all since. Confirmed crunch v1 jobs are orphaned only
    with ``crunch_v1_dispatcher: stopped``, else awaiting crunch-dispatch.rb's retry.
 
-So Slurm is asked exactly twice and the database a few times per kind, whatever the
-numbers of jobs: memory follows the live records and the Slurm queue, not the tables.
+6. Each orphaned ``Locked`` container's lock token and ``lock_count`` are read in one
+   statement for all of them (none without one), and diagnosed (locked_containers).
+
+So squeue is asked exactly twice (scontrol once) and the database a few times per kind,
+whatever the numbers of jobs: memory follows the live records and the Slurm queue, not the tables.
 """
 
 from __future__ import annotations
