@@ -53,6 +53,8 @@ def test_the_filters_are_registered(filters):
         "crunch_v1_slurm_user",
         "slurm_users",
         "slurm_users_line",
+        "slurm_nodes_line",
+        "locked_containers_line",
     }
 
 
@@ -133,3 +135,29 @@ def test_bad_input_is_a_filter_error_naming_it(filters):
         filters.crunch_v1_dispatcher_state([], {}, "reconcile__v1_process", "sometimes")
     with pytest.raises(AnsibleFilterError, match="no lock_held"):
         filters.container_dispatcher_state({}, [], {}, PROBES)
+
+
+def test_the_nodes_line_takes_a_skipped_resume_for_one_that_did_not_run(filters):
+    nodes = [
+        {"name": "c1", "state": "down", "reason": "Node unexpectedly rebooted", "reason_is_unexpected_reboot": True}
+    ]
+    skipped = {"changed": False, "skipped": True, "skip_reason": "Conditional result was False"}
+    line = filters.slurm_nodes_line(nodes, skipped)
+    assert line == filters.slurm_nodes_line(nodes, {}) == filters.slurm_nodes_line(nodes)
+    assert line == (
+        "1 Slurm nodes down or drained: c1 down (Node unexpectedly rebooted); none resumed"
+        " (recover_resume_nodes=true resumes those down for Slurm's 'Node unexpectedly rebooted'"
+        " whose slurmd answers: c1)"
+    )
+    resumed = filters.slurm_nodes_line(nodes, {"resumed": ["c1"], "refused": []}, True)
+    assert resumed.endswith("; would resume: c1")
+
+
+def test_the_locks_line_reads_the_reconcile_result(filters):
+    lock = {"token": "expired", "lock_count": 1, "max_dispatch_attempts": None, "action": "cancel it"}
+    containers = [{"uuid": "zzzzz-dz642-aaaaaaaaaaaaaaa", "state": "Locked", "lock": lock}]
+    line = filters.locked_containers_line(containers, {"value": None, "source": "unknown: ..."})
+    assert line == (
+        "1 orphaned Locked containers (MaxDispatchAttempts from unknown: ...):"
+        " zzzzz-dz642-aaaaaaaaaaaaaaa: token expired, lock_count 1 of ?: cancel it"
+    )

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.filter.dispatcher_state import slurm_nodes_line
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_nodes import (
     SLURM_REBOOT_REASON,
     is_unexpected_reboot,
@@ -230,11 +229,3 @@ def test_the_summary_line_says_which_nodes_were_resumed_and_which_left_alone():
         "none has Slurm's reason 'Node unexpectedly rebooted', all left alone"
     )
     assert nodes_line([], None, False) == "No Slurm node down or drained"
-
-
-def test_the_filter_takes_a_skipped_resume_for_one_that_did_not_run():
-    nodes = unavailable(parse_show_node(SHOW_NODE_22_05))
-    skipped = {"changed": False, "skipped": True, "skip_reason": "Conditional result was False"}
-    assert slurm_nodes_line(nodes, skipped) == slurm_nodes_line(nodes, {}) == nodes_line(nodes, None, False)
-    assert "none resumed (recover_resume_nodes=true" in slurm_nodes_line(nodes, skipped)
-    assert slurm_nodes_line(nodes, {"resumed": ["localhost"], "refused": []}, True).endswith("would resume: localhost")
