@@ -221,7 +221,7 @@ def per_row_baseline(lab, name, threshold, sample):
 def floor(lab, name, threshold, tuned=False):
     """(seconds, jobs) of the bare update; `tuned`: with the settings the command raises for
     its GIN index merges, and the merge that leaves pending timed too."""
-    from plugins.module_utils.fail_jobs import BULK_SETTINGS_KB  # pylint: disable=import-outside-toplevel
+    from plugins.module_utils.fail_jobs_batch import BULK_SETTINGS_KB  # pylint: disable=import-outside-toplevel
 
     with psycopg.connect(**lab.connection(name)) as conn:
         began = time.monotonic()

@@ -16,11 +16,8 @@ from typing import NamedTuple, Optional
 
 from .arvados_db_config import CONNECTION_OPTIONS, DatabaseSettings, resolve_database_settings
 from .errors import RecoveryError
-from .fail_jobs import (
-    CLEANUP_OPTIONS,
-    CleanupOptions,
-    JobCleaner,
-)
+from .fail_jobs import JobCleaner
+from .fail_jobs_options import CLEANUP_OPTIONS, CleanupOptions
 from .fail_jobs_threshold import parse_before
 from .option_bounds import MAX_CONCURRENT_SCANCEL, MAX_SCANCEL_PER_SECOND, MAX_SLEEP_SECONDS
 from .options import Option, Range, auto_or_bool, count, parse, seconds
