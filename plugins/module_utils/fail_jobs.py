@@ -51,7 +51,7 @@ from __future__ import annotations
 import contextlib
 import time
 from datetime import datetime
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, Generator, Iterable, Iterator, List, Optional, Tuple, TypeVar
 
 from .arvados_db_config import APPLICATION_NAME
 from .errors import RecoveryError
@@ -329,7 +329,7 @@ class JobCleaner:
         finally:
             close_listing(cursor, conn)
 
-    def _qualifying_batches(self) -> Iterator[List[str]]:
+    def _qualifying_batches(self) -> Generator[List[str], None, None]:
         """Yield lists of job UUIDs that qualify, a batch at a time, exempt ones apart."""
         batch: List[str] = []
         # Asked again after each batch only: a run turns live between batches.

@@ -113,7 +113,7 @@ def sqlstate_of(error):
     return getattr(error, "sqlstate", None) or getattr(error, "pgcode", None)
 
 
-def connection_lost(conn):
+def connection_lost(conn: Connection) -> bool:
     """Whether the driver has found `conn` dead (closed, or its server session gone)."""
     return bool(getattr(conn, "closed", False) or getattr(conn, "broken", False))
 
