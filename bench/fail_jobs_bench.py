@@ -148,9 +148,10 @@ def command_line(lab, name, before, batch_size=None, code_dir=REPO, extra=()):
     return argv, dict(os.environ, PYTHONPATH=str(code_dir)), handle.name
 
 
-def run_command(lab, name, before, batch_size, extra=()):
+def run_command(lab, name, before, batch_size, extra=(), driver="psycopg"):
     """(wall seconds, its summary lines); the children's peak RSS is read in the report."""
     argv, env, options_file = command_line(lab, name, before, batch_size, extra=extra)
+    env["ARVADOS_RECOVERY_PG_DRIVER"] = driver
     began = time.monotonic()
     child = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, check=False)
     wall = time.monotonic() - began
@@ -221,7 +222,7 @@ def per_row_baseline(lab, name, threshold, sample):
 def floor(lab, name, threshold, tuned=False):
     """(seconds, jobs) of the bare update; `tuned`: with the settings the command raises for
     its GIN index merges, and the merge that leaves pending timed too."""
-    from plugins.module_utils.fail_jobs import BULK_SETTINGS_KB  # pylint: disable=import-outside-toplevel
+    from plugins.module_utils.fail_jobs_batch import BULK_SETTINGS_KB  # pylint: disable=import-outside-toplevel
 
     with psycopg.connect(**lab.connection(name)) as conn:
         began = time.monotonic()
@@ -242,7 +243,11 @@ CONTENDERS = {
     "c": "floor: bare UPDATE jobs SET state",
     "d": "floor with the command's GIN and work_mem settings, its merge timed",
     "r": "arvados-fail-jobs --retry (requeued, tasks deleted, batches of {batch_size})",
+    "p": "arvados-fail-jobs through psycopg2 (set-based, batches of {batch_size})",
 }
+# The driver each command contender runs under (pg_driver.py: psycopg 3 wherever it is
+# installed, unless told otherwise).
+COMMAND_DRIVERS = {"a": "psycopg", "r": "psycopg", "p": "psycopg2"}
 DEFAULT_CONTENDERS = "abcd"
 
 
@@ -290,8 +295,10 @@ def run_contender(lab, contender, round_no, args, before, threshold, noops):
     qualifying = running_count(lab, name, threshold)
     checkpoint(lab)
     wal_start, fpi_start, checkpoints_start = server_counters(lab)
-    if contender in ("a", "r"):
-        seconds, _out = run_command(lab, name, before, args.batch_size, ["--retry"] if contender == "r" else [])
+    if contender in COMMAND_DRIVERS:
+        seconds, _out = run_command(
+            lab, name, before, args.batch_size, ["--retry"] if contender == "r" else [], COMMAND_DRIVERS[contender]
+        )
         jobs = qualifying
     elif contender == "b":
         seconds, jobs = per_row_baseline(lab, name, threshold, args.sample)
@@ -426,7 +433,7 @@ def main(argv=None):
     parser.add_argument(
         "--contenders",
         default=DEFAULT_CONTENDERS,
-        help="which to run, of %s (r: the command with --retry); default %s"
+        help="which to run, of %s (r: the command with --retry; p: the command through psycopg2); default %s"
         % ("".join(CONTENDERS), DEFAULT_CONTENDERS),
     )
     parser.add_argument("--rebuild", action="store_true")

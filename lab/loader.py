@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs import table_columns
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_checks import table_columns
 from lab.cluster_rows import (
     CLUSTER_TABLES,
     COLUMNS,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Lints the collection: ruff on the Python of plugins/, lab/, bench/ and tests/,
+# Lints the collection: ruff on the Python of plugins/, lab/, bench/ and tests/, mypy on plugins/,
 # ansible-lint (production profile), yamllint on every YAML file of the repository,
 # the shell scripts (shellcheck), and antsibull-changelog on changelogs/.
 # Every check runs even when an earlier one fails; the exit status says whether any failed.
@@ -32,6 +32,9 @@ run() {
 python_dirs=(plugins lab bench tests extensions roles)
 run "ruff check" "$venv_bin/ruff" check --no-cache "${python_dirs[@]}"
 run "ruff format --check" "$venv_bin/ruff" format --check --no-cache "${python_dirs[@]}"
+# Settings in mypy.ini: the collection as Ansible imports it, through the development link.
+run "link-collection" scripts/link-collection.sh
+run "mypy" "$venv_bin/mypy"
 run "ansible-lint --profile production" \
     "$venv_bin/ansible-lint" --profile production --nocolor
 run "yamllint" "$venv_bin/yamllint" --strict .

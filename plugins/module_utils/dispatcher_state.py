@@ -101,7 +101,7 @@ def process_evidence(host: str, what: str, probe: Probe) -> Evidence:
 
 def unit_evidence(host: str, unit: str, systemd: Probe, is_active: Probe) -> Evidence:
     """The unit's state where systemd runs; where it does not, there is no unit to ask."""
-    unasked = _unasked(systemd)
+    unasked: str | bool | None = _unasked(systemd)
     if unasked or systemd is None:
         return Evidence(host, None, "unit %s: %s" % (unit, unasked))
     if not (systemd.get("stat") or {}).get("exists"):

@@ -35,9 +35,12 @@ import os
 import stat
 import sys
 import time
+from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .errors import RecoveryError, shown
+from .fail_jobs_result import CleanupResult
 from .fail_jobs_run import ALL_OPTIONS, run_fail_jobs
+from .options import Option
 from .version import COLLECTION, COLLECTION_VERSION
 
 PROGRAM = "arvados-fail-jobs"
@@ -66,14 +69,20 @@ _TYPE_WORDS = (
 class Reporter:
     """Writes progress and problems to stderr; journald keeps the priority prefixes."""
 
-    def __init__(self, stream=None, journald=None, quiet=False, clock=time.monotonic):
+    def __init__(
+        self,
+        stream: Optional[IO[str]] = None,
+        journald: Optional[bool] = None,
+        quiet: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.stream = stream or sys.stderr
         self.journald = bool(os.environ.get("JOURNAL_STREAM")) if journald is None else journald
         self.quiet = quiet
         self.clock = clock
         self.next_progress = clock() + _PROGRESS_EVERY
 
-    def say(self, level, text):
+    def say(self, level: str, text: str) -> None:
         if self.quiet and level == "info":
             return
         prefix = "<%d>" % _PRIORITY[level] if self.journald else "%s: " % PROGRAM
@@ -81,7 +90,7 @@ class Reporter:
         self.stream.write("%s%s\n" % (prefix, shown(text)))
         self.stream.flush()
 
-    def progress(self, result):
+    def progress(self, result: CleanupResult) -> None:
         """Called after each batch and while locked jobs are waited for: says the run's
         notes (locked jobs) at once, the counts at most every few seconds."""
         for note in result.notes:
@@ -97,7 +106,7 @@ class Reporter:
         )
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROGRAM,
         description="Fail (or requeue) the Arvados jobs a reboot left Running, directly in "
@@ -119,7 +128,7 @@ def build_parser():
     return parser
 
 
-def add_option_flag(parser, name, spec):
+def add_option_flag(parser: argparse.ArgumentParser, name: str, spec: Option) -> None:
     flags = ["--" + name.replace("_", "-")] + _FLAG_ALIASES.get(name, [])
     if spec["type"] == "bool":
         # --x --no-x is an error naming both (argparse's "not allowed with"), not "the last wins".
@@ -139,7 +148,7 @@ def add_option_flag(parser, name, spec):
     parser.add_argument(*flags, **kwargs)
 
 
-def read_options_file(path):
+def read_options_file(path: str) -> Dict[str, Any]:
     """The options of the file at `path`, or a RecoveryError that names the file and what
     is wrong with it, never a word of its contents."""
     shown_path = shown(path)
@@ -160,7 +169,7 @@ def read_options_file(path):
     return values
 
 
-def _read_small_text(path, shown_path):
+def _read_small_text(path: str, shown_path: str) -> Tuple[str, os.stat_result]:
     """(the file's text, its os.stat_result), read from one open file."""
     try:
         with open(path, "rb") as handle:
@@ -178,7 +187,7 @@ def _read_small_text(path, shown_path):
         raise RecoveryError("options file %s is not UTF-8 text" % shown_path) from None
 
 
-def _parse_options(text, shown_path):
+def _parse_options(text: str, shown_path: str) -> Any:
     try:
         import yaml  # pylint: disable=import-outside-toplevel
     except ImportError:
@@ -190,7 +199,7 @@ def _parse_options(text, shown_path):
         raise RecoveryError("options file %s is not valid YAML" % shown_path) from None
 
 
-def _json_options(text, shown_path):
+def _json_options(text: str, shown_path: str) -> Any:
     try:
         return json.loads(text)
     except ValueError:
@@ -199,14 +208,14 @@ def _json_options(text, shown_path):
         ) from None
 
 
-def _type_word(value):
+def _type_word(value: Any) -> str:
     for kinds, word in _TYPE_WORDS:
         if isinstance(value, kinds):
             return word
     return "a %s" % type(value).__name__
 
 
-def unknown_keys_message(shown_path, unknown):
+def unknown_keys_message(shown_path: str, unknown: Sequence[Any]) -> str:
     """How many keys are no option, and the known options close to some of them: the keys
     themselves are not shown, as any text of a file that is no options file (a password,
     a line of /etc/shadow) can be a key."""
@@ -226,7 +235,7 @@ def unknown_keys_message(shown_path, unknown):
     )
 
 
-def check_secret_file_mode(shown_path, status, secrets):
+def check_secret_file_mode(shown_path: str, status: os.stat_result, secrets: Sequence[str]) -> None:
     """Refuse a file holding a secret that users other than its owner may read or write,
     as libpq refuses ~/.pgpass; a file root owns may be readable by its group."""
     mode = stat.S_IMODE(status.st_mode)
@@ -238,7 +247,7 @@ def check_secret_file_mode(shown_path, status, secrets):
         )
 
 
-def gather_params(args):
+def gather_params(args: argparse.Namespace) -> Dict[str, Any]:
     params = read_options_file(args.options_file) if args.options_file else {}
     for name in ALL_OPTIONS:
         value = getattr(args, name, None)
@@ -247,11 +256,11 @@ def gather_params(args):
     return params
 
 
-def _count(value):
+def _count(value: Any) -> int:
     return len(value) if isinstance(value, list) else int(value or 0)
 
 
-def summary_lines(result, check_mode):
+def summary_lines(result: Dict[str, Any], check_mode: bool) -> List[str]:
     would = "would be " if check_mode else ""
     verb = "requeued" if "requeued_jobs" in result else "failed"
     counts = result["counts"]
@@ -299,7 +308,9 @@ def summary_lines(result, check_mode):
     return lines
 
 
-def main(argv=None, stdout=None, reporter=None):
+def main(
+    argv: Optional[Sequence[str]] = None, stdout: Optional[IO[str]] = None, reporter: Optional[Reporter] = None
+) -> int:
     args = build_parser().parse_args(argv)
     stdout = stdout or sys.stdout
     reporter = reporter or Reporter(quiet=args.quiet)

@@ -12,21 +12,19 @@ its flags. Every option is checked before the database is opened or Slurm is ask
 from __future__ import annotations
 
 import shutil
-from typing import NamedTuple, Optional
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from .arvados_db_config import CONNECTION_OPTIONS, DatabaseSettings, resolve_database_settings
 from .errors import RecoveryError
-from .fail_jobs import (
-    CLEANUP_OPTIONS,
-    CleanupOptions,
-    JobCleaner,
-)
+from .fail_jobs import JobCleaner
+from .fail_jobs_options import CLEANUP_OPTIONS, CleanupOptions
+from .fail_jobs_result import CleanupResult
 from .fail_jobs_threshold import parse_before
 from .option_bounds import MAX_CONCURRENT_SCANCEL, MAX_SCANCEL_PER_SECOND, MAX_SLEEP_SECONDS
 from .options import Option, Range, auto_or_bool, count, parse, seconds
 from .pg_connect import connect, redact
 from .pg_driver import error_text, load_driver, sqlstate_of
-from .slurm_cancel import cancel_jobs
+from .slurm_cancel import CancelResult, cancel_jobs
 from .slurm_cancel_request import CancelRequest
 from .slurm_runner import require_program
 from .uuids import JOB_INFIX, uuid_pattern
@@ -101,7 +99,7 @@ ALL_OPTIONS.update(FAIL_JOBS_OPTIONS)
 JOB_NAME_PATTERN = uuid_pattern(JOB_INFIX)
 
 
-def with_defaults(params):
+def with_defaults(params: Mapping[str, Any]) -> Dict[str, Any]:
     """`params` checked against the option table, typed, and completed with defaults.
 
     The module's values arrive typed by Ansible; the command's may come from an options
@@ -110,7 +108,7 @@ def with_defaults(params):
     return parse(ALL_OPTIONS, params, from_text=True)
 
 
-def cancel_slurm_mode(value):
+def cancel_slurm_mode(value: Any) -> Any:
     """'auto', True or False from what a user may write for `cancel_slurm_jobs`."""
     return auto_or_bool("cancel_slurm_jobs", value)
 
@@ -118,10 +116,12 @@ def cancel_slurm_mode(value):
 class SlurmStep:
     """Makes a batch's Slurm jobs absent through the cancel engine, or refuses the batch."""
 
-    def __init__(self, params, cancel=cancel_jobs):
+    def __init__(
+        self, params: Mapping[str, Any], cancel: Callable[[CancelRequest], CancelResult] = cancel_jobs
+    ) -> None:
         self.ignore_errors = params["slurm_errors"] == "ignore"
         self.cancel = cancel
-        self.warnings = []
+        self.warnings: List[str] = []
         self.request_settings = dict(
             name_pattern=JOB_NAME_PATTERN,
             user=params["slurm_user"],
@@ -134,7 +134,7 @@ class SlurmStep:
         # A request without names checks every Slurm option now, before any work.
         CancelRequest(**self.request_settings)
 
-    def __call__(self, uuids, check_mode):
+    def __call__(self, uuids: List[str], check_mode: bool) -> Dict[str, Any]:
         request = CancelRequest(names=tuple(uuids), check_mode=check_mode, **self.request_settings)
         outcome = self.cancel(request).to_dict()
         outcome.pop("diff", None)
@@ -153,7 +153,9 @@ class SlurmStep:
         return outcome
 
 
-def slurm_step(params, which=shutil.which):
+def slurm_step(
+    params: Mapping[str, Any], which: Callable[[str], Optional[str]] = shutil.which
+) -> Tuple[Optional[SlurmStep], Optional[str]]:
     """(the Slurm step of this run, or None with the reason Slurm is not asked)."""
     mode = cancel_slurm_mode(params["cancel_slurm_jobs"])
     if mode == "auto" and not (params["squeue_path"] or which("squeue")):
@@ -174,7 +176,13 @@ class RunPlan(NamedTuple):
     db_wait: float
 
 
-def prepare(params, check_mode=False, diff=False, keep_uuids=True, proc_stat_path=None):
+def prepare(
+    params: Mapping[str, Any],
+    check_mode: bool = False,
+    diff: bool = False,
+    keep_uuids: bool = True,
+    proc_stat_path: Optional[str] = None,
+) -> RunPlan:
     """Every option checked and resolved into a RunPlan, or a ConfigError naming the bad one."""
     params = with_defaults(params)
     settings = resolve_database_settings(params)
@@ -207,7 +215,9 @@ def prepare(params, check_mode=False, diff=False, keep_uuids=True, proc_stat_pat
 SQLSTATE_NO_PRIVILEGE = "42501"
 
 
-def database_error_message(error, cleaner, user, password):
+def database_error_message(
+    error: BaseException, cleaner: Optional[JobCleaner], user: str, password: Optional[str]
+) -> str:
     """One line: what failed, what the run had done by then, and PostgreSQL's reason."""
     reason = redact(error_text(error), password)
     context = cleaner.failure_context() if cleaner is not None else "nothing was changed"
@@ -217,7 +227,14 @@ def database_error_message(error, cleaner, user, password):
     return "database error, %s: %s" % (context, reason)
 
 
-def run_fail_jobs(params, check_mode=False, diff=False, keep_uuids=True, progress=None, connect_db=connect):
+def run_fail_jobs(
+    params: Mapping[str, Any],
+    check_mode: bool = False,
+    diff: bool = False,
+    keep_uuids: bool = True,
+    progress: Optional[Callable[[CleanupResult], None]] = None,
+    connect_db: Callable[..., Any] = connect,
+) -> Dict[str, Any]:
     """Run one cleanup; returns the result dict (with `warnings` and `database`).
 
     Without `keep_uuids` the result lists stay empty and only `counts` tell how many.

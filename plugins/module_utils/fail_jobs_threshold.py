@@ -69,7 +69,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from decimal import ROUND_FLOOR, Decimal
-from typing import List, NamedTuple, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple, cast
 
 from .errors import ThresholdError
 
@@ -252,7 +252,8 @@ def _check_weekday(weekday: Optional[str], wall: datetime, text: str) -> None:
 def _wall_time(text: str, match: re.Match[str], year: int, month: int) -> datetime:
     """The naive date and time as written, validated."""
     groups = match.groupdict()
-    day = int(groups.get("day") or groups.get("day_first"))
+    # One of the two alternatives of the pattern matched, and it names the day.
+    day = int(cast(str, groups.get("day") or groups.get("day_first")))
     hour = _hour_of(groups, text)
     fraction = groups["fraction"] or ""
     try:

@@ -126,7 +126,7 @@ def action(uuid: str, state: str, lock_count: Optional[int], limit: DispatchLimi
             "start the container dispatcher (it locks with the SystemRootToken): at its start it submits "
             "each Locked container of its own that has no Slurm job"
         )
-        if left == 0:
+        if left == 0 and lock_count is not None and limit.value is not None:
             return fix + (
                 "; do not unlock it: lock_count %d has reached MaxDispatchAttempts %d, so an unlock "
                 "cancels it (container.rb check_unlock)" % (lock_count, limit.value)

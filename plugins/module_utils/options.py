@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping as MappingBase
-from typing import Any, Dict, Iterator, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterable, Iterator, Mapping, Optional, Sequence
 
 from .errors import ConfigError, shown
 
@@ -84,7 +84,7 @@ class Option(MappingBase):
         type: str,  # pylint: disable=redefined-builtin
         default: Any = None,
         help: str = "",  # pylint: disable=redefined-builtin
-        choices: Optional[Sequence[Any]] = None,
+        choices: Optional[Iterable[Any]] = None,
         aliases: Optional[Sequence[str]] = None,
         elements: Optional[str] = None,
         no_log: bool = False,

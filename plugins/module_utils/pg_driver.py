@@ -27,8 +27,13 @@ import os
 import re
 import sys
 import traceback
+from typing import Any
 
 from .errors import RecoveryError
+
+# A connection as the engines use it (the module's docstring): psycopg 3's, or
+# Psycopg2Connection, or a test's fake. Neither driver's types are importable everywhere.
+Connection = Any
 
 DRIVER_ENV = "ARVADOS_RECOVERY_PG_DRIVER"
 # The Python modules, preferred first.
@@ -106,6 +111,11 @@ def _import(name):
 def sqlstate_of(error):
     """The SQLSTATE of a database error of either driver (None for others)."""
     return getattr(error, "sqlstate", None) or getattr(error, "pgcode", None)
+
+
+def connection_lost(conn: Connection) -> bool:
+    """Whether the driver has found `conn` dead (closed, or its server session gone)."""
+    return bool(getattr(conn, "closed", False) or getattr(conn, "broken", False))
 
 
 # What PostgreSQL's error report says, in libpq's order, after the primary message.

@@ -193,7 +193,7 @@ def parse_listing(stdout: str, prefix: str, kinds: Sequence[str]) -> Listing:
         # With --clusters squeue adds "CLUSTER: name" lines, which have no separator.
         if len(fields) != 5 or not fields[0].strip():
             continue
-        job = SlurmJob(*(field.strip() for field in fields[:4]), name=fields[4])
+        job = SlurmJob(*(field.strip() for field in fields[:4]), name=fields[4])  # type: ignore[misc]
         if job.state in FINISHED_STATES:
             continue
         if ours(job.name):

@@ -17,7 +17,7 @@ import contextlib
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from .errors import ConfigError, RecoveryError
-from .fail_jobs import SQL_NOW_UTC
+from .fail_jobs_sql import SQL_NOW_UTC
 from .locked_containers import LockToken
 from .pg_driver import pipeline_of, streams_in_chunks
 from .reconcile import CONTAINERS, DEFAULT_ORPHAN_GRACE, JOBS, Record, is_finished, uuid_of

@@ -56,7 +56,7 @@ def _names(values: Sequence[Any]) -> List[str]:
 
 
 def _clusters(value: Optional[str]) -> Optional[str]:
-    if value in (None, ""):
+    if value is None or value == "":
         return None
     if not _CLUSTER.match(value):
         raise ConfigError("clusters: one Slurm cluster name, got %r (scontrol takes one cluster)" % value)

@@ -32,7 +32,7 @@ scontrol adds `` [user@time]`` to the first line of a reason that has a time.
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from .slurm_queue import client_environment
 
@@ -242,7 +242,7 @@ def _listed(items: Sequence[str]) -> str:
     return shown + (", ..." if len(items) > LISTED_AT_MOST else "")
 
 
-def nodes_line(nodes: Sequence[Mapping[str, object]], resume: Optional[Mapping[str, object]], check_mode: bool) -> str:
+def nodes_line(nodes: Sequence[Mapping[str, Any]], resume: Optional[Mapping[str, Any]], check_mode: bool) -> str:
     """The recovery summary's line: the nodes down or drained and their reasons, and which
     were (or would be) returned to service; `resume` is slurm_node_resume's result, None
     when it did not run (not asked, or no node with Slurm's reboot reason)."""

@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs
+from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs_checks
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_threshold import ACCEPTED_FORMS
 from lab import datagen
 from tests.integration import fail_jobs_helpers as h
@@ -142,7 +142,7 @@ def test_check_writes_nothing_and_predicts_the_real_run(fresh_db, lab_env, tmp_p
 def test_lock_held_by_another_run(fresh_db, lab_env, tmp_path):
     summary = h.load(fresh_db, running=5, running_after_boot=1)
     holder = fresh_db.connect(autocommit=True)
-    holder.execute("SELECT pg_advisory_lock(%s)", (fail_jobs.ADVISORY_LOCK_KEY,))
+    holder.execute("SELECT pg_advisory_lock(%s)", (fail_jobs_checks.ADVISORY_LOCK_KEY,))
     dump_before = h.pg_dump(fresh_db, lab_env)
     opts = options(fresh_db, tmp_path, lock_wait=1)
 
@@ -150,11 +150,11 @@ def test_lock_held_by_another_run(fresh_db, lab_env, tmp_path):
     blocked = h.run_cli(lab_env, tmp_path, opts, before_flag(summary))
     assert time.monotonic() - began < 15
     reason = one_line_reason(blocked)
-    assert "advisory lock %d" % fail_jobs.ADVISORY_LOCK_KEY in reason
+    assert "advisory lock %d" % fail_jobs_checks.ADVISORY_LOCK_KEY in reason
     assert "waited 1 s" in reason
     assert h.pg_dump(fresh_db, lab_env) == dump_before
 
-    holder.execute("SELECT pg_advisory_unlock(%s)", (fail_jobs.ADVISORY_LOCK_KEY,))
+    holder.execute("SELECT pg_advisory_unlock(%s)", (fail_jobs_checks.ADVISORY_LOCK_KEY,))
     result = h.cli_json(h.run_cli(lab_env, tmp_path, opts, before_flag(summary) + ["--json"]))
     assert result["failed_jobs"] == sorted(summary.running_before_boot)
 

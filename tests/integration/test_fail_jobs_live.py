@@ -10,7 +10,7 @@ import threading
 
 import psycopg
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs, fail_jobs_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs, fail_jobs_options, fail_jobs_run
 from tests.integration import fail_jobs_helpers as h
 from tests.integration.test_arvados_fail_jobs import base_args
 from tests.integration.test_arvados_fail_jobs_command import before_flag, one_line_reason, options
@@ -296,10 +296,10 @@ def test_the_listing_reads_the_index_on_finished_at_not_the_table(fresh_db):
     h.load(fresh_db, jobs=5000, running=20, running_after_boot=1, tasks_per_job=0)
     with fresh_db.connect() as conn:
         conn.execute("ANALYZE jobs")
-        query, params = fail_jobs.JobCleaner(None, None, fail_jobs.CleanupOptions())._listing_query()  # pylint: disable=protected-access
+        query, params = fail_jobs.JobCleaner(None, None, fail_jobs_options.CleanupOptions())._listing_query()  # pylint: disable=protected-access
         plan = "\n".join(row[0] for row in conn.execute("EXPLAIN " + query, params))
         full_query, _params = fail_jobs.JobCleaner(
-            None, None, fail_jobs.CleanupOptions(full_scan=True)
+            None, None, fail_jobs_options.CleanupOptions(full_scan=True)
         )._listing_query()  # pylint: disable=protected-access
         full_plan = "\n".join(row[0] for row in conn.execute("EXPLAIN " + full_query, params))
     assert "index_jobs_on_finished_at" in plan and "Seq Scan" not in plan

@@ -17,7 +17,7 @@ import pytest
 from psycopg import sql
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils import pg_connect, pg_driver
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs import connection_lost
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.pg_driver import connection_lost
 
 NAMES = ("psycopg", "psycopg2")
 

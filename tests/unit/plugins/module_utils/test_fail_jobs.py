@@ -11,17 +11,28 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs, fail_jobs_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils import (
+    fail_jobs,
+    fail_jobs_batch,
+    fail_jobs_checks,
+    fail_jobs_options,
+    fail_jobs_run,
+    fail_jobs_tokens,
+)
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError, RecoveryError
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_checks import (
     ADVISORY_LOCK_KEY,
+    take_advisory_lock,
+)
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_options import (
     DEFAULT_FAIL_MESSAGE,
     DEFAULT_RETRY_MESSAGE,
-    BatchOutcome,
     CleanupOptions,
+)
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_result import (
+    BatchOutcome,
     CleanupResult,
     merge_slurm_results,
-    take_advisory_lock,
 )
 from tests.unit.plugins.module_utils.slurm_fakes import FakeClock
 
@@ -230,14 +241,14 @@ def _at(minute):
 
 
 def test_a_token_belongs_to_a_window_of_its_own_user_only():
-    windows = fail_jobs.JobWindows([(1, _at(0), _at(10)), (2, _at(20), _at(30))])
+    windows = fail_jobs_tokens.JobWindows([(1, _at(0), _at(10)), (2, _at(20), _at(30))])
     assert windows.contain(1, _at(5)) and windows.contain(2, _at(25))
     assert not windows.contain(2, _at(5)) and not windows.contain(1, _at(25))
     assert not windows.contain(3, _at(5))
 
 
 def test_window_edges_are_inside_and_gaps_between_windows_outside():
-    windows = fail_jobs.JobWindows([(1, _at(0), _at(10)), (1, _at(20), _at(30))])
+    windows = fail_jobs_tokens.JobWindows([(1, _at(0), _at(10)), (1, _at(20), _at(30))])
     assert windows.contain(1, _at(0)) and windows.contain(1, _at(10))
     assert windows.contain(1, _at(20)) and windows.contain(1, _at(30))
     assert not windows.contain(1, _at(15))
@@ -247,16 +258,16 @@ def test_window_edges_are_inside_and_gaps_between_windows_outside():
 def test_a_long_window_covers_the_short_ones_opening_inside_it():
     # Sorted by start, the short window (5, 6) comes last; an instant after it is still
     # inside the long window that opened before it.
-    windows = fail_jobs.JobWindows([(1, _at(0), _at(100)), (1, _at(5), _at(6))])
+    windows = fail_jobs_tokens.JobWindows([(1, _at(0), _at(100)), (1, _at(5), _at(6))])
     assert windows.contain(1, _at(50))
     assert not windows.contain(1, _at(101))
 
 
 def test_bounds_span_each_users_windows():
-    windows = fail_jobs.JobWindows([(2, _at(20), _at(30)), (1, _at(5), _at(6)), (1, _at(0), _at(3))])
+    windows = fail_jobs_tokens.JobWindows([(2, _at(20), _at(30)), (1, _at(5), _at(6)), (1, _at(0), _at(3))])
     assert windows.bounds() == {"user_ids": [1, 2], "lo": [_at(0), _at(20)], "hi": [_at(6), _at(30)]}
     assert len(windows) == 2
-    assert len(fail_jobs.JobWindows([])) == 0
+    assert len(fail_jobs_tokens.JobWindows([])) == 0
 
 
 def test_windows_agree_with_a_plain_scan_of_every_window():
@@ -265,7 +276,7 @@ def test_windows_agree_with_a_plain_scan_of_every_window():
     for _index in range(200):
         start = rng.randint(0, 1000)
         spans.append((rng.randint(1, 5), _at(start), _at(start + rng.randint(0, 60))))
-    windows = fail_jobs.JobWindows(spans)
+    windows = fail_jobs_tokens.JobWindows(spans)
     for user in range(1, 6):
         for minute in range(-5, 1070, 3):
             expected = any(u == user and lo <= _at(minute) <= hi for u, lo, hi in spans)
@@ -280,17 +291,17 @@ def test_with_last_marks_the_final_item_only():
 
 def test_bulk_settings_raise_and_the_last_batch_keeps_the_servers_gin_limit():
     server = {"gin_pending_list_limit": 4096, "work_mem": 4096}
-    assert fail_jobs.bulk_settings(server, last_batch=False) == {
+    assert fail_jobs_batch.bulk_settings(server, last_batch=False) == {
         "gin_pending_list_limit": "262144kB",
         "work_mem": "65536kB",
     }
-    assert fail_jobs.bulk_settings(server, last_batch=True) == {"work_mem": "65536kB"}
+    assert fail_jobs_batch.bulk_settings(server, last_batch=True) == {"work_mem": "65536kB"}
 
 
 def test_bulk_settings_never_lower_and_skip_what_the_server_lacks():
     generous = {"gin_pending_list_limit": 10**7, "work_mem": 10**7}
-    assert fail_jobs.bulk_settings(generous, last_batch=False) == {}
-    assert fail_jobs.bulk_settings({"work_mem": 4096}, last_batch=False) == {"work_mem": "65536kB"}
+    assert fail_jobs_batch.bulk_settings(generous, last_batch=False) == {}
+    assert fail_jobs_batch.bulk_settings({"work_mem": 4096}, last_batch=False) == {"work_mem": "65536kB"}
 
 
 class SettingsConnection:
@@ -316,8 +327,8 @@ def test_settings_are_read_once_and_set_for_each_batch_transaction_only():
     conn = SettingsConnection({"gin_pending_list_limit": 4096, "work_mem": 4096})
     cleaner = fail_jobs.JobCleaner(conn, None, CleanupOptions())
 
-    cleaner._raise_bulk_settings(last=False)  # pylint: disable=protected-access
-    cleaner._raise_bulk_settings(last=True)  # pylint: disable=protected-access
+    cleaner.transaction.raise_bulk_settings(last=False)
+    cleaner.transaction.raise_bulk_settings(last=True)
 
     reads = [q for q, _p in conn.statements if "pg_settings" in q]
     sets = [p for q, p in conn.statements if "set_config" in q]
@@ -332,7 +343,7 @@ def test_settings_are_read_once_and_set_for_each_batch_transaction_only():
 def test_nothing_is_set_when_the_server_gives_more():
     conn = SettingsConnection({"gin_pending_list_limit": 10**7, "work_mem": 10**7})
     cleaner = fail_jobs.JobCleaner(conn, None, CleanupOptions())
-    cleaner._raise_bulk_settings(last=False)  # pylint: disable=protected-access
+    cleaner.transaction.raise_bulk_settings(last=False)
     assert [q for q, _p in conn.statements if "set_config" in q] == []
 
 
@@ -340,7 +351,7 @@ def test_nothing_is_set_when_the_server_gives_more():
 def test_a_batch_raises_the_settings_unless_it_only_reads(check_mode):
     conn = SettingsConnection({"gin_pending_list_limit": 4096, "work_mem": 4096})
     cleaner = fail_jobs.JobCleaner(conn, None, CleanupOptions(check_mode=check_mode))
-    cleaner._write_batch = lambda uuids: BatchOutcome(uuids, [])  # pylint: disable=protected-access
+    cleaner.transaction.write = lambda uuids: BatchOutcome(uuids, [])
 
     cleaner._clean_batch([JOB % 1], last=False)  # pylint: disable=protected-access
 
@@ -434,7 +445,7 @@ def test_live_takes_auto_true_or_false():
 
 @pytest.mark.parametrize(
     "live, batch_pause, expected",
-    [(True, None, fail_jobs.LIVE_BATCH_PAUSE), (False, None, 0.0), (True, 0.0, 0.0), (False, 1.5, 1.5)],
+    [(True, None, fail_jobs_options.LIVE_BATCH_PAUSE), (False, None, 0.0), (True, 0.0, 0.0), (False, 1.5, 1.5)],
 )
 def test_the_pause_between_batches_is_the_live_default_unless_given(live, batch_pause, expected):
     cleaner = fail_jobs.JobCleaner(None, None, CleanupOptions(batch_pause=batch_pause))
@@ -452,8 +463,8 @@ def test_check_mode_does_not_pause_between_batches(batch_pause):
 @pytest.mark.parametrize(
     "live, batch_size, expected",
     [
-        (True, None, fail_jobs.LIVE_BATCH_SIZE),
-        (False, None, fail_jobs.DEFAULT_BATCH_SIZE),
+        (True, None, fail_jobs_options.LIVE_BATCH_SIZE),
+        (False, None, fail_jobs_options.DEFAULT_BATCH_SIZE),
         (True, 500, 500),
         (False, 7, 7),
     ],
@@ -466,14 +477,17 @@ def test_the_batch_size_is_the_live_default_unless_given(live, batch_size, expec
 
 def test_a_run_that_turns_live_goes_on_in_live_batches():
     cleaner = fail_jobs.JobCleaner(None, None, CleanupOptions())
-    jobs = [(JOB % n, None, None) for n in range(fail_jobs.DEFAULT_BATCH_SIZE + 3 * fail_jobs.LIVE_BATCH_SIZE)]
+    jobs = [
+        (JOB % n, None, None)
+        for n in range(fail_jobs_options.DEFAULT_BATCH_SIZE + 3 * fail_jobs_options.LIVE_BATCH_SIZE)
+    ]
     cleaner._running_jobs = lambda: iter(jobs)  # pylint: disable=protected-access
     cleaner.result.live = False
     sizes = []
     for batch in cleaner._qualifying_batches():  # pylint: disable=protected-access
         sizes.append(len(batch))
         cleaner.result.live = True  # as _notice_other_sessions does after a batch
-    assert sizes == [fail_jobs.DEFAULT_BATCH_SIZE] + [fail_jobs.LIVE_BATCH_SIZE] * 3
+    assert sizes == [fail_jobs_options.DEFAULT_BATCH_SIZE] + [fail_jobs_options.LIVE_BATCH_SIZE] * 3
 
 
 class SessionsConnection:
@@ -513,6 +527,6 @@ def test_a_run_told_it_is_at_boot_stays_so():
 def test_a_standby_is_refused_before_anything_is_done():
     standby, primary = LockConnection([True]), LockConnection([False])
     with pytest.raises(RecoveryError, match=r"standby \(pg_is_in_recovery\(\) is true\).*connect to the primary"):
-        fail_jobs.check_primary(standby)
-    fail_jobs.check_primary(primary)
+        fail_jobs_checks.check_primary(standby)
+    fail_jobs_checks.check_primary(primary)
     assert [call[1] for call in standby.calls] == ["SELECT pg_is_in_recovery()"]

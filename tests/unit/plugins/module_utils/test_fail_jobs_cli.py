@@ -14,10 +14,8 @@ import pytest
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs_cli, fail_jobs_run, version
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import RecoveryError
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs import (
-    CleanupOptions,
-    CleanupResult,
-)
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_options import CleanupOptions
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_result import CleanupResult
 from tests.unit.plugins.module_utils.slurm_fakes import FakeClock
 
 JOB = "zzzzz-8i9sb-%015d"

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""fail_jobs.py with fakes (issue 26): one lock budget per run, a held token or task sets
+"""The fail_jobs engine with fakes (issue 26): one lock budget per run, a held token or task sets
 aside its job only, the privileges checked before the Slurm step, the jobs a failed batch
 leaves without a Slurm job named, and no second error from a dead connection."""
 
@@ -11,19 +11,18 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs
+from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs, fail_jobs_checks, fail_jobs_sql
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import RecoveryError
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs import JobCleaner
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_batch import (
     MAX_LOCK_TIMEOUT_MS,
     ROW_PHASE_LOCK_TIMEOUT_MS,
-    BatchJob,
-    BatchOutcome,
-    CleanupOptions,
-    JobCleaner,
     LockBudget,
-    TokenCandidate,
-    TokenPlan,
 )
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_options import CleanupOptions
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_result import BatchOutcome
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_sql import BatchJob
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_tokens import TokenCandidate, TokenPlan
 from tests.unit.plugins.module_utils.slurm_fakes import FakeClock
 
 JOB = "zzzzz-8i9sb-%015d"
@@ -114,7 +113,7 @@ class TableLockConnection(ScriptedConnection):
 
 def cleaner_on(conn, clock, **options):
     cleaner = JobCleaner(conn, None, CleanupOptions(**options), clock=clock, sleep=clock.sleep)
-    cleaner._write_batch = lambda uuids: BatchOutcome(list(uuids), [])  # pylint: disable=protected-access
+    cleaner.transaction.write = lambda uuids: BatchOutcome(list(uuids), [])
     return cleaner
 
 
@@ -190,7 +189,7 @@ def test_a_held_token_sets_aside_the_jobs_whose_window_holds_it_and_is_not_revok
     assert plan.set_aside_for([tokens[1]], jobs) == [JOB % 2]
 
     outcome = BatchOutcome([], [])
-    plan.report([jobs[0], jobs[2]], outcome)
+    outcome = plan.report([jobs[0], jobs[2]], outcome)
     assert outcome.tokens == [tokens[0].uuid, tokens[2].uuid]
     # Left alone in the set-aside job's window: reported when that job is done.
     assert outcome.tokens_left_alone == []
@@ -202,12 +201,12 @@ def test_a_token_in_an_ended_and_a_set_aside_window_waits_for_the_set_aside_job(
     plan = TokenPlan([token(11, 1, 1.5), token(12, 1, 0.5)])
     assert plan.set_aside_for([token(11, 1, 1.5)], jobs) == [JOB % 1, JOB % 2]
     outcome = BatchOutcome([], [])
-    plan.report([], outcome)
+    outcome = plan.report([], outcome)
     assert outcome.tokens == []
 
 
 def batch_connection(locked_jobs, held_token_ids=(), task_counts=None, held_tasks=()):
-    """A connection for one writing batch of _write_batch: the jobs it locks, their users'
+    """A connection for one writing batch of BatchTransaction.write: the jobs it locks, their users'
     tokens (one per job, made an hour after the job's creation), those held by another
     transaction, and the jobs' tasks."""
     users = sorted(set(j.is_locked_by_uuid for j in locked_jobs))
@@ -233,17 +232,20 @@ def batch_connection(locked_jobs, held_token_ids=(), task_counts=None, held_task
 
     return ScriptedConnection(
         [
-            (fail_jobs.SQL_LOCK_JOBS, [tuple(j)[:6] for j in locked_jobs]),
-            (fail_jobs.SQL_USER_IDS, [(u, i) for i, u in enumerate(users)]),
-            (fail_jobs.SQL_TOKEN_CANDIDATES, candidates),
-            (fail_jobs.SQL_LOCK_TOKENS, lambda p: [(i,) for i in p["ids"] if i not in held_token_ids]),
-            (fail_jobs.SQL_FAIL_JOBS, changed),
-            (fail_jobs.SQL_REQUEUE_JOBS, lambda p: [r for r in changed(p) if r[5]]),
-            (fail_jobs.SQL_FAIL_UNRUNNABLE, lambda p: [r for r in changed(p) if not r[5]]),
-            (fail_jobs.SQL_COUNT_TASKS, lambda p: [(u, c) for u, c in (task_counts or {}).items() if u in p["uuids"]]),
-            (fail_jobs.SQL_LOCK_TASKS, lock_tasks),
-            (fail_jobs.SQL_REVOKE_TOKENS, lambda p: [("zzzzz-gj3su-%015d" % (i - 100),) for i in p["ids"]]),
-            (fail_jobs.SQL_INSERT_LOGS, lambda p: [(u, None) for u in p["log_uuids"]]),
+            (fail_jobs_sql.SQL_LOCK_JOBS, [tuple(j)[:6] for j in locked_jobs]),
+            (fail_jobs_sql.SQL_USER_IDS, [(u, i) for i, u in enumerate(users)]),
+            (fail_jobs_sql.SQL_TOKEN_CANDIDATES, candidates),
+            (fail_jobs_sql.SQL_LOCK_TOKENS, lambda p: [(i,) for i in p["ids"] if i not in held_token_ids]),
+            (fail_jobs_sql.SQL_FAIL_JOBS, changed),
+            (fail_jobs_sql.SQL_REQUEUE_JOBS, lambda p: [r for r in changed(p) if r[5]]),
+            (fail_jobs_sql.SQL_FAIL_UNRUNNABLE, lambda p: [r for r in changed(p) if not r[5]]),
+            (
+                fail_jobs_sql.SQL_COUNT_TASKS,
+                lambda p: [(u, c) for u, c in (task_counts or {}).items() if u in p["uuids"]],
+            ),
+            (fail_jobs_sql.SQL_LOCK_TASKS, lock_tasks),
+            (fail_jobs_sql.SQL_REVOKE_TOKENS, lambda p: [("zzzzz-gj3su-%015d" % (i - 100),) for i in p["ids"]]),
+            (fail_jobs_sql.SQL_INSERT_LOGS, lambda p: [(u, None) for u in p["log_uuids"]]),
         ]
     )
 
@@ -253,15 +255,15 @@ def test_a_batch_with_a_held_token_does_its_other_jobs_and_sets_the_one_aside():
     conn = batch_connection(jobs, held_token_ids={102})
     cleaner = JobCleaner(conn, None, CleanupOptions())
 
-    outcome = cleaner._write_batch([j.uuid for j in jobs])  # pylint: disable=protected-access
+    outcome = cleaner.transaction.write([j.uuid for j in jobs])
 
     assert outcome.set_aside == [JOB % 2]
     assert outcome.done == [JOB % 1, JOB % 3] and outcome.skipped == []
-    assert conn.ran(fail_jobs.SQL_FAIL_JOBS)[0]["uuids"] == [JOB % 1, JOB % 3]
-    assert conn.ran(fail_jobs.SQL_REVOKE_TOKENS) == [{"ids": [101, 103]}]
+    assert conn.ran(fail_jobs_sql.SQL_FAIL_JOBS)[0]["uuids"] == [JOB % 1, JOB % 3]
+    assert conn.ran(fail_jobs_sql.SQL_REVOKE_TOKENS) == [{"ids": [101, 103]}]
     # Every row lock is taken before the first write, none waited for.
     order = [q for q, _p in conn.statements]
-    assert order.index(fail_jobs.SQL_LOCK_TOKENS) < order.index(fail_jobs.SQL_FAIL_JOBS)
+    assert order.index(fail_jobs_sql.SQL_LOCK_TOKENS) < order.index(fail_jobs_sql.SQL_FAIL_JOBS)
 
 
 def test_a_requeue_sets_aside_a_job_whose_task_is_held():
@@ -269,10 +271,10 @@ def test_a_requeue_sets_aside_a_job_whose_task_is_held():
     conn = batch_connection(jobs, task_counts={JOB % 1: 2, JOB % 2: 3}, held_tasks={JOB % 2})
     cleaner = JobCleaner(conn, None, CleanupOptions(retry=True))
 
-    outcome = cleaner._write_batch([j.uuid for j in jobs])  # pylint: disable=protected-access
+    outcome = cleaner.transaction.write([j.uuid for j in jobs])
 
     assert outcome.set_aside == [JOB % 2] and outcome.done == [JOB % 1]
-    assert conn.ran(fail_jobs.SQL_DELETE_TASKS) == [{"uuids": [JOB % 1]}]
+    assert conn.ran(fail_jobs_sql.SQL_DELETE_TASKS) == [{"uuids": [JOB % 1]}]
 
 
 def test_set_aside_jobs_are_tried_again_and_not_reported_as_skipped():
@@ -297,17 +299,17 @@ def privilege_connection(refused, sequence=("public.logs_id_seq", True)):
 
     return ScriptedConnection(
         [
-            (fail_jobs.SQL_HAS_PRIVILEGES, granted),
-            (fail_jobs.SQL_LOG_SEQUENCE, [sequence] if sequence else []),
+            (fail_jobs_sql.SQL_HAS_PRIVILEGES, granted),
+            (fail_jobs_sql.SQL_LOG_SEQUENCE, [sequence] if sequence else []),
             ("SELECT current_user", [("reader",)]),
         ]
     )
 
 
 def test_the_privileges_follow_what_the_run_writes():
-    plain = [(n.table, n.privilege) for n in fail_jobs.needed_privileges(CleanupOptions(revoke_tokens=False))]
+    plain = [(n.table, n.privilege) for n in fail_jobs_checks.needed_privileges(CleanupOptions(revoke_tokens=False))]
     assert plain == [("jobs", "SELECT"), ("jobs", "UPDATE"), ("logs", "SELECT"), ("logs", "INSERT")]
-    retry = [(n.table, n.privilege) for n in fail_jobs.needed_privileges(CleanupOptions(retry=True))]
+    retry = [(n.table, n.privilege) for n in fail_jobs_checks.needed_privileges(CleanupOptions(retry=True))]
     assert ("api_client_authorizations", "UPDATE") in retry
     assert ("job_tasks", "DELETE") in retry and ("job_tasks", "UPDATE") in retry
 
@@ -315,7 +317,7 @@ def test_the_privileges_follow_what_the_run_writes():
 def test_missing_privileges_are_named_with_table_and_purpose():
     conn = privilege_connection({("jobs", "UPDATE"), ("logs", "INSERT")}, sequence=("public.logs_id_seq", False))
     with pytest.raises(RecoveryError) as caught:
-        fail_jobs.check_privileges(conn, CleanupOptions(check_mode=True))
+        fail_jobs_checks.check_privileges(conn, CleanupOptions(check_mode=True))
     assert str(caught.value) == (
         "the database user reader lacks privileges a run needs, so nothing was changed (no "
         "Slurm job cancelled, no row written): UPDATE on table jobs (to lock and change the "
@@ -327,7 +329,7 @@ def test_missing_privileges_are_named_with_table_and_purpose():
 
 def test_all_privileges_granted_pass_without_a_write():
     conn = privilege_connection(set(), sequence=None)
-    fail_jobs.check_privileges(conn, CleanupOptions(retry=True))
+    fail_jobs_checks.check_privileges(conn, CleanupOptions(retry=True))
     assert all(query.lstrip().startswith("SELECT") for query, _p in conn.statements)
 
 
@@ -345,7 +347,7 @@ def failing_cleaner(check_mode=False, slurm=True):
     def fail(uuids):
         raise DbError("lab: this test refuses log rows")
 
-    cleaner._write_batch = fail  # pylint: disable=protected-access
+    cleaner.transaction.write = fail
     return cleaner
 
 
@@ -370,7 +372,7 @@ def test_without_a_slurm_step_done_the_message_stays_the_rollback(check_mode, sl
 
 def test_after_a_committed_batch_only_its_set_aside_jobs_lack_a_slurm_job():
     cleaner = failing_cleaner()
-    cleaner._write_batch = lambda uuids: BatchOutcome([JOB % 1], [], set_aside=[JOB % 2])  # pylint: disable=protected-access
+    cleaner.transaction.write = lambda uuids: BatchOutcome([JOB % 1], [], set_aside=[JOB % 2])
     cleaner._clean_batch([JOB % 1, JOB % 2], last=False)  # pylint: disable=protected-access
     cleaner.result.batches = 1
     cleaner.step = "listing the Running jobs"

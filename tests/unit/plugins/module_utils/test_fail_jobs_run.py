@@ -11,11 +11,14 @@ import os
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs, fail_jobs_cli, fail_jobs_run
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError, RecoveryError
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs import (
-    CleanupOptions,
+from ansible_collections.arvados_ops.recovery.plugins.module_utils import (
+    fail_jobs,
+    fail_jobs_cli,
+    fail_jobs_options,
+    fail_jobs_run,
 )
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError, RecoveryError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_options import CleanupOptions
 from tests.unit.plugins.module_utils.slurm_fakes import fake_client_directory
 
 JOB = "zzzzz-8i9sb-%015d"
@@ -336,11 +339,11 @@ def test_a_long_log_message_is_refused_with_its_size_in_bytes():
 
 
 def test_the_bound_counts_bytes_and_with_retry_the_note_added():
-    fail_jobs_run.prepare(dict(NO_FILES, log_message="x" * fail_jobs.MAX_SUMMARY_BYTES))
+    fail_jobs_run.prepare(dict(NO_FILES, log_message="x" * fail_jobs_options.MAX_SUMMARY_BYTES))
     with pytest.raises(RecoveryError, match="option log_message is 2502 bytes"):
         fail_jobs_run.prepare(dict(NO_FILES, log_message="é" * 1251))
-    note = len(fail_jobs.UNRUNNABLE_NOTE.encode("utf-8"))
-    fits = "x" * (fail_jobs.MAX_SUMMARY_BYTES - note)
+    note = len(fail_jobs_options.UNRUNNABLE_NOTE.encode("utf-8"))
+    fits = "x" * (fail_jobs_options.MAX_SUMMARY_BYTES - note)
     fail_jobs_run.prepare(dict(NO_FILES, log_message=fits, retry=True))
     with pytest.raises(RecoveryError) as raised:
         fail_jobs_run.prepare(dict(NO_FILES, log_message=fits + "x", retry=True))
@@ -352,7 +355,9 @@ def test_the_bound_counts_bytes_and_with_retry_the_note_added():
 
 def test_the_default_messages_fit():
     for retry in (False, True):
-        fail_jobs.check_summary(fail_jobs.DEFAULT_RETRY_MESSAGE if retry else fail_jobs.DEFAULT_FAIL_MESSAGE, retry)
+        fail_jobs_options.check_summary(
+            fail_jobs_options.DEFAULT_RETRY_MESSAGE if retry else fail_jobs_options.DEFAULT_FAIL_MESSAGE, retry
+        )
 
 
 def test_the_command_refuses_the_trial_inputs_before_connecting(tmp_path, capsys):

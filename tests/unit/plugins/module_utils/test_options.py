@@ -9,7 +9,7 @@ import pytest
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs_cli, fail_jobs_run, reconcile_run
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs import CleanupOptions
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_options import CleanupOptions
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import (
     Option,
     Range,

@@ -68,8 +68,8 @@ def test_the_bound_is_not_an_ansible_key(name):
 
 
 def test_the_log_message_bound_is_documented_as_the_engine_applies_it():
-    from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs_options
 
     text = " ".join(documented(arvados_fail_jobs)["log_message"]["description"])
-    assert "At most %d bytes of UTF-8" % fail_jobs.MAX_SUMMARY_BYTES in text
-    assert "(%d bytes)" % len(fail_jobs.UNRUNNABLE_NOTE.encode("utf-8")) in text
+    assert "At most %d bytes of UTF-8" % fail_jobs_options.MAX_SUMMARY_BYTES in text
+    assert "(%d bytes)" % len(fail_jobs_options.UNRUNNABLE_NOTE.encode("utf-8")) in text

@@ -1,0 +1,210 @@
+# -*- coding: utf-8 -*-
+# Copyright: Contributors to the arvados_ops.recovery collection
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What a run checks before it changes anything (schema, privileges, a primary server),
+and the advisory lock that keeps two runs apart."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Dict, Iterable, List, NamedTuple, Set, Tuple
+
+from .errors import RecoveryError
+from .fail_jobs_options import CleanupOptions
+from .fail_jobs_sql import (
+    READ_TABLES,
+    SQL_HAS_PRIVILEGES,
+    SQL_LOG_SEQUENCE,
+    SQL_TABLE_COLUMNS,
+    TASK_TABLE,
+    TOKEN_TABLE,
+)
+from .pg_driver import Connection
+
+# Any fixed 64-bit number works, as long as every run of this collection uses the same one
+# and no other program picks it: 'arvados-fail-jobs' read as ASCII, folded to 63 bits.
+ADVISORY_LOCK_KEY = int.from_bytes(b"arvfailj", "big") & 0x7FFFFFFFFFFFFFFF
+
+# What the cleanup reads or writes. The 2017 schema and today's both have all of it.
+REQUIRED_COLUMNS: Dict[str, Tuple[str, ...]] = {
+    "jobs": (
+        "uuid",
+        "owner_uuid",
+        "state",
+        "running",
+        "success",
+        "created_at",
+        "started_at",
+        "finished_at",
+        "cancelled_at",
+        "modified_at",
+        "updated_at",
+        "modified_by_user_uuid",
+        "modified_by_client_uuid",
+        "is_locked_by_uuid",
+        "log",
+        "output",
+        "tasks_summary",
+    ),
+    "job_tasks": ("job_uuid",),
+    "logs": (
+        "id",
+        "uuid",
+        "owner_uuid",
+        "modified_by_client_uuid",
+        "modified_by_user_uuid",
+        "object_uuid",
+        "object_owner_uuid",
+        "event_at",
+        "event_type",
+        "summary",
+        "properties",
+        "created_at",
+        "updated_at",
+        "modified_at",
+    ),
+    "api_client_authorizations": (
+        "uuid",
+        "api_client_id",
+        "user_id",
+        "expires_at",
+        "created_at",
+        "updated_at",
+    ),
+    "users": ("id", "uuid"),
+    "containers": ("auth_uuid",),
+    "pipeline_instances": ("uuid", "state", "modified_by_user_uuid", "created_at"),
+}
+
+
+def table_columns(conn: Connection, tables: Iterable[str]) -> Dict[str, Set[str]]:
+    """{table: set of its column names} for those of `tables` the current schema has."""
+    rows = conn.execute(SQL_TABLE_COLUMNS, ("r", list(tables))).fetchall()
+    present: Dict[str, Set[str]] = {}
+    for table, column in rows:
+        present.setdefault(table, set()).add(column)
+    return present
+
+
+def check_schema(conn: Connection) -> None:
+    """Fail with the names of whatever table or column the cleanup needs and lacks."""
+    present = table_columns(conn, REQUIRED_COLUMNS)
+    problems = []
+    for table, columns in REQUIRED_COLUMNS.items():
+        if table not in present:
+            problems.append("table %s is missing" % table)
+            continue
+        missing = [c for c in columns if c not in present[table]]
+        if missing:
+            problems.append("table %s lacks column(s) %s" % (table, ", ".join(missing)))
+    if problems:
+        raise RecoveryError(
+            "this database does not have the Arvados schema the cleanup needs: %s" % "; ".join(problems)
+        )
+
+
+class Privilege(NamedTuple):
+    """A table privilege a real run needs, and what for."""
+
+    table: str
+    privilege: str
+    purpose: str
+
+
+def needed_privileges(options: CleanupOptions) -> List[Privilege]:
+    """The table privileges a real run of `options` uses. Table privileges, not column
+    ones: a batch locks its tables first (LOCK TABLE), which PostgreSQL allows by the
+    table's own privileges only."""
+    needs = [
+        Privilege("jobs", "SELECT", "to read the jobs"),
+        Privilege("jobs", "UPDATE", "to lock and change the jobs"),
+        Privilege("logs", "SELECT", "to read the ids of its log rows"),
+        Privilege("logs", "INSERT", "to write the log rows"),
+    ]
+    if options.revoke_tokens:
+        needs += [
+            Privilege(TOKEN_TABLE, "SELECT", "to find the jobs' tokens"),
+            Privilege(TOKEN_TABLE, "UPDATE", "to lock and expire the jobs' tokens"),
+        ]
+        needs += [Privilege(table, "SELECT", "to tell whose tokens they are") for table in READ_TABLES]
+    if options.retry:
+        needs += [
+            Privilege(TASK_TABLE, "SELECT", "to find the requeued jobs' tasks"),
+            Privilege(TASK_TABLE, "UPDATE", "to lock the tasks it deletes without waiting"),
+            Privilege(TASK_TABLE, "DELETE", "to delete the requeued jobs' tasks"),
+        ]
+    return needs
+
+
+def missing_privileges(conn: Connection, options: CleanupOptions) -> List[str]:
+    """The privileges of needed_privileges (and the logs' id sequence) the current
+    database user lacks, as phrases naming privilege, table and purpose."""
+    needs = needed_privileges(options)
+    rows = conn.execute(
+        SQL_HAS_PRIVILEGES,
+        {"tables": [n.table for n in needs], "privileges": [n.privilege for n in needs]},
+    ).fetchall()
+    granted = dict(rows)
+    missing = [
+        "%s on table %s (%s)" % (need.privilege, need.table, need.purpose)
+        for position, need in enumerate(needs, 1)
+        if not granted.get(position)
+    ]
+    for sequence, usable in conn.execute(SQL_LOG_SEQUENCE).fetchall():
+        if not usable:
+            missing.append("USAGE on sequence %s (to number the log rows)" % sequence)
+    return missing
+
+
+def check_privileges(conn: Connection, options: CleanupOptions) -> None:
+    """Fail, before Slurm is asked and before any row is written, when the database user
+    may not do what a real run does; check mode fails the same way, as it predicts."""
+    missing = missing_privileges(conn, options)
+    if missing:
+        user = conn.execute("SELECT current_user").fetchone()[0]
+        raise RecoveryError(
+            "the database user %s lacks privileges a run needs, so nothing was changed "
+            "(no Slurm job cancelled, no row written): %s; grant them (GRANT ... ON ... TO %s) "
+            "or connect as the Arvados database user" % (user, "; ".join(missing), user)
+        )
+
+
+def check_primary(conn: Connection) -> None:
+    """Refuse a standby, before anything changes (Slurm included): it refuses writes, and
+    its rows may lag behind the primary's, so even check mode would predict from the past."""
+    if conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]:
+        raise RecoveryError(
+            "the database server is a standby (pg_is_in_recovery() is true): the cleanup "
+            "writes, and a standby's rows may lag behind the primary's; connect to the primary"
+        )
+
+
+def take_advisory_lock(
+    conn: Connection,
+    wait: float,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Hold the collection's advisory lock for this session, waiting at most `wait` s."""
+    deadline = clock() + wait
+    delay = 0.1
+    while True:
+        if conn.execute("SELECT pg_try_advisory_lock(%s)", (ADVISORY_LOCK_KEY,)).fetchone()[0]:
+            conn.commit()
+            return
+        conn.rollback()
+        if clock() >= deadline:
+            raise RecoveryError(
+                "another arvados_fail_jobs run holds the cleanup lock (PostgreSQL advisory "
+                "lock %d); waited %.0f s. Try again when it has finished." % (ADVISORY_LOCK_KEY, wait)
+            )
+        sleep(min(delay, max(0.0, deadline - clock())))
+        delay = min(delay * 2, 2.0)
+
+
+def release_advisory_lock(conn: Connection) -> None:
+    """Let go of the lock take_advisory_lock took, ending the transaction under way."""
+    conn.rollback()
+    conn.execute("SELECT pg_advisory_unlock(%s)", (ADVISORY_LOCK_KEY,))
+    conn.commit()

@@ -1,0 +1,316 @@
+# -*- coding: utf-8 -*-
+# Copyright: Contributors to the arvados_ops.recovery collection
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The cleanup's SQL: every statement of a run, with why it is written the way it is.
+
+Only text and the row a batch's statements return (BatchJob): no statement is run here.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Dict, NamedTuple, Optional
+
+# Arvados stores UTC in `timestamp without time zone`; the database's own clock decides
+# "now", so a host whose clock is off cannot put a token's expiry in the future.
+SQL_NOW_UTC = "(now() AT TIME ZONE 'UTC')"
+
+# Ordered by user, then start: a batch then holds the jobs of few users over a short time,
+# which keeps the token look-up of each batch to few users' tokens.
+#
+# No index leads with `state` (it is the 16th column of jobs_search_index), so `state =
+# 'Running'` alone reads the whole table. But every Running job Arvados wrote has no
+# `finished_at`, `finished_at` has its own btree index (index_jobs_on_finished_at, in
+# structure.sql from 1.4.3 to 3.2.1) and btree indexes hold NULLs: `finished_at IS NULL`
+# reads the unfinished jobs only. A Running row with `finished_at` set is an inconsistent
+# row this path cannot see; `uuids` (by the uuid index) and `full_scan` (the whole table)
+# see it, and such rows are reported in `running_with_finished_at`.
+SQL_RUNNING = """
+    SELECT uuid, started_at, finished_at FROM jobs
+    WHERE state = 'Running' AND {where}
+    ORDER BY is_locked_by_uuid, started_at, uuid
+"""
+WHERE_UNFINISHED = "finished_at IS NULL"
+WHERE_UUIDS = "uuid = ANY(%(uuids)s::text[])"
+WHERE_ALL = "true"
+
+# The list is read through a cursor WITH HOLD declared outside any transaction: PostgreSQL
+# runs the query at once, keeps the result on the server and ends the snapshot, and each
+# page is then fetched in a transaction of its own. No snapshot of the run lives longer
+# than a page or a batch (a long one would hold back vacuum's horizon for every table of
+# the database), and the client's memory stays one page.
+LISTING_CURSOR = "arvados_fail_jobs_running"
+
+# Per batch, the jobs that still qualify. The condition is classify_running_job's, checked
+# again by the database: a job that finished, or restarted after the threshold, since it
+# was listed drops out here.
+SQL_QUALIFYING = """
+    j.uuid = ANY(%(uuids)s::text[]) AND j.state = 'Running'
+    AND (%(threshold)s::timestamp IS NULL OR j.started_at < %(threshold)s::timestamp)
+"""
+
+
+class BatchJob(NamedTuple):
+    """A job of a batch, as the batch's statement returns it (before it was changed)."""
+
+    uuid: str
+    owner_uuid: str
+    created_at: datetime
+    started_at: Optional[datetime]
+    # The dispatcher's user, whose token the job ran with.
+    is_locked_by_uuid: Optional[str]
+    # The user a requeued job will run as (see SQL_RUN_AS); None when the row names none.
+    run_as: Optional[str]
+    # The whole row before and after the change (jsonb as dicts), for the `update` audit
+    # row; None in check mode, which changes nothing.
+    old_row: Optional[Dict[str, Any]] = None
+    new_row: Optional[Dict[str, Any]] = None
+
+
+BATCH_COLUMNS = BatchJob._fields[:5]
+
+
+def batch_columns(alias: str) -> str:
+    return ", ".join("%s.%s" % (alias, column) for column in BATCH_COLUMNS)
+
+
+# The user a requeued job runs as next time. crunch-dispatch.rb makes a queued job's token
+# for the user `jobs.modified_by_user_uuid` names (get_authorization, 1.1.0 to 1.4.3
+# services/api/lib/crunch_dispatch.rb), so a requeue that wrote the system user there
+# would run the job with an admin token. The row keeps the user who last changed it (the
+# job's own user while it ran: crunch-job updates the job with the job's token); where that
+# is the system user or empty, the user whose token ran it (`is_locked_by_uuid`, locked by
+# crunch-job with the token made for modified_by_user_uuid). A job with neither is not
+# requeued: it is failed (see SQL_FAIL_UNRUNNABLE), as nobody can be known to run it as.
+SQL_USER_UUID = "^[0-9a-z]{5}-tpzed-[0-9a-z]{15}$"
+SQL_SYSTEM_USER_SUFFIX = "-tpzed-000000000000000"
+SQL_RUN_AS = """
+    CASE WHEN {alias}.modified_by_user_uuid ~ '{user}'
+              AND right({alias}.modified_by_user_uuid, {length}) <> '{system}'
+         THEN {alias}.modified_by_user_uuid
+         WHEN {alias}.is_locked_by_uuid ~ '{user}' AND right({alias}.is_locked_by_uuid, {length}) <> '{system}'
+         THEN {alias}.is_locked_by_uuid
+    END
+"""
+
+
+def run_as(alias: str) -> str:
+    return SQL_RUN_AS.format(
+        alias=alias, user=SQL_USER_UUID, system=SQL_SYSTEM_USER_SUFFIX, length=len(SQL_SYSTEM_USER_SUFFIX)
+    ).strip()
+
+
+SQL_BATCH_JOBS = "SELECT {columns}, {run_as} FROM jobs j WHERE {where}".format(
+    columns=batch_columns("j"), run_as=run_as("j"), where=SQL_QUALIFYING
+)
+
+SQL_STILL_QUALIFYING = "SELECT j.uuid FROM jobs j WHERE " + SQL_QUALIFYING
+# lock_not_available: a lock waited for longer than lock_timeout.
+SQLSTATE_LOCK_TIMEOUT = "55P03"
+
+SQL_USER_IDS = "SELECT uuid, id FROM users WHERE uuid = ANY(%(uuids)s::text[])"
+
+# A job's token, as the dispatcher made it: for the user of `is_locked_by_uuid`, by no API
+# client (0), without expiry, created between the job's creation and its start. A token a
+# container names is a container's, never a job's. No index serves `created_at`, so the
+# database reads the batch's users' tokens (by the indexed `user_id`) within each user's
+# overall window, and the client keeps those inside one of the jobs' own windows: a join
+# of every token with every job window of its user costs their product.
+SQL_TOKEN_CANDIDATES = """
+    SELECT a.id, a.uuid, a.user_id, a.created_at
+    FROM unnest(%(user_ids)s::bigint[], %(lo)s::timestamp[], %(hi)s::timestamp[])
+             AS w(user_id, lo, hi)
+    JOIN api_client_authorizations a
+      ON a.user_id = w.user_id AND a.created_at BETWEEN w.lo AND w.hi
+    WHERE a.api_client_id = 0
+      AND (a.expires_at IS NULL OR a.expires_at > {now})
+      AND NOT EXISTS (SELECT 1 FROM containers c WHERE c.auth_uuid = a.uuid)
+""".format(now=SQL_NOW_UTC)
+
+# A token in a cleaned job's window may be another job's: the dispatcher made each job's
+# token for the same user, as it dispatched the job, and a sibling job dispatched while
+# this one was queued has its token in this one's window; so do the tokens crunch-dispatch.rb
+# made for arv-run-pipeline-instance (get_authorization and update_pipelines, 1.4.3
+# services/api/lib/crunch_dispatch.rb: api_client_id 0, no expiry, for the
+# modified_by_user_uuid of the job or of a RunningOnServer pipeline instance). So a token
+# is left alone, and reported, when it could belong to work this run does not end: another
+# job of the user whose own window [created_at, started_at] holds the token's creation and
+# that is Running (not one this run cleans up) or finished after the token was made (not
+# by a cleanup: a `dispatch` log row written after the token, by this collection or by
+# Arvados' own fail_job, says its job was ended), or a pipeline instance of the user
+# running on the server since before the token. The jobs are found by the started_at
+# index (a window holding a token started after it) or, unstarted, the finished_at one.
+SQL_TOKEN_OTHER_OWNERS = """
+    SELECT t.id, other.uuid
+    FROM unnest(%(ids)s::bigint[], %(users)s::text[], %(made)s::timestamp[]) AS t(id, user_uuid, made)
+    CROSS JOIN LATERAL (
+        (SELECT o.uuid FROM jobs o
+         WHERE (o.started_at >= t.made OR (o.started_at IS NULL AND o.finished_at IS NULL))
+           AND o.created_at <= t.made
+           AND (o.is_locked_by_uuid = t.user_uuid OR o.modified_by_user_uuid = t.user_uuid)
+           AND (o.state = 'Running' OR o.finished_at > t.made)
+           AND o.uuid <> ALL(%(batch)s::text[])
+           AND NOT (o.state = 'Running'
+                    AND (%(run_uuids)s::text[] IS NULL OR o.uuid = ANY(%(run_uuids)s::text[]))
+                    AND (%(every_row)s OR o.finished_at IS NULL)
+                    AND (%(threshold)s::timestamp IS NULL OR o.started_at < %(threshold)s::timestamp))
+           AND NOT EXISTS (SELECT 1 FROM logs l WHERE l.object_uuid = o.uuid
+                           AND l.event_type = 'dispatch' AND l.created_at >= t.made)
+         ORDER BY o.uuid LIMIT 1)
+        UNION ALL
+        (SELECT p.uuid FROM pipeline_instances p
+         WHERE p.state = 'RunningOnServer' AND p.modified_by_user_uuid = t.user_uuid
+           AND p.created_at <= t.made
+         ORDER BY p.uuid LIMIT 1)
+        LIMIT 1
+    ) AS other
+"""
+
+SQL_REVOKE_TOKENS = """
+    UPDATE api_client_authorizations SET expires_at = {now}, updated_at = {now}
+    WHERE id = ANY(%(ids)s::bigint[]) AND (expires_at IS NULL OR expires_at > {now})
+    RETURNING uuid
+""".format(now=SQL_NOW_UTC)
+
+
+# Locks: a batch never waits on a lock while it holds job rows. It first takes the tables
+# it writes (LOCK TABLE in the modes its statements take anyway, so nobody else waits more)
+# while it holds no row: a table locked by a migration is waited for there, within what
+# is left of the run's one budget of `row_lock_wait` (LockBudget). Then every row lock is
+# taken with SKIP LOCKED: the job rows, then the tokens to revoke, then (retry) the tasks
+# to delete. A job whose row is held is skipped; a job whose token or task another
+# transaction holds is set aside before anything is written (its row lock is let go at
+# commit); both are tried again after the other batches, while the budget lasts, and
+# those still locked then are reported and left for a rerun. Waiting on the rows instead
+# (lock_timeout for the batch) held the batch's other rows, and so stalled the API
+# server's writes to those jobs, as long as it waited, and a timeout rolled back the
+# whole batch: one held token cost 100 jobs a wait on every pass (issue 26).
+#
+# The update re-checks and changes each locked row in one pass. It returns the row as it
+# was (`o`, read by the subquery) and as it is now (`j`), whole, for the `update` audit row.
+SQL_LOCK_JOBS = "SELECT {columns}, {run_as} FROM jobs j WHERE {where} FOR UPDATE OF j SKIP LOCKED".format(
+    columns=batch_columns("j"), run_as=run_as("j"), where=SQL_QUALIFYING
+)
+SQL_LOCK_TOKENS = "SELECT id FROM api_client_authorizations WHERE id = ANY(%(ids)s::bigint[]) FOR UPDATE SKIP LOCKED"
+# Two reads of the same tasks: a job has a task another transaction holds when the
+# second, which skips held rows, finds fewer of its tasks than the first.
+SQL_COUNT_TASKS = "SELECT job_uuid, count(*) FROM job_tasks WHERE job_uuid = ANY(%(uuids)s::text[]) GROUP BY job_uuid"
+SQL_LOCK_TASKS = "SELECT job_uuid FROM job_tasks WHERE job_uuid = ANY(%(uuids)s::text[]) FOR UPDATE SKIP LOCKED"
+
+# The tables a writing batch locks first, in the mode its own statements take (ROW
+# EXCLUSIVE for those it writes, ACCESS SHARE for those it only reads). The tokens' and
+# tasks' tables only when the run writes them.
+WRITTEN_TABLES = ("jobs", "logs")
+READ_TABLES = ("users", "containers", "pipeline_instances")
+TOKEN_TABLE = "api_client_authorizations"
+TASK_TABLE = "job_tasks"
+
+SQL_LOCKED_ROWS = "SELECT j.*, {run_as} AS run_as FROM jobs j WHERE {where} FOR UPDATE OF j SKIP LOCKED"
+SQL_CHANGED_ROWS = "{columns}, o.run_as, to_jsonb(o) - 'run_as', to_jsonb(j)".format(columns=batch_columns("o"))
+
+# Failing is what Arvados' fail_job did as the system user (act_as_system_user, 1.4.3
+# services/api/lib/crunch_dispatch.rb): the model then wrote the system user as modifier.
+SQL_FAIL_JOBS = """
+    UPDATE jobs AS j SET state = 'Failed', running = false, success = false,
+        finished_at = COALESCE(j.finished_at, {now}),
+        modified_at = {now}, updated_at = {now},
+        modified_by_user_uuid = %(system_user)s, modified_by_client_uuid = NULL
+    FROM ({locked}) AS o
+    WHERE j.uuid = o.uuid
+    RETURNING {changed}
+""".format(
+    now=SQL_NOW_UTC,
+    locked=SQL_LOCKED_ROWS.format(run_as=run_as("j"), where=SQL_QUALIFYING),
+    changed=SQL_CHANGED_ROWS,
+)
+
+# With `retry`, the jobs of a batch that name no user to run as (SQL_RUN_AS) are failed
+# instead, in the same transaction: only those, so that a job another transaction held
+# during the requeue and released since is not failed in its place.
+SQL_FAIL_UNRUNNABLE = SQL_FAIL_JOBS.replace("WHERE j.uuid = o.uuid", "WHERE j.uuid = o.uuid AND o.run_as IS NULL")
+
+# Arvados' model forbids Running -> Queued, so a retry writes the row as a new job's,
+# keeping the user it runs as (SQL_RUN_AS). It empties started_at and is_locked_by_uuid,
+# which the token look-up needs: they are read from the row as it was (`o`).
+SQL_REQUEUE_JOBS = """
+    UPDATE jobs AS j SET state = 'Queued', running = false, success = NULL,
+        started_at = NULL, finished_at = NULL, cancelled_at = NULL, is_locked_by_uuid = NULL,
+        log = NULL, output = NULL, tasks_summary = '{{}}',
+        modified_at = {now}, updated_at = {now},
+        modified_by_user_uuid = o.run_as, modified_by_client_uuid = NULL
+    FROM ({locked}) AS o
+    WHERE j.uuid = o.uuid AND o.run_as IS NOT NULL
+    RETURNING {changed}
+""".format(
+    now=SQL_NOW_UTC,
+    locked=SQL_LOCKED_ROWS.format(run_as=run_as("j"), where=SQL_QUALIFYING),
+    changed=SQL_CHANGED_ROWS,
+)
+
+SQL_DELETE_TASKS = "DELETE FROM job_tasks WHERE job_uuid = ANY(%(uuids)s::text[])"
+
+# The log rows Arvados wrote for a job it failed (1.4.3): fail_job's `dispatch` row
+# (services/api/lib/crunch_dispatch.rb: owner the job's owner, no object_owner_uuid, the
+# message as summary and as properties' text), then the save's `update` audit row
+# (app/models/arvados_model.rb log_update, app/models/log.rb fill_object and update_to:
+# owner the acting (system) user, object_owner_uuid the job's owner, summary "update of
+# <uuid>", event_at the job's new modified_at, the old and new attributes and etags).
+# Websocket clients and Workbench react to the `update` row, which they read by the id
+# NOTIFY sends them. Rows are inserted in the order given, so ids follow Arvados' order.
+SQL_INSERT_LOGS = """
+    WITH inserted AS (
+        INSERT INTO logs (uuid, owner_uuid, modified_by_client_uuid, modified_by_user_uuid,
+                          object_uuid, object_owner_uuid, event_at, event_type, summary,
+                          properties, created_at, updated_at, modified_at)
+        SELECT l.uuid, l.owner_uuid, NULL, l.system_user, l.object_uuid, l.object_owner_uuid,
+               COALESCE(l.event_at, {now}), l.event_type, l.summary, l.properties, {now}, {now}, {now}
+        FROM unnest(%(log_uuids)s::text[], %(owners)s::text[], %(system_users)s::text[],
+                    %(objects)s::text[], %(object_owners)s::text[], %(event_ats)s::timestamp[],
+                    %(event_types)s::text[], %(summaries)s::text[], %(properties)s::text[])
+             WITH ORDINALITY
+             AS l(uuid, owner_uuid, system_user, object_uuid, object_owner_uuid, event_at,
+                  event_type, summary, properties, position)
+        ORDER BY l.position
+        RETURNING id, uuid
+    )
+    SELECT uuid, pg_notify('logs', id::text) FROM inserted ORDER BY id
+""".format(now=SQL_NOW_UTC)
+
+# The server's values of fail_jobs_batch.BULK_SETTINGS_KB, and raising them for one
+# transaction only (SET LOCAL).
+SQL_SETTINGS_KB = """
+    SELECT name, setting::bigint FROM pg_settings
+    WHERE name = ANY(%(names)s::text[]) AND unit = 'kB'
+"""
+
+SQL_SET_LOCAL = """
+    SELECT set_config(s.name, s.value, true)
+    FROM unnest(%(names)s::text[], %(values)s::text[]) AS s(name, value)
+"""
+
+# Other sessions on the database than this run's own: the API server's (or a person's).
+# With them the run is live (JobCleaner keeps the trigram index's pending list short).
+SQL_OTHER_SESSIONS = """
+    SELECT count(*) FROM pg_stat_activity
+    WHERE datname = current_database() AND pid <> pg_backend_pid()
+      AND backend_type = 'client backend' AND application_name <> %(ours)s
+"""
+
+SQL_HAS_PRIVILEGES = """
+    SELECT n.position, has_table_privilege(n.tab::regclass, n.privilege)
+    FROM unnest(%(tables)s::text[], %(privileges)s::text[]) WITH ORDINALITY AS n(tab, privilege, position)
+"""
+# The logs' ids come from their sequence (nextval), which needs its own privilege.
+SQL_LOG_SEQUENCE = """
+    SELECT s, has_sequence_privilege(s, 'USAGE')
+    FROM pg_get_serial_sequence('logs', 'id') AS s WHERE s IS NOT NULL
+"""
+
+# pg_catalog rather than information_schema: the same answer in a fraction of the time.
+SQL_TABLE_COLUMNS = (
+    "SELECT c.relname, a.attname FROM pg_catalog.pg_class c "
+    "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid "
+    "WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = %s "
+    "AND c.relname = ANY(%s) AND a.attnum > 0 AND NOT a.attisdropped"
+)

@@ -1,0 +1,172 @@
+# -*- coding: utf-8 -*-
+# Copyright: Contributors to the arvados_ops.recovery collection
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Which tokens a cleanup revokes: those made for a job in its window, not another's."""
+
+from __future__ import annotations
+
+import bisect
+from datetime import datetime
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+
+from .fail_jobs_options import CleanupOptions
+from .fail_jobs_result import BatchOutcome
+from .fail_jobs_sql import SQL_LOCK_TOKENS, SQL_TOKEN_CANDIDATES, SQL_TOKEN_OTHER_OWNERS, SQL_USER_IDS, BatchJob
+from .pg_driver import Connection
+
+
+class TokenCandidate(NamedTuple):
+    """A token in a job's window (SQL_TOKEN_CANDIDATES)."""
+
+    id: int
+    uuid: str
+    user_uuid: str
+    created_at: datetime
+
+
+def window_holds(job: BatchJob, token: TokenCandidate) -> bool:
+    """Whether `token` was made in `job`'s window, for the job's user."""
+    return (
+        job.started_at is not None
+        and job.is_locked_by_uuid == token.user_uuid
+        and job.created_at <= token.created_at <= job.started_at
+    )
+
+
+class TokenPlan:
+    """A batch's tokens: those to revoke, and those another's work could own, with it."""
+
+    def __init__(
+        self, to_revoke: Iterable[TokenCandidate] = (), left_alone: Iterable[Tuple[TokenCandidate, str]] = ()
+    ) -> None:
+        self.to_revoke = list(to_revoke)
+        # Each with the uuid of the job or pipeline instance that could own it.
+        self.left_alone = list(left_alone)
+
+    def set_aside_for(self, held: Sequence[TokenCandidate], jobs: Iterable[BatchJob]) -> List[str]:
+        """The uuids of `jobs` whose window holds a token of `held` (another transaction
+        holds its row); those tokens are not revoked by this batch."""
+        held_ids = set(token.id for token in held)
+        self.to_revoke = [token for token in self.to_revoke if token.id not in held_ids]
+        return [job.uuid for job in jobs if any(window_holds(job, token) for token in held)]
+
+    def report(self, ended: Iterable[BatchJob], outcome: BatchOutcome) -> BatchOutcome:
+        """`outcome` with the tokens of the `ended` jobs added: to revoke, and left alone.
+        A token only a set-aside job's window holds waits for that job's next try."""
+        windows = JobWindows(
+            (job.is_locked_by_uuid, job.created_at, job.started_at) for job in ended if job.started_at is not None
+        )
+        tokens = [t.uuid for t in self.to_revoke if windows.contain(t.user_uuid, t.created_at)]
+        left_alone = [
+            {"uuid": t.uuid, "user_uuid": t.user_uuid, "could_belong_to": owner}
+            for t, owner in self.left_alone
+            if windows.contain(t.user_uuid, t.created_at)
+        ]
+        return outcome._replace(
+            tokens=list(outcome.tokens) + tokens, tokens_left_alone=list(outcome.tokens_left_alone) + left_alone
+        )
+
+    def ids(self, uuids: Iterable[str]) -> List[int]:
+        wanted = set(uuids)
+        return [token.id for token in self.to_revoke if token.uuid in wanted]
+
+
+class JobWindows:
+    """The time windows [created_at, started_at] of jobs, by user, for telling whether an
+    instant falls inside one of a user's windows in O(log n).
+
+    A job without a user or a start has no window (the caller leaves it out).
+    """
+
+    def __init__(self, windows: Iterable[Tuple[Any, datetime, datetime]]) -> None:
+        by_user: Dict[Any, List[Tuple[datetime, datetime]]] = {}
+        for user_id, created_at, started_at in windows:
+            by_user.setdefault(user_id, []).append((created_at, started_at))
+        self._starts: Dict[Any, List[datetime]] = {}
+        self._reach: Dict[Any, List[datetime]] = {}
+        for user_id, spans in by_user.items():
+            spans.sort()
+            self._starts[user_id] = [start for start, _end in spans]
+            # The latest end among the windows that open at or before each one: an instant
+            # is inside some window exactly when the last window opening before it reaches it.
+            reach: List[datetime] = []
+            latest: Optional[datetime] = None
+            for _start, end in spans:
+                latest = end if latest is None or end > latest else latest
+                reach.append(latest)
+            self._reach[user_id] = reach
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    def bounds(self) -> Dict[str, List[Any]]:
+        """Per user, the span from the earliest window start to the latest end."""
+        users = sorted(self._starts)
+        return {
+            "user_ids": users,
+            "lo": [self._starts[u][0] for u in users],
+            "hi": [self._reach[u][-1] for u in users],
+        }
+
+    def contain(self, user_id: Any, instant: datetime) -> bool:
+        starts = self._starts.get(user_id)
+        if not starts:
+            return False
+        index = bisect.bisect_right(starts, instant) - 1
+        return index >= 0 and self._reach[user_id][index] >= instant
+
+
+def plan_tokens(conn: Connection, options: CleanupOptions, jobs: Sequence[BatchJob], batch: Sequence[str]) -> TokenPlan:
+    """The tokens in `jobs`' windows: those to revoke, and those another's work could
+    own (SQL_TOKEN_OTHER_OWNERS), to leave alone and report."""
+    candidates = token_candidates(conn, jobs)
+    others = other_owners(conn, options, candidates, batch) if candidates else {}
+    return TokenPlan(
+        [token for token in candidates if token.id not in others],
+        [(token, others[token.id]) for token in candidates if token.id in others],
+    )
+
+
+def held_tokens(conn: Connection, tokens: Sequence[TokenCandidate]) -> List[TokenCandidate]:
+    """Those of `tokens` another transaction holds: the others are locked for this batch."""
+    if not tokens:
+        return []
+    got = set(row[0] for row in conn.execute(SQL_LOCK_TOKENS, {"ids": [t.id for t in tokens]}))
+    return [token for token in tokens if token.id not in got]
+
+
+def token_candidates(conn: Connection, jobs: Sequence[BatchJob]) -> List[TokenCandidate]:
+    """The tokens in the jobs' windows."""
+    users = sorted(set(job.is_locked_by_uuid for job in jobs if job.is_locked_by_uuid is not None))
+    user_ids = dict(conn.execute(SQL_USER_IDS, {"uuids": users}).fetchall()) if users else {}
+    windows = JobWindows(
+        (user_ids[job.is_locked_by_uuid], job.created_at, job.started_at)
+        for job in jobs
+        if job.is_locked_by_uuid in user_ids and job.started_at is not None
+    )
+    if not windows:
+        return []
+    user_uuids = dict((user_id, user_uuid) for user_uuid, user_id in user_ids.items())
+    candidates = conn.execute(SQL_TOKEN_CANDIDATES, windows.bounds()).fetchall()
+    return [
+        TokenCandidate(token_id, uuid, user_uuids[user_id], created_at)
+        for token_id, uuid, user_id, created_at in candidates
+        if windows.contain(user_id, created_at)
+    ]
+
+
+def other_owners(
+    conn: Connection, options: CleanupOptions, candidates: Sequence[TokenCandidate], batch: Sequence[str]
+) -> Dict[int, str]:
+    """{token id: uuid of a job or pipeline instance, not ended by this run, that could own it}."""
+    params = {
+        "ids": [c.id for c in candidates],
+        "users": [c.user_uuid for c in candidates],
+        "made": [c.created_at for c in candidates],
+        "batch": list(batch),
+        "run_uuids": options.uuids,
+        "every_row": options.uuids is not None or options.full_scan,
+        "threshold": options.db_threshold,
+    }
+    return dict(conn.execute(SQL_TOKEN_OTHER_OWNERS, params).fetchall())
