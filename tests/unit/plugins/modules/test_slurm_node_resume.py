@@ -1,0 +1,80 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to arvados_ops.recovery
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""slurm_node_resume as Ansible runs it: its argument spec, check mode and diff, with a
+stand-in scontrol found on PATH that prints a node list and logs its updates."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import stat
+from unittest import mock
+
+import pytest
+from ansible.module_utils import basic
+
+from ansible_collections.arvados_ops.recovery.plugins.modules import slurm_node_resume
+
+try:
+    from ansible.module_utils.testing import patch_module_args
+except ImportError:  # ansible-core before 2.19 has no testing helper
+
+    @contextlib.contextmanager
+    def patch_module_args(args):
+        with mock.patch.object(basic, "_ANSIBLE_ARGS", json.dumps({"ANSIBLE_MODULE_ARGS": args}).encode()):
+            yield
+
+
+NODES = """\
+NodeName=c1 Arch=x86_64 CoresPerSocket=1
+   State=DOWN ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A
+   Reason=Node unexpectedly rebooted [slurm@2026-12-03T10:00:06]
+NodeName=c2 Arch=x86_64 CoresPerSocket=1
+   State=IDLE+DRAIN ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A
+   Reason=bad DIMM [root@2026-12-03T09:00:00]
+"""
+
+
+@pytest.fixture
+def scontrol(tmp_path, monkeypatch):
+    """A scontrol on PATH: `show node` prints NODES, `update` appends its arguments to a log."""
+    (tmp_path / "nodes.txt").write_text(NODES)
+    log = tmp_path / "updates.log"
+    program = tmp_path / "scontrol"
+    program.write_text(
+        '#!/bin/sh\ncase " $* " in *" update "*) echo "$*" >> %s ;; *) cat %s ;; esac\n' % (log, tmp_path / "nodes.txt")
+    )
+    program.chmod(program.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", "%s:/usr/bin:/bin" % tmp_path)
+    return log
+
+
+def run_module(args, capsys, check=False, diff=False):
+    args = dict(args, _ansible_check_mode=check, _ansible_diff=diff)
+    with patch_module_args(args):
+        with pytest.raises(SystemExit) as exited:
+            slurm_node_resume.main()
+    output = json.loads(capsys.readouterr().out)
+    assert (exited.value.code != 0) == bool(output.get("failed"))
+    return output
+
+
+def test_check_mode_predicts_and_runs_no_update(scontrol, capsys):
+    result = run_module({"nodes": ["c1", "c2"]}, capsys, check=True, diff=True)
+    assert result["changed"] is True and result["resumed"] == ["c1"]
+    assert [entry["name"] for entry in result["refused"]] == ["c2"]
+    assert result["diff"]["after"].startswith("c1 RESUME\n")
+    assert not scontrol.exists()
+
+
+def test_a_real_run_resumes_only_the_rebooted_node(scontrol, capsys):
+    result = run_module({"name": ["c1", "c2"]}, capsys)
+    assert result["changed"] is True and result["resumed"] == ["c1"]
+    assert scontrol.read_text() == "update NodeName=c1 State=RESUME\n"
+
+
+def test_name_is_required(scontrol, capsys):
+    result = run_module({}, capsys)
+    assert result["failed"] and "name" in result["msg"]
