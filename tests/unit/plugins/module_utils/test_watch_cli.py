@@ -137,8 +137,8 @@ def test_a_first_read_that_fails_writes_only_the_failure(prom):
 
 def test_the_json_goes_to_the_file_named_and_stdout_stays_empty(prom, tmp_path):
     out = tmp_path / "watch.json"
-    code, stdout, _ = run(["--metrics-file", str(prom), "--json", str(out)], FakeRead(result()))
-    assert (code, stdout) == (0, "")
+    code, stdout, stderr = run(["--metrics-file", str(prom), "--json", str(out)], FakeRead(result()))
+    assert (code, stdout, stderr) == (0, "", "")
     assert json.loads(out.read_text())["stray_slurm_jobs"][0]["name"] == STRAY
 
 
@@ -218,8 +218,8 @@ def test_nodes_are_counted_when_the_result_lists_them_and_have_no_sample_otherwi
 
 
 def test_a_metrics_file_that_cannot_be_written_exits_1(tmp_path):
-    code, _, stderr = run(["--metrics-file", str(tmp_path / "missing" / "x.prom")], FakeRead(result()))
-    assert code == 1
+    code, stdout, stderr = run(["--metrics-file", str(tmp_path / "missing" / "x.prom")], FakeRead(result()))
+    assert (code, stdout) == (1, "")
     assert "cannot write" in stderr
 
 
