@@ -201,11 +201,12 @@ def watch(
     monotonic: Callable[[], float] = time.monotonic,
 ) -> Dict[str, Any]:
     """One read, its gauges written to params["metrics_file"]: the reconcile's result, or
-    RecoveryError after the failure gauge was written."""
+    the read's exception after the failure gauge was written."""
     began = monotonic()
     try:
         result = read(reconcile_params(params))
-    except RecoveryError:
+    except Exception:
+        # Whatever stopped the read, a bug included, the alert on failing reads must fire.
         watch_metrics.write_failure(params["metrics_file"], clock())
         raise
     duration = monotonic() - began

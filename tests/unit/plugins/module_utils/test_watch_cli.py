@@ -129,6 +129,12 @@ def test_a_failed_read_keeps_the_last_values_sets_the_failure_and_exits_1(prom):
     }
 
 
+def test_an_unexpected_error_still_sets_the_failure_before_it_propagates(prom):
+    with pytest.raises(KeyError):
+        run(["--metrics-file", str(prom)], FakeRead(KeyError("a bug")))
+    assert samples(prom)[(P + "watch_read_failed", ())] == 1
+
+
 def test_a_first_read_that_fails_writes_only_the_failure(prom):
     code = run(["--metrics-file", str(prom)], FakeRead(RecoveryError("database error")))[0]
     assert code == 1
