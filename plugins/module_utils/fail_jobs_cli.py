@@ -29,14 +29,13 @@ cannot be understood.
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import os
-import stat
 import sys
 import time
-from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import IO, Any, Callable, Dict, List, Optional, Sequence
 
+from . import options_file
 from .errors import RecoveryError, shown
 from .fail_jobs_result import CleanupResult
 from .fail_jobs_run import ALL_OPTIONS, run_fail_jobs
@@ -50,20 +49,6 @@ _FLAG_ALIASES = {"config_file": ["--config"], "uuids": ["--uuid"], "log_message"
 _NO_FLAG = ("db_password",)
 _PRIORITY = {"info": 6, "warning": 4, "error": 3}
 _PROGRESS_EVERY = 5.0
-# An options file is a few lines; reading more is reading some other file.
-MAX_OPTIONS_FILE_BYTES = 65536
-# The permissions a file holding a password may have: the owner's (libpq's rule for
-# ~/.pgpass); and, for a file root owns, its group's read (PostgreSQL's rule for its key
-# file, and what boot_recovery writes with boot_recovery_options_file_group).
-_OTHERS_PERMISSIONS = stat.S_IRWXG | stat.S_IRWXO
-_ROOT_GROUP_READ = stat.S_IRGRP
-_TYPE_WORDS = (
-    (dict, "a mapping"),
-    (bool, "true or false"),
-    (list, "a list"),
-    (str, "text"),
-    ((int, float), "a number"),
-)
 
 
 class Reporter:
@@ -149,102 +134,8 @@ def add_option_flag(parser: argparse.ArgumentParser, name: str, spec: Option) ->
 
 
 def read_options_file(path: str) -> Dict[str, Any]:
-    """The options of the file at `path`, or a RecoveryError that names the file and what
-    is wrong with it, never a word of its contents."""
-    shown_path = shown(path)
-    text, status = _read_small_text(path, shown_path)
-    values = _parse_options(text, shown_path)
-    if values is None:
-        return {}
-    if not isinstance(values, dict):
-        raise RecoveryError(
-            "options file %s holds %s, not a mapping of option names to values" % (shown_path, _type_word(values))
-        )
-    unknown = [key for key in values if key not in ALL_OPTIONS]
-    if unknown:
-        raise RecoveryError(unknown_keys_message(shown_path, unknown))
-    secrets = sorted(name for name, value in values.items() if ALL_OPTIONS[name].get("no_log") and value)
-    if secrets:
-        check_secret_file_mode(shown_path, status, secrets)
-    return values
-
-
-def _read_small_text(path: str, shown_path: str) -> Tuple[str, os.stat_result]:
-    """(the file's text, its os.stat_result), read from one open file."""
-    try:
-        with open(path, "rb") as handle:
-            status = os.fstat(handle.fileno())
-            data = handle.read(MAX_OPTIONS_FILE_BYTES + 1)
-    except OSError as error:
-        raise RecoveryError("cannot read options file %s: %s" % (shown_path, error.strerror)) from None
-    if len(data) > MAX_OPTIONS_FILE_BYTES:
-        raise RecoveryError(
-            "options file %s is larger than %d bytes: not an options file" % (shown_path, MAX_OPTIONS_FILE_BYTES)
-        )
-    try:
-        return data.decode("utf-8"), status
-    except UnicodeDecodeError:
-        raise RecoveryError("options file %s is not UTF-8 text" % shown_path) from None
-
-
-def _parse_options(text: str, shown_path: str) -> Any:
-    try:
-        import yaml  # pylint: disable=import-outside-toplevel
-    except ImportError:
-        return _json_options(text, shown_path)
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
-        # PyYAML quotes the offending text, which may be the password: say only where.
-        raise RecoveryError("options file %s is not valid YAML" % shown_path) from None
-
-
-def _json_options(text: str, shown_path: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        raise RecoveryError(
-            "options file %s is not valid JSON (and PyYAML is not installed to read YAML)" % shown_path
-        ) from None
-
-
-def _type_word(value: Any) -> str:
-    for kinds, word in _TYPE_WORDS:
-        if isinstance(value, kinds):
-            return word
-    return "a %s" % type(value).__name__
-
-
-def unknown_keys_message(shown_path: str, unknown: Sequence[Any]) -> str:
-    """How many keys are no option, and the known options close to some of them: the keys
-    themselves are not shown, as any text of a file that is no options file (a password,
-    a line of /etc/shadow) can be a key."""
-    near = sorted(
-        set(
-            match
-            for key in unknown
-            if isinstance(key, str)
-            for match in difflib.get_close_matches(key, list(ALL_OPTIONS), n=1, cutoff=0.8)
-        )
-    )
-    return "options file %s has %d key(s) that are no option of %s (not shown: it may not be an options file)%s" % (
-        shown_path,
-        len(unknown),
-        PROGRAM,
-        "; options with a close name: %s" % ", ".join(near) if near else "",
-    )
-
-
-def check_secret_file_mode(shown_path: str, status: os.stat_result, secrets: Sequence[str]) -> None:
-    """Refuse a file holding a secret that users other than its owner may read or write,
-    as libpq refuses ~/.pgpass; a file root owns may be readable by its group."""
-    mode = stat.S_IMODE(status.st_mode)
-    allowed = _ROOT_GROUP_READ if status.st_uid == 0 else 0
-    if mode & _OTHERS_PERMISSIONS & ~allowed:
-        raise RecoveryError(
-            "options file %s holds %s but is mode %04o (owner uid %d): other users could read or change it; "
-            "chmod 0600 (or 0640 with owner root)" % (shown_path, ", ".join(secrets), mode, status.st_uid)
-        )
+    """The options of the file at `path` (options_file.read_options_file)."""
+    return options_file.read_options_file(path, ALL_OPTIONS, PROGRAM)
 
 
 def gather_params(args: argparse.Namespace) -> Dict[str, Any]:

@@ -73,7 +73,10 @@ def _withheld(result: Mapping[str, Any]) -> Tuple[Tuple[Tuple[str, ...], float],
     return tuple(((kind,), 1.0 if withheld.get(kind + "s") else 0.0) for kind in KINDS)
 
 
-def _nodes(nodes: Iterable[Mapping[str, Any]]) -> Tuple[Tuple[Tuple[str, ...], float], ...]:
+def _nodes(nodes: Optional[Iterable[Mapping[str, Any]]]) -> Tuple[Tuple[Tuple[str, ...], float], ...]:
+    # Not asked (None) is no sample at all, as _flag: no series claims that no node is down.
+    if nodes is None:
+        return ()
     counts = {(state, reason): 0 for state in NODE_STATES for reason in NODE_REASONS}
     for node in nodes:
         counts[(node["state"], node_reason_class(node.get("reason")))] += 1
@@ -90,13 +93,14 @@ def reconcile_metrics(
     duration_seconds: float,
     finished_at: float,
     dispatcher_active: Optional[bool],
-    nodes: Sequence[Mapping[str, Any]] = (),
+    nodes: Optional[Sequence[Mapping[str, Any]]] = None,
 ) -> List[Metric]:
     """The gauges of one successful read.
 
     `result` is what arvados_reconcile_info returns; `dispatcher_active` whether the
     dispatcher's systemd unit is active (None when not known, e.g. no systemd); `nodes`
-    Slurm's nodes that are down or drained: {"state": "down"|"drain", "reason": ...}.
+    Slurm's nodes that are down or drained: {"state": "down"|"drain", "reason": ...}, or
+    None when they were not asked (the family then has no sample).
     """
     lock_held = bool((result.get("dispatcher") or {}).get("lock_held"))
     return [

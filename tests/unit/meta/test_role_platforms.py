@@ -80,7 +80,7 @@ def claimed_platforms(role: str) -> set[tuple[str, str]]:
 
 
 def test_there_are_roles_and_scenarios():
-    assert ROLES == ["boot_recovery", "dispatcher_config"]
+    assert ROLES == ["boot_recovery", "dispatcher_config", "recovery_watch"]
     assert len(list(SCENARIOS.glob("*/molecule.yml"))) >= 1
 
 

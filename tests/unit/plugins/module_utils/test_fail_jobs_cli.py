@@ -12,7 +12,12 @@ import stat
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs_cli, fail_jobs_run, version
+from ansible_collections.arvados_ops.recovery.plugins.module_utils import (
+    fail_jobs_cli,
+    fail_jobs_run,
+    options_file,
+    version,
+)
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import RecoveryError
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_options import CleanupOptions
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_result import CleanupResult
@@ -357,7 +362,7 @@ def test_the_command_never_echoes_a_file_that_is_no_options_file(tmp_path):
 
 def test_a_large_or_binary_file_is_refused_unread(tmp_path):
     large = tmp_path / "large"
-    large.write_text("retry: true\n" + "#" * fail_jobs_cli.MAX_OPTIONS_FILE_BYTES)
+    large.write_text("retry: true\n" + "#" * options_file.MAX_OPTIONS_FILE_BYTES)
     with pytest.raises(RecoveryError, match="is larger than 65536 bytes: not an options file"):
         fail_jobs_cli.read_options_file(str(large))
     binary = tmp_path / "binary"
@@ -388,7 +393,7 @@ def status(mode, uid):
 )
 def test_a_file_holding_the_password_is_checked_as_libpq_checks_pgpass(mode, uid, accepted):
     def check():
-        fail_jobs_cli.check_secret_file_mode("/etc/x.yml", status(mode, uid), ["db_password"])
+        options_file.check_secret_file_mode("/etc/x.yml", status(mode, uid), ["db_password"])
 
     if accepted:
         check()

@@ -85,11 +85,18 @@ def test_a_read_becomes_gauges_by_kind_and_bounded_state():
 
 def test_a_quiet_cluster_still_has_every_series_at_zero():
     quiet = {"dispatcher": {"lock_held": True}, "orphans_withheld": {"jobs": None, "containers": None}}
-    read = samples(render(reconcile_metrics(quiet, 0.5, 1.0, dispatcher_active=True)))
+    read = samples(render(reconcile_metrics(quiet, 0.5, 1.0, dispatcher_active=True, nodes=[])))
     assert len([key for key in read if key[0] == "arvados_recovery_stray_slurm_jobs"]) == 8
     assert len([key for key in read if key[0] == "arvados_recovery_orphans"]) == 3
     assert len([key for key in read if key[0] == "arvados_recovery_slurm_nodes"]) == 4
     assert read[("arvados_recovery_dispatcher_running_without_lock", ())] == 0
+
+
+def test_nodes_not_asked_have_no_sample_rather_than_zeros():
+    quiet = {"dispatcher": {"lock_held": True}, "orphans_withheld": {"jobs": None, "containers": None}}
+    text = render(reconcile_metrics(quiet, 0.5, 1.0, dispatcher_active=True, nodes=None))
+    assert "# TYPE arvados_recovery_slurm_nodes gauge" in text
+    assert not [key for key in samples(text) if key[0] == "arvados_recovery_slurm_nodes"]
 
 
 def test_no_uuid_job_id_or_reason_becomes_a_label():
