@@ -168,21 +168,13 @@ def systemd_unit_active(unit: str, timeout: float) -> Optional[bool]:
 
 
 def down_or_drained_nodes(result: Mapping[str, Any]) -> Optional[List[Dict[str, Any]]]:
-    """The result's Slurm nodes as watch_metrics counts them ({"state": "down"|"drain",
-    "reason"}), or None when the result does not list nodes. Slurm writes a node's states
-    as one word with flags (DOWN*, DRAINED, DRAINING, IDLE+DRAIN): drained or draining
-    counts as drain, else down counts as down."""
+    """The result's Slurm nodes down or drained as watch_metrics counts them ({"state":
+    "down"|"drain", "reason"}: the reconcile classes them, slurm_nodes.py), or None when
+    the result does not list nodes (report_nodes false, or several Slurm clusters)."""
     listed = result.get(NODES_KEY)
     if listed is None:
         return None
-    nodes = []
-    for node in listed:
-        state = str(node.get("state") or "").lower()
-        if "drain" in state:
-            nodes.append({"state": "drain", "reason": node.get("reason")})
-        elif "down" in state:
-            nodes.append({"state": "down", "reason": node.get("reason")})
-    return nodes
+    return [{"state": node["state"], "reason": node.get("reason")} for node in listed]
 
 
 def write_json(result: Mapping[str, Any], json_file: Optional[str], stdout) -> None:
