@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import math
 import os
+import pwd
 import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple
@@ -279,10 +280,12 @@ def cancel_jobs(
     runner: Optional[Runner] = None,
     clock: Optional[Clock] = None,
     environ: Optional[Mapping[str, str]] = None,
+    caller: Optional[Tuple[int, str]] = None,
 ) -> CancelResult:
     """Carry out ``request``.
 
-    Raises CommandNotFoundError when squeue or scancel cannot be run; every
+    ``caller``: (uid, user name) of who runs the clients, this process's effective user by
+    default. Raises CommandNotFoundError when squeue or scancel cannot be run; every
     other failure (Slurm down, jobs left at the deadline) is in the result.
     """
     canceller = _Canceller(
@@ -290,13 +293,31 @@ def cancel_jobs(
         runner or SubprocessRunner(),
         clock or SystemClock(),
         os.environ if environ is None else environ,
+        caller or _effective_user(),
     )
     return canceller.run()
 
 
+def _effective_user() -> Tuple[int, str]:
+    uid = os.geteuid()
+    try:
+        return uid, pwd.getpwuid(uid).pw_name
+    except KeyError:
+        # No name to match squeue's user column against: only root's --ctld is safe.
+        return uid, ""
+
+
 class _Canceller:
-    def __init__(self, request: CancelRequest, runner: Runner, clock: Clock, environ: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        request: CancelRequest,
+        runner: Runner,
+        clock: Clock,
+        environ: Mapping[str, str],
+        caller: Tuple[int, str],
+    ) -> None:
         self.request = request
+        self.caller = caller
         self.runner = runner
         self.clock = clock
         self.env = client_environment(environ)
@@ -322,6 +343,7 @@ class _Canceller:
         # Whether scancel gets --ctld: settled before the first scancel (option ctld).
         self.ctld: Optional[bool] = None
         self.one_request = False
+        self.noted_ctld_refused = False
 
     # -- the loop ------------------------------------------------------------
 
@@ -522,12 +544,12 @@ class _Canceller:
 
     def _start_scancel(self, kind: str, batch: List[QueueEntry], holds_pending: bool, now: float) -> None:
         job_ids = [entry.job_id for entry in batch]
-        handle = self.runner.start(self._scancel_argv(kind, job_ids), self.env)
+        ctld = bool(self.ctld) and self._ctld_is_safe_for(batch)
+        handle = self.runner.start(self._scancel_argv(kind, job_ids, ctld), self.env)
         self.result.scancel_calls += 1
-        time_limit = self._scancel_time_limit(len(job_ids), now)
-        self.live.append(
-            _ScancelCall(handle, kind, job_ids, holds_pending, now + time_limit, time_limit, self.one_request)
-        )
+        one_request = ctld and self.one_request
+        time_limit = self._scancel_time_limit(len(job_ids), now, one_request)
+        self.live.append(_ScancelCall(handle, kind, job_ids, holds_pending, now + time_limit, time_limit, one_request))
         outlived_term = []
         for job_id in job_ids:
             job = self.jobs[job_id]
@@ -555,6 +577,28 @@ class _Canceller:
                 % (len(job_ids), request.term_interval, request.term_interval, request.after_term, _shown(job_ids))
             )
         self.result.messages.append(message)
+
+    def _ctld_is_safe_for(self, batch: List[QueueEntry]) -> bool:
+        """Whether this caller may name these jobs to scancel --ctld: as root, or their owner.
+
+        From 24.05 to 25.11 slurmctld answers a REQUEST_KILL_JOBS naming another user's job
+        from a user who is not root (nor SlurmUser or an operator) by looking for account
+        coordinators while it holds the association lock it would then take again, when no
+        accounting database filled that list (``_apply_signal_jobs_filter`` in
+        src/slurmctld/job_mgr.c, ``assoc_mgr_is_user_acct_coord(..., true)``): slurmctld
+        deadlocks, every later squeue times out. Seen on Debian 13's 24.11.5 without
+        slurmdbd. The per-job path only says "Access/permission denied".
+        """
+        uid, name = self.caller
+        if uid == 0 or all(entry.user == name for entry in batch):
+            return True
+        if not self.noted_ctld_refused:
+            self.noted_ctld_refused = True
+            self.result.messages.append(
+                "jobs of another user named without --ctld (one request per job): from a user neither root "
+                "nor their owner, scancel --ctld can deadlock slurmctld 24.05 to 25.11 without accounting"
+            )
+        return False
 
     def _settle_ctld(self) -> None:
         """Whether every scancel of this run carries --ctld, and whether that makes it one
@@ -585,17 +629,17 @@ class _Canceller:
         self.result.messages.append("scancel --version named no Slurm release (%s): %s" % (said or "no output", then))
         return None
 
-    def _scancel_time_limit(self, job_count: int, now: float) -> float:
+    def _scancel_time_limit(self, job_count: int, now: float, one_request: bool) -> float:
         """Seconds an scancel of this many ids may run before it is killed."""
         command_timeout = self.request.command_timeout
-        if self.one_request:
+        if one_request:
             return command_timeout
         rounds_of_requests = math.ceil(job_count / SCANCEL_REQUESTS_AT_ONCE)
         return max(command_timeout, min(command_timeout * rounds_of_requests, self.deadline - now))
 
-    def _scancel_argv(self, kind: str, job_ids: List[str]) -> List[str]:
+    def _scancel_argv(self, kind: str, job_ids: List[str], ctld: bool) -> List[str]:
         request = self.request
-        path, clusters, ctld = request.scancel_path, request.clusters, bool(self.ctld)
+        path, clusters = request.scancel_path, request.clusters
         if kind == SIGNAL:
             return scancel_command(path, job_ids, clusters, request.signal, request.batch, ctld=ctld)
         if kind == TERMINATE:

@@ -245,6 +245,11 @@ options:
         release means no C(--ctld). On older releases C(--ctld) only routes each job's request
         through C(slurmctld), which is why V(auto) leaves it off there.
       - V(always) gives C(--ctld) whatever the release; V(never) never does.
+      - Either way a job of another user is only named to C(scancel --ctld) when the task runs
+        as root - from 24.05 to at least 25.11 C(slurmctld) deadlocks when a user neither root
+        nor the job's owner sends it C(--ctld) for it on a cluster without an accounting
+        database (reproduced on Debian 13's 24.11.5). Such jobs get one request each, and a
+        warning says so.
       - An C(scancel --ctld) exits 0 whatever Slurm said of each job; the jobs it reports as
         not signalled are tried again after O(error_retry_delay), those refused to this user
         are reported in RV(permission_denied), as without C(--ctld).

@@ -28,6 +28,9 @@ from tests.unit.plugins.module_utils.slurm_fakes import (
 )
 
 ENVIRON = {"PATH": "/usr/bin:/bin"}
+# Who runs the clients: the owner of the fake's jobs (user crunch), not root, unless a test says.
+CRUNCH = (1000, "crunch")
+ROOT = (0, "root")
 CTLD_REMOVE = ["scancel", "--ctld", "--state=PENDING"]
 CTLD_TERM = ["scancel", "--ctld", "--signal=TERM", "--batch"]
 
@@ -47,8 +50,8 @@ def fake_slurm(release: str, package: str = "slurm-wlm") -> FakeSlurm:
     return slurm
 
 
-def run(slurm, **options):
-    return cancel_jobs(CancelRequest(**options), runner=slurm, clock=slurm.clock, environ=ENVIRON)
+def run(slurm, caller=CRUNCH, **options):
+    return cancel_jobs(CancelRequest(**options), runner=slurm, clock=slurm.clock, environ=ENVIRON, caller=caller)
 
 
 def ids(entries):
@@ -176,11 +179,13 @@ def test_check_mode_predicts_the_path_with_one_version_probe_and_no_scancel():
 
 
 def test_jobs_refused_to_this_user_are_found_although_scancel_ctld_exits_0():
+    # Root is never refused; a caller Slurm may refuse is an account coordinator, say, for
+    # whom --ctld is safe only with an accounting database: the fake refuses root here.
     slurm = fake_slurm("24.11.5")
     slurm.add(11, crunch_job(1), "RUNNING", user="alice")
     slurm.add(12, crunch_job(2), "RUNNING", user="crunch")
     slurm.denied.add("11")
-    result = run(slurm, names=[crunch_job(1), crunch_job(2)], timeout=30)
+    result = run(slurm, caller=ROOT, names=[crunch_job(1), crunch_job(2)], timeout=30)
     (first,) = slurm.calls("scancel")
     assert first.returncode == 0 and "job id 11: Access/permission denied" in first.stderr
     assert ids(result.permission_denied) == ["11"] and ids(result.cancelled) == ["12"]
@@ -240,7 +245,44 @@ def test_a_hung_ctld_scancel_is_killed_after_one_request_bound_not_one_per_ten_i
     slurm.script("scancel", Scripted(returncode=0, duration=1000.0))
     run(slurm, names=[crunch_job(n) for n in range(1, 501)], command_timeout=10, timeout=100)
     first = slurm.calls("scancel")[0]
+    assert first.argv[1] == "--ctld"
     assert first.killed and first.ends - first.started == pytest.approx(10.0, abs=0.01)
+
+
+# -- never --ctld for another user's jobs but as root ------------------------------------
+# 24.05 to 25.11, src/slurmctld/job_mgr.c _apply_signal_jobs_filter: a REQUEST_KILL_JOBS
+# naming another user's job, from a user neither root nor an operator, makes slurmctld look
+# for account coordinators with the association lock held, and take it again when no
+# accounting database filled that list: a deadlock (reproduced on Debian 13's 24.11.5).
+
+
+def test_another_users_jobs_go_the_per_job_way_unless_the_caller_is_root():
+    slurm = fake_slurm("24.11.5")
+    slurm.add(11, container(1), "RUNNING", exits_after_signal=0.1)
+    slurm.add(12, container(2), "RUNNING", user="alice", exits_after_signal=0.1)
+    result = run(slurm, names=[container(1), container(2)])
+    assert slurm.argvs("scancel") == [["scancel", "--signal=TERM", "--batch", "11", "12"]]
+    assert slurm.kill_requests == [2] and not result.failed
+    assert result.messages[0].startswith("jobs of another user named without --ctld (one request per job)")
+
+    own = fake_slurm("24.11.5")
+    own.add(11, container(1), "RUNNING", exits_after_signal=0.1)
+    own.add(12, container(2), "RUNNING", user="alice")
+    result = run(own, names=[container(1), container(2)], user="crunch")
+    assert own.argvs("scancel") == [CTLD_TERM + ["11"]] and ids(result.skipped_other_user) == ["12"]
+
+    as_root = fake_slurm("24.11.5")
+    as_root.add(11, container(1), "RUNNING", exits_after_signal=0.1)
+    as_root.add(12, container(2), "RUNNING", user="alice", exits_after_signal=0.1)
+    result = run(as_root, caller=ROOT, names=[container(1), container(2)], ctld="always")
+    assert as_root.argvs("scancel") == [CTLD_TERM + ["11", "12"]] and result.messages == []
+
+
+def test_the_guard_holds_with_ctld_always_too():
+    slurm = fake_slurm("25.11.0", "slurm")
+    slurm.add(12, crunch_job(2), "PENDING", user="alice")
+    run(slurm, names=[crunch_job(2)], ctld="always")
+    assert slurm.argvs("scancel") == [["scancel", "12"]]
 
 
 # -- the bounds stay ---------------------------------------------------------------------
@@ -275,7 +317,8 @@ def test_the_fail_jobs_step_asks_the_release_once_for_all_its_batches(tmp_path):
     params = {name: spec.get("default") for name, spec in ALL_OPTIONS.items()}
     params.update(squeue_path=str(clients / "squeue"), scancel_path=str(clients / "scancel"))
     step = SlurmStep(
-        params, cancel=lambda request: cancel_jobs(request, runner=slurm, clock=slurm.clock, environ=ENVIRON)
+        params,
+        cancel=lambda request: cancel_jobs(request, runner=slurm, clock=slurm.clock, environ=ENVIRON, caller=CRUNCH),
     )
     for batch in range(3):
         names = [crunch_job(10 * batch + n) for n in range(1, 4)]
