@@ -87,7 +87,8 @@ class CancelRequest:
     Durations are seconds. ``timeout`` bounds the whole call. A squeue is
     killed after ``command_timeout`` (set it to Slurm's MessageTimeout), an
     scancel after ``command_timeout`` per ten of its ids (scancel sends one
-    request per id, ten at once), but not past the deadline unless it started
+    request per id, ten at once; one ``command_timeout`` for an scancel
+    --ctld that is one request), but not past the deadline unless it started
     less than ``command_timeout`` before it; so a call never lasts longer
     than ``timeout`` plus ``command_timeout``. Without
     ``timeout`` the deadline is ``BASE_TIMEOUT``, plus ``terminate_grace``
