@@ -86,7 +86,7 @@ def wait_for(condition, timeout: float):
 
 def stop() -> dict:
     """The dispatcher's stop of 2 running and 4 pending containers' jobs, as root."""
-    names = [new_uuid("zzzzz", CONTAINER_INFIX) for _ in range(RUNNING + PENDING)]
+    names = [new_uuid("zzzzz", CONTAINER_INFIX) for _number in range(RUNNING + PENDING)]
     ids = {name: submit(name) for name in names[:RUNNING]}
     wait_for(lambda: list(queue(list(ids.values())).values()) == ["RUNNING"] * RUNNING, 30)
     ids.update({name: submit(name) for name in names[RUNNING:]})
