@@ -273,7 +273,7 @@ def _config_file_values(path: str, cluster_id: Optional[str]) -> Optional[Tuple[
 
 
 def _choose_cluster(clusters: Dict[str, Any], cluster_id: Optional[str], path: str) -> str:
-    known = _cluster_ids_text(clusters)
+    known = cluster_ids_text(clusters)
     if cluster_id is not None:
         if cluster_id not in clusters:
             raise ConfigError(
@@ -285,7 +285,7 @@ def _choose_cluster(clusters: Dict[str, Any], cluster_id: Optional[str], path: s
     return next(iter(clusters))
 
 
-def _cluster_ids_text(clusters: Mapping[Any, Any]) -> str:
+def cluster_ids_text(clusters: Mapping[Any, Any]) -> str:
     """The cluster ids for a message; other keys only counted, since a slip of
     indentation can turn any text of the file, even the password, into a key."""
     ids = sorted(key for key in clusters if isinstance(key, str) and _CLUSTER_ID.fullmatch(key))

@@ -38,6 +38,7 @@ import binascii
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from .arvados_db_config import cluster_ids_text
 from .dispatcher_state import _unasked as why_unasked
 from .dispatcher_state import host_has_systemd
 from .errors import ConfigError
@@ -167,11 +168,21 @@ def _uid_argument(arguments: Any) -> Optional[str]:
     return found
 
 
+class SeveralClusters(Exception):
+    """config.yml defines more than one cluster: the dispatcher does not start with it."""
+
+
 def _config_sbatch_arguments(document: Any) -> Any:
-    """Clusters.<first>.Containers.SLURM.SbatchArgumentsList (2.0 and later)."""
+    """Clusters.<id>.Containers.SLURM.SbatchArgumentsList (2.0 and later) of the file's
+    only cluster. crunch-dispatch-slurm takes its cluster with GetCluster(""), which
+    refuses a file of several ("multiple clusters configured, cannot choose": 1.4.3
+    crunch-dispatch-slurm.go, 2.7.4 and 3.2.1 lib/service/cmd.go), so no cluster of such a
+    file says how it submits: SeveralClusters."""
     clusters = document.get("Clusters") if isinstance(document, Mapping) else None
     if not isinstance(clusters, Mapping) or not clusters:
         return None
+    if len(clusters) > 1:
+        raise SeveralClusters(cluster_ids_text(clusters))
     cluster = next(iter(clusters.values()))
     slurm = ((cluster or {}).get("Containers") or {}).get("SLURM") if isinstance(cluster, Mapping) else None
     return slurm.get("SbatchArgumentsList") if isinstance(slurm, Mapping) else None
@@ -192,7 +203,14 @@ def _sbatch_uid_user(host: str, probes: Mapping[str, Probe], paths: Mapping[str,
         config, readable = _document(host, paths["config"], probes.get("config"), answer)
         if not readable:
             return True
-        arguments = _config_sbatch_arguments(config)
+        try:
+            arguments = _config_sbatch_arguments(config)
+        except SeveralClusters as several:
+            answer.unknown.append(
+                "%s: %s defines several clusters (%s), which crunch-dispatch-slurm does not start with:"
+                " how it submits cannot be told from it" % (host, paths["config"], several)
+            )
+            return True
         where = "Containers.SLURM.SbatchArgumentsList in %s" % paths["config"]
     user = _uid_argument(arguments)
     if user is None:

@@ -224,6 +224,27 @@ def test_a_bad_variable_fails_before_anything_changes(fresh_db, lab_env, records
     assert records.state("jobs", lost_job) == "Running"
 
 
+def test_bad_settings_for_the_api_host_fail_before_a_slurm_job_is_stopped(fresh_db, lab_env, slurm, records, tmp_path):
+    """recover_db is used on arvados_api only after the reconciling play has stopped the
+    stray Slurm jobs (with reconcile_db): it is read before that play changes anything."""
+    finished = records.container("Complete", priority=0)
+    stray = slurm.submit(finished, hold=True)
+    good = {"config_file": str(write_config(fresh_db, tmp_path))}
+    typo = dict(good, db_passwd="Typo-Pw-5d1e")
+
+    completed = ansible_playbook(
+        lab_env,
+        NODE_REBOOT,
+        playbook_vars(fresh_db, tmp_path, reconcile_db=good, recover_db=typo),
+        flags=["-vvv"],
+        expect_rc=2,
+    )
+
+    assert "recover_db: unknown option(s): db_passwd (ansible-doc" in completed.stdout
+    assert "Typo-Pw-5d1e" not in completed.stdout + completed.stderr
+    assert stray in slurm.queue()
+
+
 # -- crunch-dispatch.rb's retry: 1.4.3 services/api/lib/crunch_dispatch.rb ------------------
 # crunch-job exits 93 on node failure (EXIT_RETRY_UNLOCKED) and crunch-dispatch.rb keeps the
 # job Running in @todo_job_retries, with no Slurm job, until it runs it again.

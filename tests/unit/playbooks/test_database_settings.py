@@ -44,12 +44,24 @@ def tasks_of(tasks) -> Iterator[dict]:
             yield from tasks_of(task.get(section))
 
 
+def play_vars(playbook: Path, play: dict) -> dict:
+    """The play's variables: its vars_files (relative to the playbook), then its vars."""
+    files = play.get("vars_files") or []
+    merged: dict = {}
+    for name in [files] if isinstance(files, str) else files:
+        merged.update(yaml.safe_load((playbook.parent / name).read_text()))
+    merged.update(play.get("vars") or {})
+    return merged
+
+
 def database_tasks() -> list[tuple[str, dict, str, dict]]:
-    """(playbook, play, module, task) for every task of a database module."""
+    """(playbook, play, module, task) for every task of a database module; each play
+    given its variables merged as play_vars reads them, under "vars"."""
     modules = database_modules()
     found = []
     for playbook in PLAYBOOKS:
         for play in yaml.safe_load(playbook.read_text()):
+            play = dict(play, vars=play_vars(playbook, play))
             for task in tasks_of(play.get("tasks")):
                 for module in modules.intersection(task):
                     found.append((playbook.name, play, module, task))
@@ -80,4 +92,4 @@ def test_a_database_task_takes_its_settings_from_the_groups_module_defaults(play
     assert sorted(database_options().intersection(task[module])) == []
     # The play's own test for a key naming a password, of the same settings.
     secret = task["no_log"].strip("{} ")
-    assert play_variable in play["vars"][secret] and "'pass'" in play["vars"][secret]
+    assert play["vars"][secret] == "{{ %s | arvados_ops.recovery.names_a_password }}" % play_variable

@@ -167,6 +167,20 @@ def test_settings_without_uid_leave_the_unit_to_tell():
     [
         (sbatch_list(["--uid=1001"]), "sbatch --uid=1001 in Containers.SLURM.SbatchArgumentsList"),
         ({"failed": False, "msg": "File is not readable: /etc/arvados/config.yml"}, "File is not readable"),
+        # GetCluster("") refuses such a file: no cluster of it is the dispatcher's, the first
+        # no more than the others (1.4.3 crunch-dispatch-slurm.go, 3.2.1 lib/service/cmd.go).
+        (
+            slurped(
+                {
+                    "Clusters": {
+                        "aaaaa": {"Containers": {"SLURM": {"SbatchArgumentsList": ["--uid=crunch"]}}},
+                        "bbbbb": {"Containers": {"SLURM": {"SbatchArgumentsList": []}}},
+                    }
+                }
+            ),
+            "d1: /etc/arvados/config.yml defines several clusters (aaaaa, bbbbb), which crunch-dispatch-slurm does"
+            " not start with",
+        ),
     ],
 )
 def test_settings_that_cannot_name_the_user_make_it_unknown(config, why):
