@@ -39,8 +39,9 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: One C(squeue) and no C(scancel); C(changed) is true exactly when a real run would
-      send an C(scancel). RV(terminated), RV(cancelled) and RV(signalled) list the first
+    details: One C(squeue) and no C(scancel) but the C(scancel --version) with which O(ctld=auto)
+      learns the release when a job would need one (RV(ctld) predicts the real run's);
+      C(changed) is true exactly when a real run would send an C(scancel). RV(terminated), RV(cancelled) and RV(signalled) list the first
       C(scancel) each job would get; whether a job outlives its C(TERM) cannot be foreseen.
       A suspended container's job, which a real run leaves alone by default, is in
       RV(left_running) and RV(remaining) and fails the task, as it would. O(grace_period)
