@@ -86,6 +86,17 @@ def start(arguments: argparse.Namespace) -> int:
                 "--name",
                 name,
                 "--network=host",
+                # 1,000 jobs are as many slurmstepd with their threads: the project's
+                # containers.conf allows 4,096 processes of root (counted with the host's),
+                # podman 2,048 in the container; slurmctld dies at pthread_create beyond.
+                # runc here refuses 65,536 (and the host's own hard limit) but takes this.
+                # Given --ulimit, podman forgets containers.conf's nofile: said again.
+                "--ulimit",
+                "nofile=1024:4096",
+                "--ulimit",
+                "nproc=32768:32768",
+                "--pids-limit",
+                "0",
                 "--volume",
                 "%s:%s" % (REPO, REPO),
                 "--volume",
