@@ -806,6 +806,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--reverse", action="store_true", help="run the contenders of each scenario in the opposite order"
     )
     parser.add_argument("--json", type=Path, help="also write the measurements here")
+    parser.add_argument(
+        "--keep-logs",
+        type=Path,
+        help="keep each contender's client log (calls.log: program, start, end, argument count, exit code) "
+        "under this directory instead of a temporary one",
+    )
     arguments = parser.parse_args(argv)
     unmatched = [
         name for name in arguments.stop_contenders if STOP_FLOORS.get(name, name) not in arguments.stop_contenders
@@ -831,7 +837,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("limit", run_limit),
     ]
     rows: list[Measurement] = []
-    workdir = Path(tempfile.mkdtemp(prefix="slurm-cancel-bench-"))
+    if arguments.keep_logs:
+        arguments.keep_logs.mkdir(parents=True, exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix="slurm-cancel-bench-", dir=arguments.keep_logs))
     try:
         for size in arguments.sizes:
             for scenario, entries in (("all queued", contenders), ("half end on their own", half_contenders)):
@@ -849,7 +857,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for size in arguments.stop_sizes:
                     rows.extend(measure_stopping(queue, env, workdir, size, arguments))
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        if not arguments.keep_logs:
+            shutil.rmtree(workdir, ignore_errors=True)
     print(table(rows))
     print()
     for line in verdicts(rows):
