@@ -165,13 +165,15 @@ SERVICE_TABLE = (
 )
 
 
-def start_lab(settings: LabSettings) -> None:
-    """Bring every service up; on failure stop what this call launched and raise."""
+def start_lab(settings: LabSettings, services: Sequence[str] = SERVICES) -> None:
+    """Bring every service (or those named) up; on failure stop what this call launched and
+    raise. Slurm alone (munged, slurmctld, slurmd) is another release's Slurm in a container
+    (bench/release_slurm.py)."""
     prepare_directories(settings)
     write_client_files(settings)
     launched: list[Service] = []
     try:
-        for service in SERVICE_TABLE:
+        for service in (service for service in SERVICE_TABLE if service.name in services):
             if live_record(settings, service.name) is None:
                 record = _launch(settings, service)
                 launched.append(service)

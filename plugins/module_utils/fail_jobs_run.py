@@ -138,6 +138,9 @@ class SlurmStep:
         request = CancelRequest(names=tuple(uuids), check_mode=check_mode, **self.request_settings)
         outcome = self.cancel(request).to_dict()
         outcome.pop("diff", None)
+        if outcome.get("ctld") is not None:
+            # The release scancel named holds for the whole run: later batches do not ask again.
+            self.request_settings["scancel_release"] = outcome.get("scancel_version", "")
         if outcome.get("failed"):
             reason = "Slurm jobs of %d job(s) could not be made absent: %s" % (
                 len(uuids),

@@ -28,6 +28,14 @@ How a call goes:
   ``command_timeout`` (one request's bound) per ten ids before it is killed,
   but never beyond the call's deadline (or ``command_timeout`` after its
   start, for one started just before it).
+* From Slurm 24.05 on (``ctld``, see slurm_version) every scancel carries
+  ``--ctld`` and is one request for all its ids, bounded by one
+  ``command_timeout``; ``scancel --version`` is asked once, before the first
+  scancel. Such a scancel exits 0 whatever Slurm said of each job and prints
+  "Kill job error on job id N: ..." for those it refused: those ids count as
+  a failed scancel (an access denied as for the per-job path), but a job
+  ``--state=PENDING`` skipped because it started meanwhile, which the
+  per-job path skips silently.
 * ``scancel`` starts are spaced by a token bucket of one token refilled at
   ``max_scancel_per_second``; at most ``max_concurrent_scancel`` are alive
   at once, and ``squeue`` runs alone, so Slurm sees at most that plus one.
@@ -61,6 +69,7 @@ from __future__ import annotations
 
 import math
 import os
+import pwd
 import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple
@@ -76,6 +85,7 @@ from .slurm_queue import (
     squeue_command,
 )
 from .slurm_runner import Clock, CommandNotFoundError, ProcessHandle, Runner, SubprocessRunner, SystemClock
+from .slurm_version import CTLD_ALWAYS, CTLD_AUTO, parse_slurm_version, scancel_version_command, sends_one_request
 
 __all__ = [
     "DEFAULT_NAME_PATTERN",
@@ -96,7 +106,7 @@ MIN_SLEEP = 0.001
 _EPSILON = 1e-9
 # scancel sends one REQUEST_KILL_JOB per job id, at most this many at once
 # (MAX_THREADS in src/scancel/scancel.c, 10 from Slurm 22.05 to 25.11; only
-# --ctld, never used here, sends one request for all). Under load each
+# --ctld from 24.05 on sends one request for all). Under load each
 # request may take up to MessageTimeout, and scancel adds up to 1 s before
 # each once slurmctld answers slowly.
 SCANCEL_REQUESTS_AT_ONCE = 10
@@ -106,6 +116,14 @@ _MAX_JOBS_IN_MESSAGE = 10
 # would only be refused again.
 ACCESS_DENIED = "Access/permission denied"
 _DENIED_JOB = re.compile(r"job id ([0-9]+(?:_[0-9]+)?): " + re.escape(ACCESS_DENIED))
+# What scancel --ctld prints for each job Slurm did not signal (_ctld_signal_jobs in
+# src/scancel/scancel.c, 24.05 to 25.11; it exits 0 all the same). Unknown and finished
+# jobs are not printed.
+_KILL_JOB_ERROR = re.compile(r"Kill job error on job id ([0-9]+(?:_[0-9]+)?): (.*)$", re.MULTILINE)
+# slurmctld's word for a job --state=PENDING left alone because it is no longer pending
+# (_signal_job_matches_filter in src/slurmctld/job_mgr.c, 24.05 to 25.11): what the
+# per-job path does silently, no error.
+_STATE_FILTER_MISMATCH = "!= filter state"
 
 # What one scancel asks of Slurm; one kind per call.
 CANCEL = "cancel"  # scancel ID...
@@ -176,6 +194,8 @@ class CancelResult:
     permission_denied: List[Dict[str, str]] = field(default_factory=list)
     scancel_calls: int = 0
     squeue_calls: int = 0
+    ctld: Optional[bool] = None
+    scancel_version: str = ""
     elapsed: float = 0.0
     messages: List[str] = field(default_factory=list)
     slurm_error: str = ""
@@ -252,6 +272,7 @@ class _ScancelCall:
     holds_pending: bool
     kill_at: float
     time_limit: float
+    one_request: bool
 
 
 def cancel_jobs(
@@ -259,10 +280,12 @@ def cancel_jobs(
     runner: Optional[Runner] = None,
     clock: Optional[Clock] = None,
     environ: Optional[Mapping[str, str]] = None,
+    caller: Optional[Tuple[int, str]] = None,
 ) -> CancelResult:
     """Carry out ``request``.
 
-    Raises CommandNotFoundError when squeue or scancel cannot be run; every
+    ``caller``: (uid, user name) of who runs the clients, this process's effective user by
+    default. Raises CommandNotFoundError when squeue or scancel cannot be run; every
     other failure (Slurm down, jobs left at the deadline) is in the result.
     """
     canceller = _Canceller(
@@ -270,13 +293,31 @@ def cancel_jobs(
         runner or SubprocessRunner(),
         clock or SystemClock(),
         os.environ if environ is None else environ,
+        caller or _effective_user(),
     )
     return canceller.run()
 
 
+def _effective_user() -> Tuple[int, str]:
+    uid = os.geteuid()
+    try:
+        return uid, pwd.getpwuid(uid).pw_name
+    except KeyError:
+        # No name to match squeue's user column against: only root's --ctld is safe.
+        return uid, ""
+
+
 class _Canceller:
-    def __init__(self, request: CancelRequest, runner: Runner, clock: Clock, environ: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        request: CancelRequest,
+        runner: Runner,
+        clock: Clock,
+        environ: Mapping[str, str],
+        caller: Tuple[int, str],
+    ) -> None:
         self.request = request
+        self.caller = caller
         self.runner = runner
         self.clock = clock
         self.env = client_environment(environ)
@@ -299,6 +340,10 @@ class _Canceller:
         self.result = CancelResult()
         self.squeue_error = ""
         self.scancel_error = ""
+        # Whether scancel gets --ctld: settled before the first scancel (option ctld).
+        self.ctld: Optional[bool] = None
+        self.one_request = False
+        self.noted_ctld_refused = False
 
     # -- the loop ------------------------------------------------------------
 
@@ -323,7 +368,8 @@ class _Canceller:
         return self._finish()
 
     def _check(self) -> CancelResult:
-        self._list_queue()
+        if self._list_queue() and self._actionable():
+            self._settle_ctld()
         return self._finish()
 
     def _done(self) -> bool:
@@ -467,7 +513,11 @@ class _Canceller:
 
     def _start_due_scancels(self, now: float) -> bool:
         """Start what the bounds allow; True if due jobs are left waiting for them."""
-        for kind, batch in self._due_batches():
+        batches = self._due_batches()
+        if batches and self.ctld is None:
+            self._settle_ctld()
+            now = self.clock.now()
+        for kind, batch in batches:
             holds_pending = batch[0].is_pending
             if not holds_pending and any(call.holds_pending for call in self.live):
                 return True
@@ -494,10 +544,12 @@ class _Canceller:
 
     def _start_scancel(self, kind: str, batch: List[QueueEntry], holds_pending: bool, now: float) -> None:
         job_ids = [entry.job_id for entry in batch]
-        handle = self.runner.start(self._scancel_argv(kind, job_ids), self.env)
+        ctld = bool(self.ctld) and self._ctld_is_safe_for(batch)
+        handle = self.runner.start(self._scancel_argv(kind, job_ids, ctld), self.env)
         self.result.scancel_calls += 1
-        time_limit = self._scancel_time_limit(len(job_ids), now)
-        self.live.append(_ScancelCall(handle, kind, job_ids, holds_pending, now + time_limit, time_limit))
+        one_request = ctld and self.one_request
+        time_limit = self._scancel_time_limit(len(job_ids), now, one_request)
+        self.live.append(_ScancelCall(handle, kind, job_ids, holds_pending, now + time_limit, time_limit, one_request))
         outlived_term = []
         for job_id in job_ids:
             job = self.jobs[job_id]
@@ -526,21 +578,73 @@ class _Canceller:
             )
         self.result.messages.append(message)
 
-    def _scancel_time_limit(self, job_count: int, now: float) -> float:
+    def _ctld_is_safe_for(self, batch: List[QueueEntry]) -> bool:
+        """Whether this caller may name these jobs to scancel --ctld: as root, or their owner.
+
+        From 24.05 to 25.11 slurmctld answers a REQUEST_KILL_JOBS naming another user's job
+        from a user who is not root (nor SlurmUser or an operator) by looking for account
+        coordinators while it holds the association lock it would then take again, when no
+        accounting database filled that list (``_apply_signal_jobs_filter`` in
+        src/slurmctld/job_mgr.c, ``assoc_mgr_is_user_acct_coord(..., true)``): slurmctld
+        deadlocks, every later squeue times out. Seen on Debian 13's 24.11.5 without
+        slurmdbd. The per-job path only says "Access/permission denied".
+        """
+        uid, name = self.caller
+        if uid == 0 or all(entry.user == name for entry in batch):
+            return True
+        if not self.noted_ctld_refused:
+            self.noted_ctld_refused = True
+            self.result.messages.append(
+                "jobs of another user named without --ctld (one request per job): from a user neither root "
+                "nor their owner, scancel --ctld can deadlock slurmctld 24.05 to 25.11 without accounting"
+            )
+        return False
+
+    def _settle_ctld(self) -> None:
+        """Whether every scancel of this run carries --ctld, and whether that makes it one
+        request: the option, or for auto what ``scancel --version`` says, asked once."""
+        choice = self.request.ctld
+        version = None
+        if choice == CTLD_AUTO or choice == CTLD_ALWAYS:
+            version = self._scancel_version()
+        self.ctld = choice == CTLD_ALWAYS or (choice == CTLD_AUTO and sends_one_request(version))
+        self.one_request = self.ctld and sends_one_request(version)
+        self.result.ctld = self.ctld
+
+    def _scancel_version(self) -> Optional[Tuple[int, int]]:
+        known = self.request.scancel_release
+        if known is not None:
+            self.result.scancel_version = known
+            return parse_slurm_version("slurm " + known) if known else None
+        outcome = self._run_to_end("scancel", scancel_version_command(self.request.scancel_path))
+        version = parse_slurm_version(outcome.stdout) if outcome.ok else None
+        if version is not None:
+            self.result.scancel_version = "%d.%02d" % version
+            return version
+        said = outcome.stdout.strip()[:200] if outcome.ok else outcome.error_text(self.request.command_timeout)
+        if self.request.ctld == CTLD_AUTO:
+            then = "one request per job, without --ctld"
+        else:
+            then = "--ctld given as ctld=always asks, bounded as one request per job"
+        self.result.messages.append("scancel --version named no Slurm release (%s): %s" % (said or "no output", then))
+        return None
+
+    def _scancel_time_limit(self, job_count: int, now: float, one_request: bool) -> float:
         """Seconds an scancel of this many ids may run before it is killed."""
         command_timeout = self.request.command_timeout
+        if one_request:
+            return command_timeout
         rounds_of_requests = math.ceil(job_count / SCANCEL_REQUESTS_AT_ONCE)
         return max(command_timeout, min(command_timeout * rounds_of_requests, self.deadline - now))
 
-    def _scancel_argv(self, kind: str, job_ids: List[str]) -> List[str]:
+    def _scancel_argv(self, kind: str, job_ids: List[str], ctld: bool) -> List[str]:
         request = self.request
+        path, clusters = request.scancel_path, request.clusters
         if kind == SIGNAL:
-            return scancel_command(request.scancel_path, job_ids, request.clusters, request.signal, request.batch)
+            return scancel_command(path, job_ids, clusters, request.signal, request.batch, ctld=ctld)
         if kind == TERMINATE:
-            return scancel_command(request.scancel_path, job_ids, request.clusters, "TERM", True)
-        return scancel_command(
-            request.scancel_path, job_ids, request.clusters, None, False, only_pending=kind == REMOVE_PENDING
-        )
+            return scancel_command(path, job_ids, clusters, "TERM", True, ctld=ctld)
+        return scancel_command(path, job_ids, clusters, None, False, only_pending=kind == REMOVE_PENDING, ctld=ctld)
 
     def _reap_scancels(self) -> None:
         for call in list(self.live):
@@ -557,25 +661,35 @@ class _Canceller:
 
     def _settle(self, call: _ScancelCall, outcome: _CommandOutcome, now: float) -> None:
         request = self.request
+        refused = _refused_by_ctld(outcome.stderr, call.job_ids) if outcome.ok and call.one_request else {}
         denied = set() if outcome.ok else _denied_job_ids(outcome.stderr, call.job_ids)
-        delay = request.retry_delay if outcome.ok else request.error_retry_delay
-        if outcome.ok and call.kind == TERMINATE:
+        denied.update(job_id for job_id, said in refused.items() if ACCESS_DENIED in said)
+        delay = request.retry_delay
+        if call.kind == TERMINATE:
             delay = request.terminate_grace if request.cancels_after_term else request.term_interval
         for job_id in call.job_ids:
             job = self.jobs[job_id]
             job.in_flight = False
-            if outcome.ok:
+            taken = outcome.ok and job_id not in refused
+            if taken:
                 job.acknowledged.add(call.kind)
                 job.terms += call.kind == TERMINATE
             job.denied = job.denied or job_id in denied
-            job.eligible_at = now + delay
+            job.eligible_at = now + (delay if taken else request.error_retry_delay)
             if job.next_log_at is None:
                 job.next_log_at = now + request.retry_delay
-        if outcome.ok:
-            self.scancel_error = ""
-        else:
+        if not outcome.ok:
             self.scancel_error = outcome.error_text(call.time_limit)
             self._log_error("scancel", "scancel of %d job(s) failed: %s" % (len(call.job_ids), self.scancel_error))
+        elif refused:
+            self.scancel_error = _slurm_words(outcome.stderr)
+            self._log_error(
+                "scancel",
+                "Slurm refused %d of the %d job(s) of an scancel --ctld: %s"
+                % (len(refused), len(call.job_ids), self.scancel_error),
+            )
+        else:
+            self.scancel_error = ""
         # Pending jobs leave at once and running ones within moments: look soon.
         self.polls.reset()
         self.next_poll_at = min(self.next_poll_at, now)
@@ -731,6 +845,16 @@ def _denied_job_ids(stderr: str, job_ids: List[str]) -> Set[str]:
     if not named and ACCESS_DENIED in stderr:
         return set(job_ids)
     return named
+
+
+def _refused_by_ctld(stderr: str, job_ids: List[str]) -> Dict[str, str]:
+    """job id -> what Slurm said, for the ids of an scancel --ctld that Slurm did not take."""
+    wanted = set(job_ids)
+    return {
+        job_id: said.strip()
+        for job_id, said in _KILL_JOB_ERROR.findall(stderr)
+        if job_id in wanted and _STATE_FILTER_MISMATCH not in said
+    }
 
 
 def _denied_note(denied: List[Dict[str, str]]) -> str:

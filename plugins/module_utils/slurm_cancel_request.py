@@ -19,6 +19,7 @@ from typing import Any, Dict, Iterable, Optional, Tuple
 from .errors import ConfigError
 from .option_bounds import MAX_CONCURRENT_SCANCEL, MAX_JOB_IDS_PER_SCANCEL, MAX_SCANCEL_PER_SECOND, MAX_SLEEP_SECONDS
 from .options import Option, Range, count, seconds
+from .slurm_version import CTLD_AUTO, CTLD_CHOICES
 from .uuids import CONTAINER_UUID_RE
 
 # Any Arvados object UUID; callers narrow it to one kind, e.g.
@@ -35,6 +36,7 @@ SLURM_SIGNAL_NAMES = (
     "USR2", "URG", "CONT", "STOP", "TSTP", "TTIN", "TTOU", "XCPU",
 )  # fmt: skip
 MAX_SIGNAL_NUMBER = 64
+_RELEASE = re.compile(r"(?:[0-9]+\.[0-9]+)?", re.ASCII)
 _CLUSTERS = re.compile(r"[A-Za-z0-9_.-]+(?:,[A-Za-z0-9_.-]+)*", re.ASCII)
 
 # How a queued job is stopped (option ``stop``):
@@ -85,7 +87,8 @@ class CancelRequest:
     Durations are seconds. ``timeout`` bounds the whole call. A squeue is
     killed after ``command_timeout`` (set it to Slurm's MessageTimeout), an
     scancel after ``command_timeout`` per ten of its ids (scancel sends one
-    request per id, ten at once), but not past the deadline unless it started
+    request per id, ten at once; one ``command_timeout`` for an scancel
+    --ctld that is one request), but not past the deadline unless it started
     less than ``command_timeout`` before it; so a call never lasts longer
     than ``timeout`` plus ``command_timeout``. Without
     ``timeout`` the deadline is ``BASE_TIMEOUT``, plus ``terminate_grace``
@@ -99,6 +102,10 @@ class CancelRequest:
     ``after_term`` cancel; by default (``term_again``) a job that stays gets
     TERM again every ``term_interval`` until the deadline, as crunch-dispatch-
     slurm repeats it while the job stays queued, and is reported, not killed.
+
+    ``ctld`` (slurm_version): whether each scancel carries ``--ctld``, which from Slurm
+    24.05 on makes it one request to slurmctld for all its ids; ``auto`` asks
+    ``scancel --version`` once per run.
     """
 
     names: Tuple[str, ...] = ()
@@ -120,11 +127,15 @@ class CancelRequest:
     term_interval: float = DEFAULT_TERM_INTERVAL
     terminate_grace: float = 120.0
     clusters: Optional[str] = None
+    ctld: str = CTLD_AUTO
     name_pattern: str = DEFAULT_NAME_PATTERN
     squeue_path: str = "squeue"
     scancel_path: str = "scancel"
     command_timeout: float = 10.0
     check_mode: bool = False
+    # The release an earlier run of the same caller found ("24.11"; "" when scancel named
+    # none), so that a caller cancelling in batches asks scancel --version once; None: ask.
+    scancel_release: Optional[str] = None
 
     def __post_init__(self) -> None:
         pattern = _compiled_pattern(self.name_pattern)
@@ -133,6 +144,8 @@ class CancelRequest:
         self._set("user", _optional_word("user", self.user))
         self._set("signal", _checked_signal(self.signal))
         self._set("clusters", _optional_match("clusters", self.clusters, _CLUSTERS))
+        if self.scancel_release is not None and not _RELEASE.fullmatch(str(self.scancel_release)):
+            raise CancelRequestError("scancel_release %r is not MAJOR.MINOR or empty" % (self.scancel_release,))
         if not isinstance(self.check_mode, bool):
             raise CancelRequestError("check_mode must be true or false, got %r" % (self.check_mode,))
         self._check_options(_TABLE_CHECKED)
@@ -236,6 +249,7 @@ CANCEL_OPTIONS: Dict[str, Option] = {
     "signal": _option("str"),
     "batch": _option("bool", "batch"),
     "clusters": _option("str"),
+    "ctld": _option("str", "ctld", choices=CTLD_CHOICES),
     "name_pattern": _option("str", "name_pattern"),
     # None: the client found on PATH (find_program).
     "squeue_path": _option("path"),

@@ -128,10 +128,14 @@ def scancel_command(
     signal: Optional[str],
     batch: bool,
     only_pending: bool = False,
+    ctld: bool = False,
 ) -> List[str]:
     """``only_pending``: a job that started since it was listed is left alone (scancel
-    exits 0 for it), as crunch-dispatch-slurm's ``--state=pending`` does."""
+    exits 0 for it), as crunch-dispatch-slurm's ``--state=pending`` does. ``ctld``: one
+    request to slurmctld for all the ids, from Slurm 24.05 on (slurm_version)."""
     argv = [scancel]
+    if ctld:
+        argv.append("--ctld")
     if clusters:
         argv.append("--clusters=" + clusters)
     if only_pending:

@@ -39,8 +39,9 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: One C(squeue) and no C(scancel); C(changed) is true exactly when a real run would
-      send an C(scancel). RV(terminated), RV(cancelled) and RV(signalled) list the first
+    details: One C(squeue) and no C(scancel) but the C(scancel --version) with which O(ctld=auto)
+      learns the release when a job would need one (RV(ctld) predicts the real run's);
+      C(changed) is true exactly when a real run would send an C(scancel). RV(terminated), RV(cancelled) and RV(signalled) list the first
       C(scancel) each job would get; whether a job outlives its C(TERM) cannot be foreseen.
       A suspended container's job, which a real run leaves alone by default, is in
       RV(left_running) and RV(remaining) and fails the task, as it would. O(grace_period)
@@ -229,7 +230,33 @@ options:
   clusters:
     description:
       - Slurm clusters to act on (C(--clusters), that is C(-M)), for example V(east) or V(east,west).
+      - From Slurm 24.05 on, C(scancel --clusters) takes the O(ctld) path by itself.
     type: str
+  ctld:
+    description:
+      - Whether each C(scancel) carries C(--ctld), for example V(never) to keep one request per
+        job on a site whose C(slurmctld) is older than its clients.
+      - From Slurm 24.05 on, C(scancel --ctld) with job ids sends C(slurmctld) one request
+        (C(REQUEST_KILL_JOBS)) for all of them, where every other form reads the whole queue
+        and sends one request per job, ten at a time. The stop keeps its three kinds of call
+        (pending jobs removed with C(--state=PENDING), running ones sent C(--batch --signal=TERM),
+        others cancelled), each then one request.
+      - V(auto) asks C(scancel --version) once per task, before the first C(scancel), and uses
+        C(--ctld) on 24.05 and later (RV(scancel_version), RV(ctld)); an answer that names no
+        release means no C(--ctld). On older releases C(--ctld) only routes each job's request
+        through C(slurmctld), which is why V(auto) leaves it off there.
+      - V(always) gives C(--ctld) whatever the release; V(never) never does.
+      - Either way a job of another user is only named to C(scancel --ctld) when the task runs
+        as root - from 24.05 to at least 25.11 C(slurmctld) deadlocks when a user neither root
+        nor the job's owner sends it C(--ctld) for it on a cluster without an accounting
+        database (reproduced on Debian 13's 24.11.5). Such jobs get one request each, and a
+        warning says so.
+      - An C(scancel --ctld) exits 0 whatever Slurm said of each job; the jobs it reports as
+        not signalled are tried again after O(error_retry_delay), those refused to this user
+        are reported in RV(permission_denied), as without C(--ctld).
+    type: str
+    choices: [auto, always, never]
+    default: auto
   name_pattern:
     description:
       - Regular expression every O(name) must match in full, for example V(^[0-9a-z]{5}-dz642-[0-9a-z]{15}$)
@@ -405,10 +432,23 @@ permission_denied:
   elements: dict
   sample: [{"name": "zzzzz-dz642-0123456789abcde", "job_id": "4250", "state": "PENDING", "user": "alice"}]
 scancel_calls:
-  description: Number of C(scancel) processes started.
+  description: Number of C(scancel) processes that asked Slurm to cancel or signal jobs (not the
+    C(scancel --version) of O(ctld=auto)).
   returned: always
   type: int
   sample: 1
+ctld:
+  description: Whether the C(scancel) calls carried C(--ctld) (see O(ctld)); null when no
+    C(scancel) was needed.
+  returned: always
+  type: bool
+  sample: true
+scancel_version:
+  description: The Slurm release C(scancel --version) named, major and minor, when O(ctld) asked
+    it; empty otherwise.
+  returned: always
+  type: str
+  sample: "24.11"
 squeue_calls:
   description: Number of C(squeue) processes started.
   returned: always

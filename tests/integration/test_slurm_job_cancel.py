@@ -47,6 +47,12 @@ from tests.integration.test_playbooks import ansible_playbook
 ANSIBLE_OVERHEAD = 20.0
 
 
+def scancel_requests(log: Path) -> list[list[str]]:
+    """The logged scancel calls that asked Slurm something: all but the one `--version` with
+    which ctld=auto learns the release (checked on its own below)."""
+    return [argv for argv in logged_calls(log) if argv != ["--version"]]
+
+
 # ---------------------------------------------------------------- fixtures
 
 
@@ -136,7 +142,7 @@ def test_running_and_pending_jobs_are_cancelled_and_a_rerun_changes_nothing(
     )
     assert first["diff"]["after"] == ""
     # All six in one scancel, the pending ones first (their CPUs-to-be are not freed).
-    scancels = logged_calls(wrappers["scancel_log"])
+    scancels = scancel_requests(wrappers["scancel_log"])
     assert len(scancels) == first["scancel_calls"] == 1
     assert set(scancels[0][:4]) == {ids[name] for name in pending}
     assert set(scancels[0][4:]) == {ids[name] for name in running}
@@ -147,7 +153,7 @@ def test_running_and_pending_jobs_are_cancelled_and_a_rerun_changes_nothing(
     assert rerun["scancel_calls"] == 0 and rerun["cancelled"] == []
     assert rerun["squeue_calls"] == 1
     assert sorted(rerun["already_absent"]) == sorted(args["name"])
-    assert len(logged_calls(wrappers["scancel_log"])) == 1
+    assert len(scancel_requests(wrappers["scancel_log"])) == 1
     assert len(logged_calls(wrappers["squeue_log"])) == first["squeue_calls"] + 1
 
 
@@ -188,7 +194,7 @@ def test_a_job_that_ends_during_the_grace_period_costs_no_scancel(
     assert [entry["job_id"] for entry in result["cancelled"]] == [lingering_id]
     assert result["already_absent"] == []
     assert result["scancel_calls"] == 1
-    assert logged_calls(wrappers["scancel_log"]) == [[lingering_id]]
+    assert scancel_requests(wrappers["scancel_log"]) == [[lingering_id]]
     assert own_slurm.final_state(finishing_id) == "COMPLETED"
     assert own_slurm.final_state(lingering_id) == "CANCELLED"
     assert own_slurm.queue([finishing, lingering]) == {}
@@ -224,7 +230,7 @@ def test_a_job_held_in_completing_by_the_epilog_is_waited_for_not_cancelled_agai
         "the job left COMPLETING before the module looked (machine too slow?): %s" % result
     )
     # The running job got one scancel, then sat in COMPLETING for the Epilog's 8 s.
-    assert logged_calls(wrappers["scancel_log"]) == [[running_id]]
+    assert scancel_requests(wrappers["scancel_log"]) == [[running_id]]
     assert result["scancel_calls"] == 1
     assert [entry["job_id"] for entry in result["cancelled"]] == [running_id]
     assert result["changed"] is True and result["remaining"] == []
@@ -314,7 +320,7 @@ def test_check_mode_cancels_nothing_and_predicts_the_change(shared_slurm: Slurm,
     assert nothing["changed"] is False
     assert nothing["squeue_calls"] == 1 and nothing["scancel_calls"] == 0
     assert sorted(nothing["already_absent"]) == sorted(absent)
-    assert logged_calls(wrappers["scancel_log"]) == []
+    assert scancel_requests(wrappers["scancel_log"]) == []
     assert len(logged_calls(wrappers["squeue_log"])) == 2
 
 
@@ -331,7 +337,7 @@ def test_another_users_job_of_the_same_name_survives_user(shared_slurm: Slurm, l
     assert [entry["job_id"] for entry in first["cancelled"]] == [ours]
     skipped = {"name": name, "job_id": theirs, "state": "PENDING", "user": "nobody"}
     assert first["skipped_other_user"] == [skipped]
-    assert logged_calls(wrappers["scancel_log"]) == [[ours]]
+    assert scancel_requests(wrappers["scancel_log"]) == [[ours]]
     assert list(shared_slurm.queue([name])) == [theirs]
 
     assert not rerun.get("failed"), rerun
@@ -372,7 +378,7 @@ def test_a_dangerous_name_is_refused_and_nothing_is_cancelled(shared_slurm: Slur
         assert repr(bad_name) in result["msg"], case
         assert result.get("scancel_calls", 0) == 0 and not result.get("cancelled"), case
     assert logged_calls(wrappers["squeue_log"]) == []  # refused before any command
-    assert logged_calls(wrappers["scancel_log"]) == []
+    assert scancel_requests(wrappers["scancel_log"]) == []
     assert shared_slurm.queue([mine])[job_id].state == "PENDING"
 
 
@@ -427,7 +433,7 @@ def test_a_job_slurm_refuses_to_the_user_is_reported_at_once_and_not_tried_again
         in result["msg"]
     )
     # One scancel (the pending job's removal), refused; the task did not wait for its 240 s.
-    assert logged_calls(scancel_log) == [["--state=PENDING", job_id]]
+    assert scancel_requests(scancel_log) == [["--state=PENDING", job_id]]
     assert wall < 120
     assert shared_slurm.queue([name])[job_id].state == "PENDING"
 
@@ -523,7 +529,7 @@ def test_by_default_a_container_that_ignores_term_gets_term_again_and_is_reporte
     assert [entry["job_id"] for entry in result["cancelled"]] == [ids[pending]]
     # Every scancel of a running job was a TERM to its batch step; the one that ignored it got
     # TERM again, 2 s apart at least, until the timeout; never a plain cancel.
-    calls = logged_calls(wrappers["scancel_log"])
+    calls = scancel_requests(wrappers["scancel_log"])
     assert calls[0] == ["--state=PENDING", ids[pending]]
     assert all(call[:2] == ["--signal=TERM", "--batch"] for call in calls[1:]), calls
     again = term_calls(wrappers["scancel_log"], ids[ignores])
@@ -561,7 +567,7 @@ def test_with_after_term_cancel_a_container_that_ignores_term_is_cancelled_after
     assert not first.get("failed"), first
     # The pending job is removed first, then both running ones get TERM in one call, and
     # only the one still queued after the grace is cancelled outright.
-    removal, term, cancel = logged_calls(wrappers["scancel_log"])
+    removal, term, cancel = scancel_requests(wrappers["scancel_log"])
     assert removal == ["--state=PENDING", ids[pending]]
     assert term[:2] == ["--signal=TERM", "--batch"] and sorted(term[2:]) == sorted([ids[traps], ids[ignores]])
     assert cancel == [ids[ignores]]
@@ -584,7 +590,7 @@ def test_with_after_term_cancel_a_container_that_ignores_term_is_cancelled_after
 
     assert not rerun.get("failed"), rerun
     assert rerun["changed"] is False and rerun["scancel_calls"] == 0
-    assert len(logged_calls(wrappers["scancel_log"])) == 3
+    assert len(scancel_requests(wrappers["scancel_log"])) == 3
 
 
 @pytest.mark.own_lab
@@ -613,7 +619,7 @@ def test_crunch_v1_jobs_are_cancelled_plainly_under_auto_and_check_mode_predicts
     assert would["diff"]["after"] == ""
 
     assert not done.get("failed"), done
-    assert sorted(logged_calls(wrappers["scancel_log"])) == sorted(
+    assert sorted(scancel_requests(wrappers["scancel_log"])) == sorted(
         [[ids[crunch_job]], ["--signal=TERM", "--batch", ids[container]]]
     )
     assert [entry["job_id"] for entry in done["cancelled"]] == [ids[crunch_job]]
@@ -639,11 +645,11 @@ def test_the_cancel_playbook_passes_stop_and_terminate_grace_on(shared_slurm: Sl
     assert "timeout 3 ends the call before terminate_grace 5 is over" in refused.stdout
     refused = ansible_playbook(lab_env, CANCEL_PLAYBOOK, dict(common, cancel_term_interval=0.5), expect_rc=2)
     assert "term_interval must be at least 1, got 0.5" in refused.stdout
-    assert logged_calls(wrappers["scancel_log"]) == []
+    assert scancel_requests(wrappers["scancel_log"]) == []
 
     run = ansible_playbook(lab_env, CANCEL_PLAYBOOK, dict(common, cancel_stop="terminate"))
     # stop=terminate: the crunch v1 job too is removed as a pending container's job would be.
-    (removal,) = logged_calls(wrappers["scancel_log"])
+    (removal,) = scancel_requests(wrappers["scancel_log"])
     assert removal[0] == "--state=PENDING" and sorted(removal[1:]) == sorted(ids.values())
     assert run.changed == 1
     assert run.summary()[0].startswith("2 Slurm jobs cancelled: ")
@@ -680,7 +686,41 @@ def test_a_suspended_container_job_is_left_and_reported_by_default_and_cancelled
     # Reported at once, not after the default 240 s deadline.
     assert wall < 120
     assert not cancelled.get("failed"), cancelled
-    assert logged_calls(wrappers["scancel_log"]) == [[job_id]]
+    assert scancel_requests(wrappers["scancel_log"]) == [[job_id]]
     assert [entry["job_id"] for entry in cancelled["cancelled"]] == [job_id]
     assert cancelled["terminated"] == [] and cancelled["remaining"] == []
     assert own_slurm.final_state(job_id) == "CANCELLED"
+
+
+# ---------------------------------------------------------------- ctld (issue 23)
+
+
+def test_ctld_auto_keeps_one_request_per_job_on_22_05_and_always_forces_the_flag(
+    shared_slurm: Slurm, lab_env, tmp_path: Path
+):
+    # 22.05's scancel takes --ctld but still sends one REQUEST_KILL_JOB per job
+    # (src/scancel/scancel.c at slurm-22-05-8-1 has no _ctld_signal_jobs): auto must not
+    # pick it there, and learns so from one `scancel --version` per task.
+    auto_names, always_names = [job_name(), job_name()], [job_name(), job_name()]
+    ids = {name: shared_slurm.submit(name, hold=True) for name in auto_names + always_names}
+    wrappers = clients(tmp_path)
+    (auto, forced, never), _wall = run_playbook(
+        lab_env,
+        tmp_path,
+        [
+            {"args": dict(name=auto_names, **paths(wrappers))},
+            {"args": dict(name=always_names, ctld="always", **paths(wrappers))},
+            {"args": dict(name=[job_name()], ctld="never", **paths(wrappers))},
+        ],
+    )
+
+    assert not auto.get("failed") and not forced.get("failed") and not never.get("failed"), (auto, forced, never)
+    assert (auto["ctld"], auto["scancel_version"]) == (False, "22.05")
+    assert (forced["ctld"], forced["scancel_version"]) == (True, "22.05")
+    assert (never["ctld"], never["scancel_version"]) == (None, "")
+    calls = logged_calls(wrappers["scancel_log"])
+    assert calls[0] == ["--version"] and calls[2] == ["--version"] and len(calls) == 4
+    assert calls[1][0] == "--state=PENDING" and sorted(calls[1][1:]) == sorted(ids[name] for name in auto_names)
+    assert calls[3][:2] == ["--ctld", "--state=PENDING"]
+    assert sorted(calls[3][2:]) == sorted(ids[name] for name in always_names)
+    assert shared_slurm.queue(ids) == {}

@@ -31,6 +31,23 @@ SCANCEL_WHEN_DOWN = dict(
 )
 
 
+# What scancel prints for a job Slurm refuses to this user: the per-job path exits with
+# ESLURM_ACCESS_DENIED (2002) modulo 256, scancel --ctld from 24.05 on exits 0 all the same
+# (_ctld_signal_jobs in src/scancel/scancel.c).
+DENIED_LINE = "scancel: error: Kill job error on job id %s: Access/permission denied\n"
+DENIED_EXIT = 2002 % 256
+# slurmctld's answer to scancel --ctld --state=PENDING for a job that is running
+# (_signal_job_matches_filter in src/slurmctld/job_mgr.c, 24.05 to 25.11).
+FILTER_MISMATCH_LINE = (
+    "scancel: error: Kill job error on job id %s: Job state %s != filter state PENDING: Cannot signal job\n"
+)
+
+
+def release_tuple(release: str):
+    major, minor = release.split(".")[:2]
+    return int(major), int(minor)
+
+
 class FakeClock:
     def __init__(self, start: float = 1000.0) -> None:
         self.start = start
@@ -146,6 +163,18 @@ class FakeSlurm:
     peak_alive: int = 0
     # From this instant on, slurmctld does not answer.
     down_since: Optional[float] = None
+    # The clients' release, and what `scancel --version` prints of it (Debian's packages
+    # say slurm-wlm, SchedMD's tarball slurm); `version_output`, when set, is printed instead.
+    release: str = "22.05.8"
+    package: str = "slurm-wlm"
+    version_output: Optional[str] = None
+    version_returncode: int = 0
+    version_duration: float = 0.003
+    version_probes: List[FakeProcess] = field(default_factory=list)
+    # Jobs of another user, which Slurm refuses to signal or cancel for this one.
+    denied: set = field(default_factory=set)
+    # REQUEST_KILL_JOB(S) slurmctld received, one entry per scancel: how many.
+    kill_requests: List[int] = field(default_factory=list)
 
     # -- setting the scene ---------------------------------------------------
 
@@ -183,12 +212,18 @@ class FakeSlurm:
 
     # -- the Runner interface ------------------------------------------------
 
+    def one_request_per_call(self, argv: List[str]) -> bool:
+        """Whether this scancel sends one request for all its ids (--ctld from 24.05 on)."""
+        return "--ctld" in argv and release_tuple(self.release) >= (24, 5)
+
     def start(self, argv, env) -> FakeProcess:
         argv = list(argv)
         if argv[0] in self.missing:
             raise CommandNotFoundError("cannot run %s: No such file or directory" % argv[0])
         now = self.clock.now()
         program = "squeue" if argv[0].endswith("squeue") else "scancel"
+        if program == "scancel" and "--version" in argv:
+            return self._version(argv, env, now)
         outcome = self._outcome(program, now)
         default = self.squeue_duration if program == "squeue" else self.scancel_duration
         duration = default if outcome.duration is None else outcome.duration
@@ -198,10 +233,29 @@ class FakeSlurm:
         if program == "squeue" and outcome.returncode == 0:
             process.stdout = self._listing(argv, now)
         if program == "scancel" and outcome.takes_effect:
-            self._cancel(argv, now + duration)
+            self._answer(process, self._cancel(argv, now + duration))
+        if program == "scancel":
+            ids = _job_ids(argv)
+            self.kill_requests.append(1 if self.one_request_per_call(argv) else len(ids))
         self.processes.append(process)
         self.peak_alive = max(self.peak_alive, sum(p.alive_at(now) for p in self.processes))
         return process
+
+    def _version(self, argv: List[str], env, now: float) -> FakeProcess:
+        printed = self.version_output if self.version_output is not None else "%s %s\n" % (self.package, self.release)
+        process = FakeProcess(
+            self.clock, argv, dict(env), now, now + self.version_duration, self.version_returncode, stdout=printed
+        )
+        self.version_probes.append(process)
+        return process
+
+    def _answer(self, process: FakeProcess, refusals: List[str]) -> None:
+        """What scancel prints of the jobs Slurm did not take, and its exit status."""
+        if not refusals or process.returncode != 0:
+            return
+        process.stderr += "".join(refusals)
+        if not self.one_request_per_call(process.argv) and any("Access/permission denied" in line for line in refusals):
+            process.returncode = DENIED_EXIT
 
     def _outcome(self, program: str, now: float) -> Scripted:
         if self.scripted[program]:
@@ -223,17 +277,27 @@ class FakeSlurm:
             lines.append("%s|%s|%s|%s\n" % (job.job_id, state, job.user, job.name))
         return "".join(lines)
 
-    def _cancel(self, argv: List[str], effective_at: float) -> None:
+    def _cancel(self, argv: List[str], effective_at: float) -> List[str]:
+        """Act on the jobs; the lines scancel prints for those Slurm does not take."""
         signal = next((arg[len("--signal=") :] for arg in argv if arg.startswith("--signal=")), None)
         signalled = signal is not None
-        # scancel --state=PENDING leaves a job that is not pending alone, and exits 0.
+        refusals = []
+        # scancel --state=PENDING leaves a job that is not pending alone, and exits 0; with
+        # --ctld from 24.05 on slurmctld says so, and scancel prints it.
         only_state = next((arg[len("--state=") :] for arg in argv if arg.startswith("--state=")), None)
-        for job_id in (arg for arg in argv[1:] if not arg.startswith("-")):
+        for job_id in _job_ids(argv):
             job = self.jobs.get(job_id)
             if job is None:
                 continue
             state = job.state_at(effective_at)
-            if state is None or state == "COMPLETING" or only_state not in (None, state):
+            if state is None or state == "COMPLETING":
+                continue
+            if only_state not in (None, state):
+                if self.one_request_per_call(argv):
+                    refusals.append(FILTER_MISMATCH_LINE % (job_id, state))
+                continue
+            if job_id in self.denied:
+                refusals.append(DENIED_LINE % job_id)
                 continue
             job.received.append(signal + ("+batch" if "--batch" in argv else "") if signalled else "cancel")
             if job_id in self.unkillable:
@@ -246,6 +310,7 @@ class FakeSlurm:
                 self._leave(job, effective_at, linger=False)
             else:
                 self._leave(job, effective_at, linger=True)
+        return refusals
 
     def _leave(self, job: FakeJob, instant: float, linger: bool) -> None:
         gone_at = instant + (self.completing_linger if linger else 0.0)
@@ -254,6 +319,10 @@ class FakeSlurm:
         job.gone_at = gone_at
         if linger:
             job.completing_at = instant
+
+
+def _job_ids(argv: List[str]) -> List[str]:
+    return [arg for arg in argv[1:] if not arg.startswith("-")]
 
 
 def fake_client_directory(directory: Path) -> Path:
