@@ -30,8 +30,8 @@ def load(path: Path):
 
 
 def debootstrapped_codenames() -> set[str]:
-    """The Debian releases the image builder debootstraps."""
-    return set(re.findall(r"^\s*if ! debootstrap [^\n]* ([a-z]+) \"\$root\"", IMAGE_BUILDER.read_text(), re.M))
+    """The Debian releases the image builder debootstraps: the cases of its release table."""
+    return set(re.findall(r"^\s*([a-z]+)\) psycopg=", IMAGE_BUILDER.read_text(), re.M))
 
 
 def roles_in(node) -> set[str]:
@@ -101,3 +101,7 @@ def test_roles_in_follows_the_collections_playbooks():
     assert roles_in([{"tasks": [{"include_role": {"name": "arvados_ops.recovery.boot_recovery"}}]}]) == {
         "boot_recovery"
     }
+
+
+def test_the_image_builder_knows_debian_11_12_and_13():
+    assert debootstrapped_codenames() == {"bullseye", "bookworm", "trixie"}
