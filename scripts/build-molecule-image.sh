@@ -126,6 +126,10 @@ if [ "$kind" = cluster ]; then
     exit 1
   fi
   rm -f "$root/usr/sbin/policy-rc.d" "$root/etc/munge/munge.key"
+  # Debian enables both Slurm daemons. From 24.11 (trixie) slurmd also starts without a
+  # slurm.conf (configless: it looks for slurmctld in DNS and retries), so the first boot
+  # waits 90 s for its start to time out; the scenario enables each host's own daemon.
+  chroot "$root" systemctl disable --quiet slurmd.service slurmctld.service
 fi
 unmount_tree
 # A container has no consoles to log in on and no hardware to wait for; these
