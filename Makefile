@@ -4,7 +4,7 @@
 PYTHON := .venv/bin/python
 LABCTL := $(PYTHON) lab/labctl.py
 
-.PHONY: help deps venv test unit integration integration-cores sanity versions lint molecule build-check demo \
+.PHONY: help deps venv test unit integration integration-cores sanity versions lint molecule molecule-releases build-check demo \
         lab-start lab-stop lab-status clean
 
 help:
@@ -14,6 +14,7 @@ help:
 	@echo "                  one stage alone"
 	@echo "                  (versions: unit tests and sanity on ansible-core 2.16 to 2.21, Python 3.8 and the newest;"
 	@echo "                  integration-cores: the recovery playbooks on the lab with ansible-core 2.16 and 2.21)"
+	@echo "make molecule-releases  the cluster scenario on Debian 11 and 13 (not in make test: ~9 min each)"
 	@echo "make lab-start | lab-stop | lab-status                  the lab by hand"
 
 deps:
@@ -29,7 +30,7 @@ test: deps
 unit: venv
 	@scripts/run-tests.sh unit
 
-integration integration-cores sanity versions lint molecule: deps
+integration integration-cores sanity versions lint molecule molecule-releases: deps
 	@scripts/run-tests.sh $@
 
 build-check: deps

@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # Builds an image of the Molecule scenarios from Debian's packages, without a
-# registry: a debootstrapped bookworm (minbase) with systemd as PID 1, Python and
-# what arvados-fail-jobs needs, imported into podman. Two images:
-#   base     localhost/arvados-recovery-molecule:bookworm (about a minute), for
+# registry: a debootstrapped Debian release (minbase) with systemd as PID 1, Python
+# and what arvados-fail-jobs needs, imported into podman. Two images per release:
+#   base     localhost/arvados-recovery-molecule:RELEASE (about a minute), for
 #            the one-container scenarios;
-#   cluster  localhost/arvados-recovery-molecule-cluster:bookworm, the same plus
-#            PostgreSQL 15, munge and Slurm (slurmctld, slurmd, clients), for the
+#   cluster  localhost/arvados-recovery-molecule-cluster:RELEASE, the same plus
+#            PostgreSQL, munge and Slurm (slurmctld, slurmd, clients), for the
 #            `cluster` scenario (a few minutes; no daemon runs during the build,
 #            and no database cluster or munge key is made: the scenario makes them).
+# Each release with its own packages (the tag is the release's code name):
+#   bullseye  Debian 11: Python 3.9, psycopg2 2.8.6, PostgreSQL 13, Slurm 20.11
+#   bookworm  Debian 12: Python 3.11, psycopg 3.1, PostgreSQL 15, Slurm 22.05 (default)
+#   trixie    Debian 13: Python 3.13, psycopg 3.2, PostgreSQL 17, Slurm 24.11
 # An image that exists already is kept (build once, reuse). --force builds it again.
 #
-#   scripts/build-molecule-image.sh [--force] [base|cluster]
+#   scripts/build-molecule-image.sh [--force] [base|cluster] [bullseye|bookworm|trixie]
 #
-# Environment: MOLECULE_IMAGE (image name), DEBIAN_MIRROR (default: deb.debian.org),
+# Environment: MOLECULE_DEBIAN_RELEASE (the release when none is named; default
+# bookworm), MOLECULE_IMAGE (image name), DEBIAN_MIRROR (default: deb.debian.org),
 # CONTAINERS_CONF (default: extensions/molecule/containers.conf).
 set -euo pipefail
 
@@ -21,32 +26,43 @@ cd "$repo_root"
 
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 export CONTAINERS_CONF=${CONTAINERS_CONF:-$repo_root/extensions/molecule/containers.conf}
-# python3-psycopg and python3-yaml are what the boot_recovery role installs: having
-# them in the image saves an apt-get update in every converge (the role still checks).
-# systemd-analyze (in systemd) is what the roles validate their units with.
-packages=python3,python3-apt,systemd,systemd-sysv,dbus,python3-psycopg,python3-yaml
-# What the cluster image adds, installed with apt in the debootstrapped tree after a
-# policy-rc.d that keeps every daemon from starting (on the build host) meanwhile.
-cluster_packages=(postgresql-15 munge slurmctld slurmd slurm-client)
 # The image records what it was built from; a change of the lists rebuilds it.
 label=arvados-recovery.packages
 
-force=no kind=base
+force=no kind=base release=${MOLECULE_DEBIAN_RELEASE:-bookworm}
+usage="usage: $0 [--force] [base|cluster] [bullseye|bookworm|trixie]"
 for arg in "$@"; do
   case "$arg" in
     --force) force=yes ;;
     base|cluster) kind=$arg ;;
-    *) echo "usage: $0 [--force] [base|cluster]" >&2; exit 2 ;;
+    bullseye|bookworm|trixie) release=$arg ;;
+    *) echo "$usage" >&2; exit 2 ;;
   esac
 done
+# The psycopg the release packages and its PostgreSQL: Debian 11 has only psycopg2.
+case "$release" in
+  bullseye) psycopg=python3-psycopg2 postgresql=postgresql-13 ;;
+  bookworm) psycopg=python3-psycopg postgresql=postgresql-15 ;;
+  trixie) psycopg=python3-psycopg postgresql=postgresql-17 ;;
+  *) echo "build-molecule-image: unknown Debian release '$release' ($usage)" >&2; exit 2 ;;
+esac
+# The psycopg and python3-yaml are what the boot_recovery role installs: having
+# them in the image saves an apt-get update in every converge (the role still checks).
+# systemd-analyze (in systemd) is what the roles validate their units with.
+packages=python3,python3-apt,systemd,systemd-sysv,dbus,$psycopg,python3-yaml
+# What the cluster image adds, installed with apt in the debootstrapped tree after a
+# policy-rc.d that keeps every daemon from starting (on the build host) meanwhile.
+# Debian 13 keeps the Slurm packages' names (it adds sackd, which nothing here needs).
+cluster_packages=("$postgresql" munge slurmctld slurmd slurm-client)
+
 if [ "$kind" = cluster ]; then
-  image=${MOLECULE_IMAGE:-localhost/arvados-recovery-molecule-cluster:bookworm}
+  image=${MOLECULE_IMAGE:-localhost/arvados-recovery-molecule-cluster:$release}
   built_with=$packages+${cluster_packages[*]}
-  build_dir=$repo_root/.build/molecule-image-cluster
+  build_dir=$repo_root/.build/molecule-image-cluster-$release
 else
-  image=${MOLECULE_IMAGE:-localhost/arvados-recovery-molecule:bookworm}
+  image=${MOLECULE_IMAGE:-localhost/arvados-recovery-molecule:$release}
   built_with=$packages
-  build_dir=$repo_root/.build/molecule-image
+  build_dir=$repo_root/.build/molecule-image-$release
 fi
 
 missing=()
@@ -72,13 +88,23 @@ if [ "$force" = no ] && podman image exists "$image"; then
 fi
 
 root=$build_dir/rootfs
-rm -rf "$root"
+# debootstrap of trixie leaves the tree's /proc mounted (the host's processes): it must
+# neither go into the image nor be under rm -rf. Lazily, since it can still be busy.
+unmount_tree() {
+  findmnt --raw --noheadings --output TARGET | awk -v root="$root/" 'index($0, root) == 1' |
+    sort --reverse | while read -r target; do umount --lazy "$target"; done
+}
+remove_tree() {
+  unmount_tree
+  rm -rf --one-file-system "$root"
+}
+remove_tree
 mkdir -p "$build_dir"
-trap 'rm -rf "$root"' EXIT
+trap remove_tree EXIT
 
 begin=$SECONDS
-echo "build-molecule-image: debootstrap bookworm into $root (about 40 s)"
-if ! debootstrap --variant=minbase --include="$packages" bookworm "$root" "$mirror" \
+echo "build-molecule-image: debootstrap $release into $root (about 40 s)"
+if ! debootstrap --variant=minbase --include="$packages" "$release" "$root" "$mirror" \
     >"$build_dir/debootstrap.log" 2>&1; then
   tail -n 20 "$build_dir/debootstrap.log" >&2
   echo "build-molecule-image: debootstrap failed; the whole log is $build_dir/debootstrap.log" >&2
@@ -100,7 +126,12 @@ if [ "$kind" = cluster ]; then
     exit 1
   fi
   rm -f "$root/usr/sbin/policy-rc.d" "$root/etc/munge/munge.key"
+  # Debian enables both Slurm daemons. From 24.11 (trixie) slurmd also starts without a
+  # slurm.conf (configless: it looks for slurmctld in DNS and retries), so the first boot
+  # waits 90 s for its start to time out; the scenario enables each host's own daemon.
+  chroot "$root" systemctl disable --quiet slurmd.service slurmctld.service
 fi
+unmount_tree
 # A container has no consoles to log in on and no hardware to wait for; these
 # units would only slow the boot down or fail in it.
 for unit in getty.target console-getty.service systemd-udevd.service \
@@ -114,7 +145,7 @@ rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/cache
 : >"$root/etc/machine-id"
 
 echo "build-molecule-image: importing as $image"
-tar -C "$root" -c . | podman import \
+tar -C "$root" --one-file-system -c . | podman import \
   --change 'CMD=["/lib/systemd/systemd"]' \
   --change 'STOPSIGNAL=SIGRTMIN+3' \
   --change "LABEL $label=$built_with" \

@@ -8,6 +8,11 @@
 # the `cluster` scenario) and reuses them.
 # The lab must be up (lab/labctl.py start) for the one-host scenarios: they use its
 # PostgreSQL. A scenario interrupted (INT, TERM) is destroyed before the script exits.
+#
+# MOLECULE_DEBIAN_RELEASE (bullseye, bookworm, trixie; default bookworm) is the Debian
+# release of the `cluster` scenario's hosts: its own image, containers and network, on a
+# subnet of its own (MOLECULE_CLUSTER_SUBNET), so that it never meets another release's
+# run. The one-host scenarios run on bookworm whatever it says.
 set -uo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -37,6 +42,15 @@ if ((${#missing[@]})); then
   echo "molecule: run scripts/install-deps.sh (as root) first" >&2
   exit 1
 fi
+release=${MOLECULE_DEBIAN_RELEASE:-bookworm}
+case "$release" in
+  bullseye) subnet=10.89.61 ;;
+  bookworm) subnet=10.89.67 ;;
+  trixie) subnet=10.89.63 ;;
+  *) echo "molecule: unknown MOLECULE_DEBIAN_RELEASE '$release' (bullseye, bookworm, trixie)" >&2; exit 2 ;;
+esac
+export MOLECULE_DEBIAN_RELEASE=$release MOLECULE_CLUSTER_SUBNET=${MOLECULE_CLUSTER_SUBNET:-$subnet}
+
 scenarios=("$@")
 if [ ${#scenarios[@]} -eq 0 ]; then
   for file in extensions/molecule/*/molecule.yml; do
@@ -56,16 +70,22 @@ done
 
 scripts/link-collection.sh >/dev/null || exit 1
 
-# Each image is built once and reused; the cluster image only when `cluster` runs.
-images=(base)
+# Each image is built once and reused: the base image (bookworm) for the one-host
+# scenarios, the cluster image of the release for `cluster`.
+images=()
 for scenario in "${scenarios[@]}"; do
-  [ "$scenario" = cluster ] && images+=(cluster)
+  if [ "$scenario" = cluster ]; then
+    images+=("cluster $release")
+  else
+    images+=("base bookworm")
+  fi
 done
-for image in "${images[@]}"; do
+while read -r kind image_release; do
+  [ -n "$kind" ] || continue
   begin=$SECONDS
-  scripts/build-molecule-image.sh "$image" || exit 1
-  echo "molecule: $image image ready ($((SECONDS - begin)) s)"
-done
+  scripts/build-molecule-image.sh "$kind" "$image_release" || exit 1
+  echo "molecule: $kind image of $image_release ready ($((SECONDS - begin)) s)"
+done < <(printf '%s\n' "${images[@]}" | sort -u)
 
 stamp() {
   local line
@@ -79,6 +99,7 @@ stamp() {
 # Molecule runs in a session of its own, so that the signal reaches its ansible-playbook
 # children too (they would go on against the hosts being destroyed).
 current=""
+ephemeral=()
 group_file=$(mktemp)
 destroy_on_signal() {
   trap - INT TERM
@@ -86,7 +107,7 @@ destroy_on_signal() {
     echo "molecule: interrupted during $current; destroying its hosts" >&2
     kill -TERM -- "-$(cat "$group_file")" 2>/dev/null
     wait
-    "$venv_bin/molecule" destroy -s "$current" >/dev/null 2>&1 ||
+    env "${ephemeral[@]}" "$venv_bin/molecule" destroy -s "$current" >/dev/null 2>&1 ||
       echo "molecule: destroy -s $current failed; see 'podman ps -a'" >&2
   fi
   rm -f "$group_file"
@@ -96,19 +117,24 @@ trap destroy_on_signal INT TERM
 
 passed=0 failed=0 report=()
 for scenario in "${scenarios[@]}"; do
-  echo "== molecule test -s $scenario"
+  label=$scenario
+  [ "$scenario" = cluster ] && label="$scenario ($release)"
+  echo "== molecule test -s $label"
   begin=$SECONDS
   current=$scenario
   # Each line stamped with the time, so a log shows what each step took. In the
   # background, so that a signal reaches the trap at once rather than after Molecule.
   # setsid keeps the PID (the subshell leads no group), which is so the new group's id.
-  (echo "$BASHPID" >"$group_file"; exec setsid "$venv_bin/molecule" test -s "$scenario") 2>&1 | stamp &
+  # Each release's cluster keeps its files (inventory, munge key, password) apart too.
+  ephemeral=()
+  [ "$scenario" = cluster ] && ephemeral=(MOLECULE_EPHEMERAL_DIRECTORY="$repo_root/.build/molecule/cluster-$release")
+  (echo "$BASHPID" >"$group_file"; exec env "${ephemeral[@]}" setsid "$venv_bin/molecule" test -s "$scenario") 2>&1 | stamp &
   if wait $!; then
     result=passed; passed=$((passed + 1))
   else
     result=FAILED; failed=$((failed + 1))
   fi
-  report+=("$(printf '%-22s %-7s %4ss' "$scenario" "$result" $((SECONDS - begin)))")
+  report+=("$(printf '%-22s %-7s %4ss' "$label" "$result" $((SECONDS - begin)))")
 done
 
 rm -f "$group_file"

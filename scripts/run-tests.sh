@@ -12,10 +12,19 @@
 #   tools lane: unit, sanity, versions, lint, build, then the other Molecule scenarios
 # The tools lane's output goes to .build/test-logs/<stage>.log; every stage's log is kept
 # there, and the end of each failed stage's log is printed again after the summary.
+#
+# Not among them (named only): molecule-releases, the cluster scenario on the Debian
+# releases of MOLECULE_RELEASES, one after the other (README.md: about 9 min each on this
+# kind of machine, which the 45 min of `make test` have no room for yet);
+# molecule-releases:trixie (or bullseye,trixie) for some of them.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
 ALL_STAGES=(unit integration integration-cores sanity versions lint build molecule)
+NAMED_STAGES=(molecule-releases)
+# The releases besides bookworm (the `molecule` stage's) that the cluster scenario runs on;
+# the roles' meta/main.yml claim them (tests/unit/meta/test_role_platforms.py).
+MOLECULE_RELEASES=(bullseye trixie)
 STAGES=("$@")
 lanes=no
 if [ ${#STAGES[@]} -eq 0 ]; then
@@ -100,7 +109,19 @@ integration_stage() {
   return "$result"
 }
 
-# A stage, or `molecule:SCENARIO,SCENARIO` for some of Molecule's scenarios.
+# The cluster scenario on each release named, one after the other; every one runs even
+# when an earlier one failed.
+molecule_releases_stage() {
+  local release result=0
+  for release in "$@"; do
+    echo "== molecule-releases: the cluster scenario on $release"
+    MOLECULE_DEBIAN_RELEASE=$release scripts/molecule.sh cluster || result=1
+  done
+  return "$result"
+}
+
+# A stage, or `molecule:SCENARIO,SCENARIO` for some of Molecule's scenarios, or
+# `molecule-releases:RELEASE,RELEASE` for the cluster scenario on some releases.
 run_stage() {
   case "$1" in
     unit)        .venv/bin/pytest -q tests/unit ;;
@@ -112,7 +133,9 @@ run_stage() {
     build)       scripts/build-check.sh ;;
     molecule)    scripts/molecule.sh ;;
     molecule:*)  local scenarios; IFS=, read -ra scenarios <<<"${1#molecule:}"; scripts/molecule.sh "${scenarios[@]}" ;;
-    *) echo "unknown stage '$1' (stages: ${ALL_STAGES[*]})" >&2; return 2 ;;
+    molecule-releases) molecule_releases_stage "${MOLECULE_RELEASES[@]}" ;;
+    molecule-releases:*) local releases; IFS=, read -ra releases <<<"${1#molecule-releases:}"; molecule_releases_stage "${releases[@]}" ;;
+    *) echo "unknown stage '$1' (stages: ${ALL_STAGES[*]}; named only: ${NAMED_STAGES[*]})" >&2; return 2 ;;
   esac
 }
 

@@ -263,14 +263,14 @@ SQL_INSERT_LOGS = """
         INSERT INTO logs (uuid, owner_uuid, modified_by_client_uuid, modified_by_user_uuid,
                           object_uuid, object_owner_uuid, event_at, event_type, summary,
                           properties, created_at, updated_at, modified_at)
-        SELECT l.uuid, l.owner_uuid, NULL, l.system_user, l.object_uuid, l.object_owner_uuid,
+        SELECT l.uuid, l.owner_uuid, NULL, l.modified_by_user_uuid, l.object_uuid, l.object_owner_uuid,
                COALESCE(l.event_at, {now}), l.event_type, l.summary, l.properties, {now}, {now}, {now}
         FROM unnest(%(log_uuids)s::text[], %(owners)s::text[], %(system_users)s::text[],
                     %(objects)s::text[], %(object_owners)s::text[], %(event_ats)s::timestamp[],
                     %(event_types)s::text[], %(summaries)s::text[], %(properties)s::text[])
              WITH ORDINALITY
-             AS l(uuid, owner_uuid, system_user, object_uuid, object_owner_uuid, event_at,
-                  event_type, summary, properties, position)
+             AS l(uuid, owner_uuid, modified_by_user_uuid, object_uuid, object_owner_uuid,
+                  event_at, event_type, summary, properties, position)
         ORDER BY l.position
         RETURNING id, uuid
     )

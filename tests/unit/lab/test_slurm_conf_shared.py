@@ -18,6 +18,7 @@ import yaml
 
 from lab import labctl
 from tests.unit.lab.test_labctl import SLURMD_C, settings_for
+from tests.unit.molecule_config import load_molecule_yml
 from tests.unit.roles.playbook_runs import ANSIBLE_PLAYBOOK, REPO_ROOT, STRICT_VERSION, assert_no_deprecation
 
 SHARED_FILE = REPO_ROOT / "lab" / "slurm_conf" / "shared-settings.conf"
@@ -79,7 +80,7 @@ def lab_conf() -> str:
 def cluster_conf(tmp_path_factory) -> str:
     """The scenario's slurm.conf.j2 as its prepare.yml renders it for the slurmctld host."""
     work = tmp_path_factory.mktemp("cluster-slurm-conf")
-    molecule_yml = yaml.safe_load((SCENARIO / "molecule.yml").read_text())
+    molecule_yml = load_molecule_yml(SCENARIO / "molecule.yml")
     inventory = {"all": {"children": {}}}
     for platform in molecule_yml["platforms"]:
         for group in platform["groups"]:

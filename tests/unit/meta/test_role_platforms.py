@@ -4,9 +4,10 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The platforms a role's meta/main.yml claims are exactly those a Molecule scenario runs
 it on: each scenario's image is a Debian release debootstrapped by
-scripts/build-molecule-image.sh and tagged with its codename. A platform added to a role
-without a scenario that runs the role there, or a scenario on a new release without the
-claim, fails here."""
+scripts/build-molecule-image.sh and tagged with its codename. An image whose tag is
+${MOLECULE_DEBIAN_RELEASE:-bookworm} runs on bookworm and on the releases run-tests.sh's
+molecule-releases stage gives it. A platform added to a role without a scenario that runs
+the role there, or a scenario on a new release without the claim, fails here."""
 
 from __future__ import annotations
 
@@ -15,6 +16,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.unit.molecule_config import (
+    DEFAULT_RELEASE,
+    RELEASE_VARIABLE,
+    interpolate,
+    load_molecule_yml,
+    release_stage_releases,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SCENARIOS = REPO_ROOT / "extensions" / "molecule"
@@ -30,8 +39,26 @@ def load(path: Path):
 
 
 def debootstrapped_codenames() -> set[str]:
-    """The Debian releases the image builder debootstraps."""
-    return set(re.findall(r"^\s*if ! debootstrap [^\n]* ([a-z]+) \"\$root\"", IMAGE_BUILDER.read_text(), re.M))
+    """The Debian releases the image builder debootstraps: the cases of its release table."""
+    return set(re.findall(r"^\s*([a-z]+)\) psycopg=", IMAGE_BUILDER.read_text(), re.M))
+
+
+def image_codenames(molecule_yml: Path) -> set[str]:
+    """The releases a scenario's images are of: its default, and for an image named by
+    MOLECULE_DEBIAN_RELEASE the releases the molecule-releases stage sets too."""
+    releases = {DEFAULT_RELEASE}
+    if "${%s" % RELEASE_VARIABLE in molecule_yml.read_text():
+        releases |= set(release_stage_releases())
+    codenames = set()
+    for release in releases:
+        for platform in load_molecule_yml(molecule_yml, {RELEASE_VARIABLE: release})["platforms"]:
+            match = IMAGE.match(platform["image"])
+            assert match, "%s: %s is not an image scripts/build-molecule-image.sh makes" % (
+                molecule_yml,
+                platform["image"],
+            )
+            codenames.add(match.group("codename"))
+    return codenames
 
 
 def roles_in(node) -> set[str]:
@@ -62,13 +89,7 @@ def scenario_platforms(role: str) -> set[tuple[str, str]]:
         converge = molecule_yml.with_name("converge.yml")
         if not converge.exists() or role not in roles_in(load(converge)):
             continue
-        for platform in load(molecule_yml)["platforms"]:
-            match = IMAGE.match(platform["image"])
-            assert match, "%s: %s is not an image scripts/build-molecule-image.sh makes" % (
-                molecule_yml,
-                platform["image"],
-            )
-            platforms.add(("Debian", match.group("codename")))
+        platforms |= {("Debian", codename) for codename in image_codenames(molecule_yml)}
     return platforms
 
 
@@ -101,3 +122,24 @@ def test_roles_in_follows_the_collections_playbooks():
     assert roles_in([{"tasks": [{"include_role": {"name": "arvados_ops.recovery.boot_recovery"}}]}]) == {
         "boot_recovery"
     }
+
+
+def test_the_cluster_scenario_runs_on_the_release_it_is_given():
+    cluster = SCENARIOS / "cluster" / "molecule.yml"
+    assert image_codenames(cluster) == {"bullseye", "bookworm", "trixie"}
+    platforms = load_molecule_yml(cluster, {RELEASE_VARIABLE: "trixie"})["platforms"]
+    assert {platform["image"] for platform in platforms} == {"localhost/arvados-recovery-molecule-cluster:trixie"}
+    # Each release's containers and network are its own.
+    assert all("-trixie-" in platform["name"] for platform in platforms)
+    assert {platform["network"] for platform in platforms} == {"arvados-recovery-cluster-trixie"}
+
+
+def test_interpolate_replaces_set_and_defaulted_names_as_molecule_does():
+    text = "a: ${X:-one}\nb: ${Y:-two}.5\nc: ${Z}"
+    assert interpolate(text, {"X": "set", "Z": "zed"}) == "a: set\nb: two.5\nc: zed"
+    # An empty value takes the default too (`:-`).
+    assert interpolate("${X:-one}", {"X": ""}) == "one"
+
+
+def test_the_image_builder_knows_debian_11_12_and_13():
+    assert debootstrapped_codenames() == {"bullseye", "bookworm", "trixie"}
