@@ -22,11 +22,11 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils.uuids import 
 from lab import datagen
 from tests.integration import fail_jobs_helpers as helpers
 from tests.integration.conftest import FreshDatabase
-from tests.integration.module_playbook import ANSIBLE_PLAYBOOK, REPO_ROOT
+from tests.integration.module_playbook import REPO_ROOT
 from tests.integration.reconcile_helpers import PREFIX, Records
 from tests.integration.slurm_helpers import Slurm
 from tests.integration.tls_postgres import SERVER_NAME, TlsPostgres, tls_postgres
-from tests.unit.roles.playbook_runs import assert_no_deprecation
+from tests.unit.roles.playbook_runs import run_ansible_playbook
 
 PLAYBOOKS = REPO_ROOT / "playbooks"
 LAB_INVENTORY = PLAYBOOKS / "inventory" / "lab.yml"
@@ -81,22 +81,14 @@ def ansible_playbook(
     timeout: float = 300,
     inventory: Path = LAB_INVENTORY,
 ) -> Run:
-    completed = subprocess.run(
-        [str(ANSIBLE_PLAYBOOK), "-i", str(inventory), str(playbook), "-e", json.dumps(dict(extra_vars)), *flags],
-        # ansible-core refuses a non-UTF-8 locale.
-        cwd=str(REPO_ROOT),
-        env=dict(lab_env, LC_ALL="C.UTF-8"),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
+    completed = run_ansible_playbook(
+        ["-i", inventory, playbook, "-e", json.dumps(dict(extra_vars)), *flags], env=lab_env, timeout=timeout
     )
     assert completed.returncode == expect_rc, "ansible-playbook exited %d:\n%s\n%s" % (
         completed.returncode,
         completed.stdout[-5000:],
         completed.stderr[-3000:],
     )
-    assert_no_deprecation(completed)
     if expect_rc:
         return completed  # type: ignore[return-value]
     return Run(completed)

@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from tests.integration import fail_jobs_helpers as helpers
-from tests.integration.module_playbook import ANSIBLE_PLAYBOOK
 from tests.integration.test_playbooks import Run
+from tests.unit.roles.playbook_runs import run_ansible_playbook
 
 REPO_ROOT = helpers.REPO_ROOT
 IMAGE = "localhost/arvados-recovery-molecule:bookworm"
@@ -140,15 +140,7 @@ def run_site(inventory, *options):
         ANSIBLE_NOCOLOR="1",
         ANSIBLE_PIPELINING="1",
     )
-    completed = subprocess.run(
-        [str(ANSIBLE_PLAYBOOK), "-i", str(inventory), str(SITE)] + list(options),
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        check=False,
-    )
+    completed = run_ansible_playbook(["-i", inventory, SITE, *options], env=env, timeout=1800)
     run = Run(completed)
     assert completed.returncode == 0 and all(c["failed"] == 0 for c in run.recap.values()), completed.stdout[-4000:]
     return run

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 import pytest
@@ -19,7 +18,7 @@ import yaml
 from lab import labctl
 from tests.unit.lab.test_labctl import SLURMD_C, settings_for
 from tests.unit.molecule_config import load_molecule_yml
-from tests.unit.roles.playbook_runs import ANSIBLE_PLAYBOOK, REPO_ROOT, STRICT_VERSION, assert_no_deprecation
+from tests.unit.roles.playbook_runs import REPO_ROOT, run_ansible_playbook
 
 SHARED_FILE = REPO_ROOT / "lab" / "slurm_conf" / "shared-settings.conf"
 SCENARIO = REPO_ROOT / "extensions" / "molecule" / "cluster"
@@ -113,30 +112,11 @@ def cluster_conf(tmp_path_factory) -> str:
             ]
         )
     )
-    env = dict(
-        os.environ,
-        MOLECULE_PROJECT_DIRECTORY=str(REPO_ROOT),
-        MOLECULE_EPHEMERAL_DIRECTORY=str(work),
-        **STRICT_VERSION,
-    )
-    completed = subprocess.run(
-        [
-            str(ANSIBLE_PLAYBOOK),
-            "-i",
-            str(work / "inventory" / "hosts.yml"),
-            "-e",
-            "@" + str(work / "molecule_yml.json"),
-        ]
-        + [str(playbook)],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    completed = run_ansible_playbook(
+        ["-i", work / "inventory" / "hosts.yml", "-e", "@%s" % (work / "molecule_yml.json"), playbook],
+        env=dict(os.environ, MOLECULE_PROJECT_DIRECTORY=str(REPO_ROOT), MOLECULE_EPHEMERAL_DIRECTORY=str(work)),
     )
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
-    assert_no_deprecation(completed)
     return rendered.read_text()
 
 

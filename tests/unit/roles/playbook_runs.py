@@ -32,22 +32,32 @@ STRICT_VERSION = {"ANSIBLE_COLLECTIONS_ON_ANSIBLE_VERSION_MISMATCH": "error"}
 CHANGED = re.compile(r"^localhost\s+:.*\bchanged=(\d+).*\bfailed=(\d+)", re.M)
 
 
-def run_on_localhost(playbook, *options, cwd=REPO_ROOT, environment=None, check=True):
-    """ansible-playbook on localhost over the local connection, with this Python."""
-    env = dict(os.environ, ANSIBLE_LOCALHOST_WARNING="false", **STRICT_VERSION, **(environment or {}))
+def run_ansible_playbook(arguments, env=None, cwd=REPO_ROOT, timeout=300, check=False):
+    """The one way the tests run ansible-playbook: ANSIBLE_PLAYBOOK with these arguments,
+    in `env` (default: this process's) with a UTF-8 locale (ansible-core refuses another;
+    the modules set LC_ALL=C for Slurm themselves) and the version mismatch made an error;
+    a deprecation warning fails the test."""
     completed = subprocess.run(
-        [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter=" + sys.executable]
-        + [str(playbook)]
-        + list(options),
-        cwd=cwd,
-        env=env,
+        [str(ANSIBLE_PLAYBOOK)] + [str(argument) for argument in arguments],
+        cwd=str(cwd),
+        env=dict(os.environ if env is None else env, LC_ALL="C.UTF-8", **STRICT_VERSION),
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout,
         check=check,
     )
     assert_no_deprecation(completed)
     return completed
+
+
+def run_on_localhost(playbook, *options, cwd=REPO_ROOT, environment=None, check=True):
+    """ansible-playbook on localhost over the local connection, with this Python."""
+    return run_ansible_playbook(
+        ["-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter=" + sys.executable, playbook, *options],
+        env=dict(os.environ, ANSIBLE_LOCALHOST_WARNING="false", **(environment or {})),
+        cwd=cwd,
+        check=check,
+    )
 
 
 def assert_no_deprecation(completed):

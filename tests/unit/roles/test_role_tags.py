@@ -4,14 +4,12 @@ role is left without the role's tag (it would be skipped under `--tags <role>`).
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.unit.roles.playbook_runs import ANSIBLE_PLAYBOOK, STRICT_VERSION, assert_no_deprecation
+from tests.unit.roles.playbook_runs import run_ansible_playbook
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SITE = REPO_ROOT / "playbooks" / "site.yml"
@@ -25,19 +23,10 @@ ROLES = {
 
 def listed_tasks(tags=None):
     """role -> {task name: set of tags} of the tasks site.yml would run with these tags."""
-    argv = [str(ANSIBLE_PLAYBOOK), "-i", str(INVENTORY), str(SITE), "--list-tasks"]
+    arguments = ["-i", INVENTORY, SITE, "--list-tasks"]
     if tags:
-        argv += ["--tags", tags]
-    completed = subprocess.run(
-        argv,
-        cwd=REPO_ROOT,
-        env=dict(os.environ, **STRICT_VERSION),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    assert_no_deprecation(completed)
+        arguments += ["--tags", tags]
+    completed = run_ansible_playbook(arguments, timeout=120, check=True)
     tasks = {}
     for line in completed.stdout.splitlines():
         match = TASK_LINE.match(line)
