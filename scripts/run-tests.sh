@@ -102,6 +102,9 @@ PSYCOPG2_SELECTION="not sigkill_at_random_moments and (not test_arvados_reconcil
 
 integration_stage() {
   local result=0
+  # test_slurm_release_ctld.py runs Debian 13's Slurm 24.11 from the trixie cluster image
+  # (built once, then kept; the molecule-releases stage uses the same image).
+  scripts/build-molecule-image.sh cluster trixie || result=1
   .venv/bin/pytest --durations=15 tests/integration || result=1
   echo "== integration: the database modules' tests again, under psycopg2"
   ARVADOS_RECOVERY_PG_DRIVER=psycopg2 .venv/bin/pytest --durations=5 -k "${PSYCOPG2_SELECTION//$'\n'/ }" \

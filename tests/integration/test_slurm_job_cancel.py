@@ -238,8 +238,9 @@ def test_a_job_held_in_completing_by_the_epilog_is_waited_for_not_cancelled_agai
     assert own_slurm.queue([running, finished]) == {}
     # One "still in queue" message per job per log_interval, none for the job never cancelled.
     lingering = [message for message in result["messages"] if "still in queue" in message]
-    assert len([message for message in lingering if running_id in message]) == 1
-    assert not [message for message in lingering if finished_id in message]
+    # By the message's job id: a bare id such as "2" is also in every UUID ("dz642").
+    assert len([message for message in lingering if message.startswith("Slurm job %s " % running_id)]) == 1
+    assert not [message for message in lingering if message.startswith("Slurm job %s " % finished_id)]
     assert result["squeue_calls"] == len(logged_calls(wrappers["squeue_log"]))
 
 
