@@ -142,22 +142,24 @@ SQL_TOKEN_CANDIDATES = """
 # running on the server since before the token.
 #
 # One statement per batch, whatever the number of tokens (issue 21): jobs has no index on
-# either user column, and a look-up per token read most of the table each time (1.3 s a
-# token on 200,000 jobs). Every condition on a job but its window is the same for all
+# either user column, and a look-up per token read most of the table each time (0.3-1.3 s
+# a token on 200,000 jobs). Every condition on a job but its window is the same for all
 # tokens, so one pass over jobs (`windows`) keeps the possible siblings of the batch's
 # users, each as the span of instants its window can hold a token at: from `opens`
 # (created_at) to `reach` (started_at, or for ever for a Running job not yet started; a
-# finished job holds only instants before its finished_at, one microsecond being
+# finished job holds only instants before its finished_at, a microsecond being
 # timestamp's step). A `dispatch` row of the job written at d excludes every token made at
-# or before d, so it moves `opens` past d: still one span, looked up by the logs'
-# object_uuid index only for the spans that hold one of the tokens at all (`holding`: the
-# next token at or after `opens` comes before `reach`). Then whether a span of user u
-# holds the instant m is an as-of question, answered for all tokens in one sort: the
-# spans opening at or before m (spans before tokens at equal instants) hold m exactly when
-# the furthest of their reaches gets to m. The owner named is the job whose span reaches
-# furthest (its reach and uuid as C-ordered text: to_char of years 1000 to 9999 sorts as
-# the time does, and 'infinity' after them), else the first pipeline instance by uuid; a token with neither is not
-# returned.
+# or before d, so it moves `opens` past d: still one span. The logs are read only for the
+# spans that hold one of the tokens at all (`holding`: the next token at or after `opens`
+# comes before `reach`), each job's by the object_uuid index alone: `event_type` is tested
+# in the aggregate, since its own index served with the other (a BitmapAnd per job) read
+# every `dispatch` row once per job, and a run adds one per job it ends. Whether a span of
+# user u holds the instant m is then an as-of question, answered for all tokens in one
+# sort: the spans opening at or before m (spans first at equal instants) hold m exactly
+# when the furthest of their reaches gets to m. The owner named is the job whose span reaches furthest (carried as
+# C-ordered text of its reach and uuid: to_char of years 1000 to 9999 sorts as the time
+# does, 'infinity' after them), else the first pipeline instance by uuid; a token with
+# neither is not returned.
 SQL_TOKEN_OTHER_OWNERS = """
     WITH tokens AS (
         SELECT t.id, t.user_uuid, t.made
@@ -210,8 +212,8 @@ SQL_TOKEN_OTHER_OWNERS = """
                    AS opens
         FROM holding h
         CROSS JOIN LATERAL (
-            SELECT max(l.created_at) AS last FROM logs l
-            WHERE l.object_uuid = h.uuid AND l.event_type = 'dispatch'
+            SELECT max(l.created_at) FILTER (WHERE l.event_type = 'dispatch') AS last
+            FROM logs l WHERE l.object_uuid = h.uuid
         ) AS d
     ),
     stream AS (

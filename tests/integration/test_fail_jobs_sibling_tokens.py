@@ -69,12 +69,13 @@ def owners_of(cluster, tokens, batch=(), **options):
     return found
 
 
-def dispatch_log(cluster, job_uuid, created):
-    """A `dispatch` log row of the job, as a cleanup (or Arvados' fail_job) writes one."""
+def dispatch_log(cluster, job_uuid, created, event_type="dispatch"):
+    """A `dispatch` log row of the job, as a cleanup (or Arvados' fail_job) writes one; or
+    another row of the job (`stderr`, `update`), which ends nothing."""
     cluster.conn.execute(
         "INSERT INTO logs (uuid, object_uuid, event_type, created_at, updated_at, event_at)"
-        " VALUES (%s, %s, 'dispatch', %s, %s, %s)",
-        (new_uuid(rules.PREFIX, LOG_INFIX), job_uuid, created, created, created),
+        " VALUES (%s, %s, %s, %s, %s, %s)",
+        (new_uuid(rules.PREFIX, LOG_INFIX), job_uuid, event_type, created, created, created),
     )
     cluster.conn.commit()
 
@@ -180,6 +181,7 @@ def test_a_sibling_ended_by_a_cleanup_yields_to_another_that_could_own_the_token
     )
     dispatch_log(cluster, ended, made - MICROSECOND if log_before_token else made)
     running = cluster.job(user, cluster.ago(hours=2, minutes=30), started=cluster.ago(hours=1, minutes=50))
+    dispatch_log(cluster, running, made, event_type="stderr")
     alone = cluster.user()
     ended_alone = cluster.job(
         alone, cluster.ago(hours=3), state="Failed", started=cluster.ago(hours=1), finished=cluster.ago(minutes=30)
@@ -228,7 +230,7 @@ STATES = ["Running", "Running", "Complete", "Failed", "Cancelled", "Queued"]
 
 
 def generated_cluster(cluster, rng, users, jobs, tokens_per_user):
-    """Jobs, dispatch rows, pipeline instances and tokens at instants on a 10-minute grid (so
+    """Jobs, their log rows, pipeline instances and tokens at instants on a 10-minute grid (so
     that windows open and close where tokens are made), some a microsecond off it."""
     people = [cluster.user() for _user in range(users)]
     grid = [cluster.ago(hours=12) + timedelta(minutes=10 * step) for step in range(72)]
@@ -254,8 +256,9 @@ def generated_cluster(cluster, rng, users, jobs, tokens_per_user):
             locked_by=rng.choice([None, None, "", rng.choice(people)]),
             modified_by=rng.choice([None, None, "", rng.choice(people)]),
         )
-        if rng.random() < 0.3:
-            dispatch_log(cluster, job, instant())
+        for event_type in ("dispatch", "stderr"):
+            if rng.random() < 0.3:
+                dispatch_log(cluster, job, instant(), event_type)
         made.append(job)
     for _pipeline in range(max(1, users // 3)):
         cluster.pipeline(rng.choice(people), instant(), state=rng.choice(["RunningOnServer", "Complete"]))
