@@ -156,10 +156,10 @@ SQL_TOKEN_CANDIDATES = """
 # every `dispatch` row once per job, and a run adds one per job it ends. Whether a span of
 # user u holds the instant m is then an as-of question, answered for all tokens in one
 # sort: the spans opening at or before m (spans first at equal instants) hold m exactly
-# when the furthest of their reaches gets to m. The owner named is the job whose span reaches furthest (carried as
-# C-ordered text of its reach and uuid: to_char of years 1000 to 9999 sorts as the time
-# does, 'infinity' after them), else the first pipeline instance by uuid; a token with
-# neither is not returned.
+# when the furthest of their reaches gets to m. The owner named is the job whose span
+# reaches furthest (carried as C-ordered text of its reach and uuid: to_char of years 1000
+# to 9999 sorts as the time does, 'infinity' after them), else the first pipeline instance
+# by uuid; a token with neither is not returned.
 SQL_TOKEN_OTHER_OWNERS = """
     WITH tokens AS (
         SELECT t.id, t.user_uuid, t.made
