@@ -195,11 +195,11 @@ SQL_TOKEN_OTHER_OWNERS = """
         SELECT s.user_uuid, s.uuid, s.opens, s.reach
         FROM (
             SELECT kind, user_uuid, uuid, opens, reach,
-                   min(at) FILTER (WHERE kind = 1) OVER (
-                       PARTITION BY user_uuid ORDER BY at DESC, kind DESC ROWS UNBOUNDED PRECEDING
+                   min(instant) FILTER (WHERE kind = 1) OVER (
+                       PARTITION BY user_uuid ORDER BY instant DESC, kind DESC ROWS UNBOUNDED PRECEDING
                    ) AS next_token
             FROM (
-                SELECT 0 AS kind, user_uuid, uuid, opens, reach, opens AS at FROM windows
+                SELECT 0 AS kind, user_uuid, uuid, opens, reach, opens AS instant FROM windows
                 UNION ALL
                 SELECT 1, user_uuid, NULL, NULL, NULL, made FROM tokens
             ) AS stream
@@ -208,16 +208,17 @@ SQL_TOKEN_OTHER_OWNERS = """
     ),
     spans AS (
         SELECT h.user_uuid, h.uuid, h.reach,
-               CASE WHEN d.last IS NULL THEN h.opens ELSE greatest(h.opens, d.last + interval '1 microsecond') END
-                   AS opens
+               CASE WHEN d.dispatched IS NULL THEN h.opens
+                    ELSE greatest(h.opens, d.dispatched + interval '1 microsecond')
+               END AS opens
         FROM holding h
         CROSS JOIN LATERAL (
-            SELECT max(l.created_at) FILTER (WHERE l.event_type = 'dispatch') AS last
+            SELECT max(l.created_at) FILTER (WHERE l.event_type = 'dispatch') AS dispatched
             FROM logs l WHERE l.object_uuid = h.uuid
         ) AS d
     ),
     stream AS (
-        SELECT 0 AS kind, user_uuid, opens AS at, reach,
+        SELECT 0 AS kind, user_uuid, opens AS instant, reach,
                CASE WHEN isfinite(reach) THEN to_char(reach, 'YYYY-MM-DD"T"HH24:MI:SS.US') ELSE 'infinity' END
                    || ' ' || uuid AS job,
                NULL AS pipeline, NULL::bigint AS id
@@ -229,16 +230,16 @@ SQL_TOKEN_OTHER_OWNERS = """
         UNION ALL
         SELECT 1, user_uuid, made, NULL, NULL, NULL, id FROM tokens
     )
-    SELECT id, CASE WHEN reach >= at THEN split_part(job, ' ', 2) ELSE pipeline END
+    SELECT id, CASE WHEN reach >= instant THEN split_part(job, ' ', 2) ELSE pipeline END
     FROM (
-        SELECT kind, id, at,
+        SELECT kind, id, instant,
                max(reach) OVER upto AS reach,
                max(job COLLATE "C") OVER upto AS job,
                min(pipeline COLLATE "C") OVER upto AS pipeline
         FROM stream
-        WINDOW upto AS (PARTITION BY user_uuid ORDER BY at, kind ROWS UNBOUNDED PRECEDING)
+        WINDOW upto AS (PARTITION BY user_uuid ORDER BY instant, kind ROWS UNBOUNDED PRECEDING)
     ) AS asof
-    WHERE kind = 1 AND (reach >= at OR pipeline IS NOT NULL)
+    WHERE kind = 1 AND (reach >= instant OR pipeline IS NOT NULL)
 """
 
 SQL_REVOKE_TOKENS = """
