@@ -137,34 +137,109 @@ SQL_TOKEN_CANDIDATES = """
 # is left alone, and reported, when it could belong to work this run does not end: another
 # job of the user whose own window [created_at, started_at] holds the token's creation and
 # that is Running (not one this run cleans up) or finished after the token was made (not
-# by a cleanup: a `dispatch` log row written after the token, by this collection or by
-# Arvados' own fail_job, says its job was ended), or a pipeline instance of the user
-# running on the server since before the token. The jobs are found by the started_at
-# index (a window holding a token started after it) or, unstarted, the finished_at one.
+# by a cleanup: a `dispatch` log row written at or after the token, by this collection or
+# by Arvados' own fail_job, says its job was ended), or a pipeline instance of the user
+# running on the server since before the token.
+#
+# One statement per batch, whatever the number of tokens (issue 21): jobs has no index on
+# either user column, and a look-up per token read most of the table each time (0.3-1.3 s
+# a token on 200,000 jobs). Every condition on a job but its window is the same for all
+# tokens, so one pass over jobs (`windows`) keeps the possible siblings of the batch's
+# users, each as the span of instants its window can hold a token at: from `opens`
+# (created_at) to `reach` (started_at, or for ever for a Running job not yet started; a
+# finished job holds only instants before its finished_at, a microsecond being
+# timestamp's step). A `dispatch` row of the job written at d excludes every token made at
+# or before d, so it moves `opens` past d: still one span. The logs are read only for the
+# spans that hold one of the tokens at all (`holding`: the next token at or after `opens`
+# comes before `reach`), each job's by the object_uuid index alone: `event_type` is tested
+# in the aggregate, since its own index served with the other (a BitmapAnd per job) read
+# every `dispatch` row once per job, and a run adds one per job it ends. Whether a span of
+# user u holds the instant m is then an as-of question, answered for all tokens in one
+# sort: the spans opening at or before m (spans first at equal instants) hold m exactly
+# when the furthest of their reaches gets to m. The owner named is the job whose span
+# reaches furthest (carried as C-ordered text of its reach and uuid: to_char of years 1000
+# to 9999 sorts as the time does, 'infinity' after them), else the first pipeline instance
+# by uuid; a token with neither is not returned.
 SQL_TOKEN_OTHER_OWNERS = """
-    SELECT t.id, other.uuid
-    FROM unnest(%(ids)s::bigint[], %(users)s::text[], %(made)s::timestamp[]) AS t(id, user_uuid, made)
-    CROSS JOIN LATERAL (
-        (SELECT o.uuid FROM jobs o
-         WHERE (o.started_at >= t.made OR (o.started_at IS NULL AND o.finished_at IS NULL))
-           AND o.created_at <= t.made
-           AND (o.is_locked_by_uuid = t.user_uuid OR o.modified_by_user_uuid = t.user_uuid)
-           AND (o.state = 'Running' OR o.finished_at > t.made)
-           AND o.uuid <> ALL(%(batch)s::text[])
-           AND NOT (o.state = 'Running'
-                    AND (%(run_uuids)s::text[] IS NULL OR o.uuid = ANY(%(run_uuids)s::text[]))
-                    AND (%(every_row)s OR o.finished_at IS NULL)
-                    AND (%(threshold)s::timestamp IS NULL OR o.started_at < %(threshold)s::timestamp))
-           AND NOT EXISTS (SELECT 1 FROM logs l WHERE l.object_uuid = o.uuid
-                           AND l.event_type = 'dispatch' AND l.created_at >= t.made)
-         ORDER BY o.uuid LIMIT 1)
+    WITH tokens AS (
+        SELECT t.id, t.user_uuid, t.made
+        FROM unnest(%(ids)s::bigint[], %(users)s::text[], %(made)s::timestamp[]) AS t(id, user_uuid, made)
+    ),
+    windows AS (
+        SELECT u.user_uuid, w.uuid, w.opens, w.reach
+        FROM (
+            SELECT o.uuid, o.is_locked_by_uuid, o.modified_by_user_uuid, o.created_at AS opens,
+                   CASE WHEN o.state = 'Running' AND o.started_at IS NOT NULL THEN o.started_at
+                        WHEN o.state = 'Running' AND o.finished_at IS NULL THEN 'infinity'::timestamp
+                        WHEN o.started_at IS NOT NULL AND o.finished_at IS NOT NULL
+                        THEN least(o.started_at, o.finished_at - interval '1 microsecond')
+                   END AS reach
+            FROM jobs o
+            WHERE (o.is_locked_by_uuid = ANY(%(user_uuids)s::text[])
+                   OR o.modified_by_user_uuid = ANY(%(user_uuids)s::text[]))
+              AND o.created_at <= %(last_made)s::timestamp
+              AND (o.started_at >= %(first_made)s::timestamp OR (o.started_at IS NULL AND o.finished_at IS NULL))
+              AND o.uuid <> ALL(%(batch)s::text[])
+              AND NOT (o.state = 'Running'
+                       AND (%(run_uuids)s::text[] IS NULL OR o.uuid = ANY(%(run_uuids)s::text[]))
+                       AND (%(every_row)s OR o.finished_at IS NULL)
+                       AND (%(threshold)s::timestamp IS NULL OR o.started_at < %(threshold)s::timestamp))
+        ) AS w
+        CROSS JOIN LATERAL (
+            SELECT DISTINCT v.user_uuid FROM (VALUES (w.is_locked_by_uuid), (w.modified_by_user_uuid)) AS v(user_uuid)
+            WHERE v.user_uuid = ANY(%(user_uuids)s::text[])
+        ) AS u
+        WHERE w.reach >= w.opens
+    ),
+    holding AS (
+        SELECT s.user_uuid, s.uuid, s.opens, s.reach
+        FROM (
+            SELECT kind, user_uuid, uuid, opens, reach,
+                   min(instant) FILTER (WHERE kind = 1) OVER (
+                       PARTITION BY user_uuid ORDER BY instant DESC, kind DESC ROWS UNBOUNDED PRECEDING
+                   ) AS next_token
+            FROM (
+                SELECT 0 AS kind, user_uuid, uuid, opens, reach, opens AS instant FROM windows
+                UNION ALL
+                SELECT 1, user_uuid, NULL, NULL, NULL, made FROM tokens
+            ) AS stream
+        ) AS s
+        WHERE s.kind = 0 AND s.next_token <= s.reach
+    ),
+    spans AS (
+        SELECT h.user_uuid, h.uuid, h.reach,
+               CASE WHEN d.dispatched IS NULL THEN h.opens
+                    ELSE greatest(h.opens, d.dispatched + interval '1 microsecond')
+               END AS opens
+        FROM holding h
+        CROSS JOIN LATERAL (
+            SELECT max(l.created_at) FILTER (WHERE l.event_type = 'dispatch') AS dispatched
+            FROM logs l WHERE l.object_uuid = h.uuid
+        ) AS d
+    ),
+    stream AS (
+        SELECT 0 AS kind, user_uuid, opens AS instant, reach,
+               CASE WHEN isfinite(reach) THEN to_char(reach, 'YYYY-MM-DD"T"HH24:MI:SS.US') ELSE 'infinity' END
+                   || ' ' || uuid AS job,
+               NULL AS pipeline, NULL::bigint AS id
+        FROM spans WHERE opens <= reach
         UNION ALL
-        (SELECT p.uuid FROM pipeline_instances p
-         WHERE p.state = 'RunningOnServer' AND p.modified_by_user_uuid = t.user_uuid
-           AND p.created_at <= t.made
-         ORDER BY p.uuid LIMIT 1)
-        LIMIT 1
-    ) AS other
+        SELECT 0, p.modified_by_user_uuid, p.created_at, NULL, NULL, p.uuid, NULL
+        FROM pipeline_instances p
+        WHERE p.state = 'RunningOnServer' AND p.modified_by_user_uuid = ANY(%(user_uuids)s::text[])
+        UNION ALL
+        SELECT 1, user_uuid, made, NULL, NULL, NULL, id FROM tokens
+    )
+    SELECT id, CASE WHEN reach >= instant THEN split_part(job, ' ', 2) ELSE pipeline END
+    FROM (
+        SELECT kind, id, instant,
+               max(reach) OVER upto AS reach,
+               max(job COLLATE "C") OVER upto AS job,
+               min(pipeline COLLATE "C") OVER upto AS pipeline
+        FROM stream
+        WINDOW upto AS (PARTITION BY user_uuid ORDER BY instant, kind ROWS UNBOUNDED PRECEDING)
+    ) AS asof
+    WHERE kind = 1 AND (reach >= instant OR pipeline IS NOT NULL)
 """
 
 SQL_REVOKE_TOKENS = """

@@ -160,10 +160,16 @@ def other_owners(
     conn: Connection, options: CleanupOptions, candidates: Sequence[TokenCandidate], batch: Sequence[str]
 ) -> Dict[int, str]:
     """{token id: uuid of a job or pipeline instance, not ended by this run, that could own it}."""
+    made = [c.created_at for c in candidates]
     params = {
         "ids": [c.id for c in candidates],
         "users": [c.user_uuid for c in candidates],
-        "made": [c.created_at for c in candidates],
+        "made": made,
+        # The same bounds as constants, for the one pass over jobs: the planner hashes a
+        # constant array and can weigh a range on the started_at index.
+        "user_uuids": sorted(set(c.user_uuid for c in candidates)),
+        "first_made": min(made),
+        "last_made": max(made),
         "batch": list(batch),
         "run_uuids": options.uuids,
         "every_row": options.uuids is not None or options.full_scan,

@@ -367,8 +367,9 @@ tokens_left_alone:
   contains:
     uuid: {description: The token's UUID (never its secret), type: str, returned: always, sample: zzzzz-gj3su-0k6v1i2mxn9x3cq}
     user_uuid: {description: Its user, type: str, returned: always, sample: zzzzz-tpzed-0123456789abcde}
-    could_belong_to: {description: The job or pipeline instance that could own it, type: str, returned: always,
-                      sample: zzzzz-8i9sb-l1813b3logug6pr}
+    could_belong_to: {description: "The job or pipeline instance that could own it: of several, a job before a
+                        pipeline instance, and of jobs the one whose window reaches furthest", type: str,
+                      returned: always, sample: zzzzz-8i9sb-l1813b3logug6pr}
   sample: []
 log_uuids:
   description: UUIDs of the C(logs) rows written, two per job (C(dispatch) and C(update));

@@ -17,6 +17,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils import (
     fail_jobs_checks,
     fail_jobs_options,
     fail_jobs_run,
+    fail_jobs_sql,
     fail_jobs_tokens,
 )
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError, RecoveryError
@@ -281,6 +282,50 @@ def test_windows_agree_with_a_plain_scan_of_every_window():
         for minute in range(-5, 1070, 3):
             expected = any(u == user and lo <= _at(minute) <= hi for u, lo, hi in spans)
             assert windows.contain(user, _at(minute)) is expected, (user, minute)
+
+
+class OwnersConnection:
+    """Answers SQL_TOKEN_OTHER_OWNERS with `rows`; records its parameters."""
+
+    def __init__(self, rows):
+        self.rows = rows
+        self.params = []
+
+    def execute(self, query, params=None):
+        assert query == fail_jobs_sql.SQL_TOKEN_OTHER_OWNERS
+        self.params.append(params)
+        return _Rows(self.rows)
+
+
+def test_other_owners_asks_once_for_all_tokens_with_their_users_and_span():
+    """One statement per batch (issue 21): the tokens as arrays, and what bounds the one
+    pass over jobs as constants: the batch's users once each, the first and last token."""
+    user_a, user_b = "zzzzz-tpzed-%015d" % 1, "zzzzz-tpzed-%015d" % 2
+    tokens = [
+        fail_jobs_tokens.TokenCandidate(11, "zzzzz-gj3su-%015d" % 11, user_b, _at(30)),
+        fail_jobs_tokens.TokenCandidate(12, "zzzzz-gj3su-%015d" % 12, user_a, _at(5)),
+        fail_jobs_tokens.TokenCandidate(13, "zzzzz-gj3su-%015d" % 13, user_b, _at(50)),
+    ]
+    conn = OwnersConnection([(12, JOB % 7)])
+    options = CleanupOptions(uuids=[JOB % 1, JOB % 2])
+
+    owners = fail_jobs_tokens.other_owners(conn, options, tokens, [JOB % 1])
+
+    assert owners == {12: JOB % 7}
+    assert conn.params == [
+        {
+            "ids": [11, 12, 13],
+            "users": [user_b, user_a, user_b],
+            "made": [_at(30), _at(5), _at(50)],
+            "user_uuids": [user_a, user_b],
+            "first_made": _at(5),
+            "last_made": _at(50),
+            "batch": [JOB % 1],
+            "run_uuids": [JOB % 1, JOB % 2],
+            "every_row": True,
+            "threshold": None,
+        }
+    ]
 
 
 def test_with_last_marks_the_final_item_only():
