@@ -22,8 +22,9 @@ Output: a summary a person reads at a glance on stdout (``--json``: the module's
 as JSON, a failure too, as the module reports it: ``failed``, ``changed``, ``msg``),
 progress and errors on stderr with syslog priority prefixes when journald captures the
 output (so ``journalctl -p err`` finds the failures). Exit status 0 on success, also when
-there was nothing to do; 1 with a one-line reason otherwise; 2 for a command line that
-cannot be understood.
+there was nothing to do; 1 with a one-line reason otherwise, a bad option value included
+(in a flag as in the file: the option layer checks both, with the modules' message); 2 for
+a command line that cannot be understood (an unknown flag, a flag without its value).
 """
 
 from __future__ import annotations
@@ -39,11 +40,11 @@ from . import options_file
 from .errors import RecoveryError, shown
 from .fail_jobs_result import CleanupResult
 from .fail_jobs_run import ALL_OPTIONS, run_fail_jobs
-from .options import Option
 from .version import COLLECTION, COLLECTION_VERSION
 
 PROGRAM = "arvados-fail-jobs"
 _FLAG_ALIASES = {"config_file": ["--config"], "uuids": ["--uuid"], "log_message": ["--message"]}
+_METAVARS = {"uuids": "UUID"}
 # The password flag would show in `ps` to every user of the host; the options file,
 # PGPASSWORD, ~/.pgpass or Arvados' own config are the ways to give it.
 _NO_FLAG = ("db_password",)
@@ -107,30 +108,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress messages")
     parser.add_argument("--version", action="version", version="%s %s (%s)" % (PROGRAM, COLLECTION_VERSION, COLLECTION))
-    for name, spec in ALL_OPTIONS.items():
+    for name, option in ALL_OPTIONS.items():
         if name not in _NO_FLAG:
-            add_option_flag(parser, name, spec)
+            options_file.add_option_flag(
+                parser, name, option, aliases=_FLAG_ALIASES.get(name, ()), metavar=_METAVARS.get(name)
+            )
     return parser
-
-
-def add_option_flag(parser: argparse.ArgumentParser, name: str, spec: Option) -> None:
-    flags = ["--" + name.replace("_", "-")] + _FLAG_ALIASES.get(name, [])
-    if spec["type"] == "bool":
-        # --x --no-x is an error naming both (argparse's "not allowed with"), not "the last wins".
-        pair = parser.add_mutually_exclusive_group()
-        pair.add_argument(*flags, dest=name, action="store_true", default=None, help=spec["help"])
-        pair.add_argument(
-            "--no-" + name.replace("_", "-"), dest=name, action="store_false", help="the opposite of %s" % flags[0]
-        )
-        return
-    kwargs = {"dest": name, "default": None, "help": spec["help"]}
-    if spec["type"] == "list":
-        kwargs.update(action="append", metavar="UUID")
-    elif spec["type"] in ("int", "float"):
-        kwargs["type"] = int if spec["type"] == "int" else float
-    if spec.get("choices"):
-        kwargs["choices"] = spec["choices"]
-    parser.add_argument(*flags, **kwargs)
 
 
 def read_options_file(path: str) -> Dict[str, Any]:

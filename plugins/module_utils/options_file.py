@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The options file of the collection's commands (``arvados-fail-jobs``,
-``arvados-recovery-watch``): a YAML or JSON mapping of option names to values.
+``arvados-recovery-watch``): a YAML or JSON mapping of option names to values; and the
+commands' flags for the same options (:func:`add_option_flag`).
 
 The file is read as options only: a file that is not a mapping of the command's options is
 refused by its type or by the count of its unknown keys, never quoted (behind a sudo rule
@@ -18,13 +19,15 @@ Pure Python (3.8+); PyYAML when installed, else JSON only.
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import json
 import os
 import stat
-from typing import Any, Dict, Mapping, Sequence
+from typing import Any, Dict, Mapping, Optional, Sequence
 
 from .errors import RecoveryError, shown
+from .options import Option
 
 # An options file is a few lines; reading more is reading some other file.
 MAX_OPTIONS_FILE_BYTES = 65536
@@ -140,3 +143,43 @@ def check_secret_file_mode(shown_path: str, status: os.stat_result, secrets: Seq
             "options file %s holds %s but is mode %04o (owner uid %d): other users could read or change it; "
             "chmod 0600 (or 0640 with owner root)" % (shown_path, ", ".join(secrets), mode, status.st_uid)
         )
+
+
+def add_option_flag(
+    parser: argparse.ArgumentParser,
+    name: str,
+    option: Option,
+    aliases: Sequence[str] = (),
+    help_text: Optional[str] = None,
+    metavar: Optional[str] = None,
+) -> None:
+    """Option `name` of a command's table as the flag ``--name`` (and `aliases`); a bool
+    as ``--name`` and ``--no-name``, which together are an error naming both (argparse's
+    "not allowed with"), not "the last wins". Values stay text, as an options file's may
+    be: ``parse(..., from_text=True)`` converts and checks both, so that a bad number or
+    choice gets the modules' message whether a flag or the file gives it."""
+    flags = ["--" + name.replace("_", "-")] + list(aliases)
+    help_text = help_text if help_text is not None else option.help
+    if option.type == "bool":
+        pair = parser.add_mutually_exclusive_group()
+        pair.add_argument(*flags, dest=name, action="store_true", default=None, help=help_text)
+        pair.add_argument("--no-" + flags[0][2:], dest=name, action="store_false", help="the opposite of %s" % flags[0])
+        return
+    kwargs: Dict[str, Any] = {"dest": name, "default": None, "help": help_text, "metavar": metavar}
+    if option.type == "list":
+        kwargs["action"] = "append"
+    elif option.type == "dict":
+        # The option layer takes a mapping, not its text: JSON is how a flag writes one.
+        kwargs.update(type=json_mapping, metavar=metavar or "JSON")
+    parser.add_argument(*flags, **kwargs)
+
+
+def json_mapping(text: str) -> Dict[str, Any]:
+    """The mapping a dict option's flag writes as JSON, or argparse's error."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("not JSON") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("not a JSON mapping")
+    return value

@@ -99,35 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version="%s %s (%s)" % (PROGRAM, COLLECTION_VERSION, COLLECTION))
     for name, option in ALL_OPTIONS.items():
         if name not in _NO_FLAG:
-            add_option_flag(parser, name, option)
+            options_file.add_option_flag(
+                parser, name, option, help_text=option.help or "the arvados_reconcile_info module's option %s" % name
+            )
     return parser
-
-
-def add_option_flag(parser: argparse.ArgumentParser, name: str, option: Option) -> None:
-    flag = "--" + name.replace("_", "-")
-    help_text = option.help or "the arvados_reconcile_info module's option %s" % name
-    if option.type == "bool":
-        pair = parser.add_mutually_exclusive_group()
-        pair.add_argument(flag, dest=name, action="store_true", default=None, help=help_text)
-        pair.add_argument("--no-" + flag[2:], dest=name, action="store_false", help="the opposite of %s" % flag)
-        return
-    # Values stay text: parse(from_text=True) converts them as it converts the file's.
-    kwargs: Dict[str, Any] = {"dest": name, "default": None, "help": help_text}
-    if option.type == "list":
-        kwargs["action"] = "append"
-    if option.type == "dict":
-        kwargs.update(type=_json_mapping, metavar="JSON")
-    parser.add_argument(flag, **kwargs)
-
-
-def _json_mapping(text: str) -> Dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("not JSON") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("not a JSON mapping")
-    return value
 
 
 def gather_params(args: argparse.Namespace) -> Dict[str, Any]:

@@ -108,6 +108,10 @@ COMMAND_CASES = [
     ({}, ["--batch-pause", "1e300"], "option batch_pause must be at most 86400, got 1e+300"),
     ({"batch_size": 1e23}, [], "option batch_size must be at most 100000, got %d" % int(1e23)),
     ({"slurm_max_concurrent_scancel": 1000}, [], "option slurm_max_concurrent_scancel must be at most 64, got 1000"),
+    # A flag's value is checked as the file's, with the modules' message.
+    ({}, ["--batch-size", "1e23"], "option batch_size must be at most 100000, got %d" % int(1e23)),
+    ({}, ["--db-port", "many"], "option db_port must be of type int, got 'many'"),
+    ({}, ["--slurm-errors", "sometimes"], "option slurm_errors must be one of fail, ignore, got 'sometimes'"),
 ]
 
 

@@ -61,19 +61,23 @@ def test_flags_become_the_modules_options():
             "5433",
         ]
     )
+    # As text, as an options file may give them: the option layer converts both.
     assert params == {
         "before": "reboot",
         "retry": True,
         "revoke_tokens": False,
         "uuids": [JOB % 1, JOB % 2],
-        "batch_size": 50,
-        "lock_wait": 1.5,
+        "batch_size": "50",
+        "lock_wait": "1.5",
         "config_file": "/etc/arvados/config.yml",
         "cluster_id": "zzzzz",
         "cancel_slurm_jobs": "false",
         "slurm_errors": "ignore",
-        "db_port": 5433,
+        "db_port": "5433",
     }
+    typed = fail_jobs_run.with_defaults(params)
+    assert (typed["batch_size"], typed["lock_wait"], typed["db_port"]) == (50, 1.5, 5433)
+    assert (typed["cancel_slurm_jobs"], typed["slurm_errors"]) == (False, "ignore")
 
 
 def test_no_flags_give_no_options():
@@ -84,8 +88,7 @@ def test_no_flags_give_no_options():
     "argv",
     [
         ["--db-password", "x"],
-        ["--batch-size", "many"],
-        ["--slurm-errors", "sometimes"],
+        ["--batch-size"],
         ["--no-such-flag"],
     ],
 )
@@ -95,12 +98,27 @@ def test_flags_it_cannot_understand_exit_2(argv, capsys):
     assert raised.value.code == 2
 
 
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--batch-size", "many"], "option batch_size must be of type int, got 'many'"),
+        (["--batch-size", "0"], "option batch_size must be at least 1, got 0"),
+        (["--lock-wait", "nan"], "option lock_wait must be a finite number, got nan"),
+        (["--slurm-errors", "sometimes"], "option slurm_errors must be one of fail, ignore, got 'sometimes'"),
+    ],
+)
+def test_a_bad_flag_value_gets_the_modules_message_and_exit_1(argv, message):
+    stderr = io.StringIO()
+    code = fail_jobs_cli.main(argv, reporter=fail_jobs_cli.Reporter(stream=stderr))
+    assert (code, stderr.getvalue()) == (1, "arvados-fail-jobs: %s\n" % message)
+
+
 def test_flags_win_over_the_options_file(tmp_path):
     options_file = tmp_path / "options.yml"
     options_file.write_text("before: reboot\nbatch_size: 10\ndb_password: 'pw: with colon'\nretry: true\n")
     options_file.chmod(0o600)
     params = parse(["--options-file", str(options_file), "--batch-size", "20", "--no-retry"])
-    assert params == {"before": "reboot", "batch_size": 20, "db_password": "pw: with colon", "retry": False}
+    assert params == {"before": "reboot", "batch_size": "20", "db_password": "pw: with colon", "retry": False}
 
 
 def test_options_file_unknown_option(tmp_path):
