@@ -344,3 +344,100 @@ def cancel_jobs_on(fake: FakeSlurm, cancel_jobs: Callable[..., Any]) -> Callable
         return cancel_jobs(request, runner=fake, clock=fake.clock, environ=environ)
 
     return cancel_on_fake
+
+
+# -- scontrol: show node and update NodeName=... State=RESUME ---------------------------------
+
+# The reason slurmctld sets on a node whose slurmd registered after an unplanned reboot,
+# with the user and time `scontrol show node` appends to every reason.
+REBOOT_REASON = "Node unexpectedly rebooted [slurm@2026-12-03T10:00:06]"
+UPDATE_DENIED = "Invalid user for SlurmUser slurm, update request denied\n"
+
+
+@dataclass
+class FakeNode:
+    name: str
+    state: str = "IDLE"
+    # As scontrol shows it, [user@time] included; None: no Reason= line.
+    reason: Optional[str] = None
+
+
+def show_node_text(nodes: List[FakeNode]) -> str:
+    """What `scontrol --all show node` prints of `nodes`: the lines slurm_nodes reads, each
+    node's other fields cut to a few (the full text of each release is in test_slurm_nodes)."""
+    lines = []
+    for node in nodes:
+        lines.append("NodeName=%s Arch=x86_64 CoresPerSocket=1" % node.name)
+        lines.append("   State=%s ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A" % node.state)
+        if node.reason is not None:
+            lines.append("   Reason=%s" % node.reason)
+    return "".join(line + "\n" for line in lines)
+
+
+@dataclass
+class EndedCommand:
+    """A command's process as slurm_runner starts it, already ended (returncode None: one that
+    never ends, until killed)."""
+
+    returncode: Optional[int]
+    stdout: str = ""
+    stderr: str = ""
+    killed: bool = False
+
+    def wait(self, timeout: float) -> Optional[int]:
+        return self.returncode
+
+    def kill(self) -> None:
+        self.killed = True
+
+    def output(self):
+        return self.stdout, self.stderr
+
+
+class FakeScontrol:
+    """scontrol for the engines' runner: `show node` prints the nodes as they are now (or
+    `show_answer`, a failure say), `update NodeName=N State=RESUME` makes N IDLE without a
+    reason, unless `refuse_update` has slurmctld refuse it as it refuses a user not
+    SlurmUser or root. Every argv and environment is kept."""
+
+    def __init__(
+        self, nodes: List[FakeNode], refuse_update: bool = False, show_answer: Optional[EndedCommand] = None
+    ) -> None:
+        self.nodes = {node.name: node for node in nodes}
+        self.refuse_update = refuse_update
+        self.show_answer = show_answer
+        self.calls: List[List[str]] = []
+        self.envs: List[Dict[str, str]] = []
+
+    def start(self, argv: List[str], env: Dict[str, str]) -> EndedCommand:
+        self.calls.append(list(argv))
+        self.envs.append(dict(env))
+        if argv[-2:] == ["show", "node"]:
+            return self.show_answer or EndedCommand(0, self.text())
+        if self.refuse_update:
+            return EndedCommand(1, stderr=UPDATE_DENIED)
+        named = [arg[len("NodeName=") :] for arg in argv if arg.startswith("NodeName=")]
+        if "State=RESUME" in argv and named and named[0] in self.nodes:
+            self.nodes[named[0]] = FakeNode(named[0])
+        return EndedCommand(0)
+
+    def text(self) -> str:
+        return show_node_text(list(self.nodes.values()))
+
+    def updates(self) -> List[List[str]]:
+        return [call for call in self.calls if "update" in call]
+
+
+def scontrol_on_path(directory: Path, nodes: List[FakeNode]) -> Path:
+    """An executable scontrol in `directory`, for a module to find on PATH: `show node`
+    prints `nodes`, `update` appends its arguments to the log file it returns (the nodes
+    stay as they are)."""
+    (directory / "nodes.txt").write_text(show_node_text(nodes))
+    log = directory / "updates.log"
+    program = directory / "scontrol"
+    program.write_text(
+        '#!/bin/sh\ncase " $* " in *" update "*) echo "$*" >> %s ;; *) cat %s ;; esac\n'
+        % (log, directory / "nodes.txt")
+    )
+    program.chmod(program.stat().st_mode | stat.S_IXUSR)
+    return log

@@ -33,7 +33,13 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile_run
     Reconciler,
     SlurmLister,
 )
-from tests.unit.plugins.module_utils.slurm_fakes import FakeClock
+from tests.unit.plugins.module_utils.slurm_fakes import (
+    REBOOT_REASON,
+    EndedCommand,
+    FakeClock,
+    FakeNode,
+    FakeScontrol,
+)
 
 P = "zzzzz"
 JOB_A = P + "-8i9sb-aaaaaaaaaaaaaaa"
@@ -503,21 +509,6 @@ def test_the_prefix_must_be_unambiguous():
         choose_prefix(["zzzzz", "yyyyy"])
 
 
-class _Handle:
-    def __init__(self, returncode, stdout="", stderr=""):
-        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
-        self.killed = False
-
-    def wait(self, timeout):
-        return self.returncode
-
-    def kill(self):
-        self.killed = True
-
-    def output(self):
-        return self.stdout, self.stderr
-
-
 class _Runner:
     def __init__(self, handle):
         self.handle = handle
@@ -530,12 +521,12 @@ class _Runner:
 
 
 def test_squeue_failing_or_hanging_is_an_error_naming_why():
-    down = _Runner(_Handle(1, stderr="squeue: error: Unable to contact slurm controller\n"))
+    down = _Runner(EndedCommand(1, stderr="squeue: error: Unable to contact slurm controller\n"))
     lister = SlurmLister(options(), down, {"SQUEUE_NAMES": "x", "PATH": "/bin"})
     with pytest.raises(RecoveryError, match="squeue failed \\(exit 1\\): squeue: error: Unable"):
         lister.finish(lister.start(), P, (JOBS,))
     assert "SQUEUE_NAMES" not in down.env and down.env["LC_ALL"] == "C"
-    hung = _Runner(_Handle(None))
+    hung = _Runner(EndedCommand(None))
     with pytest.raises(RecoveryError, match="did not answer within 10 s"):
         hung_lister = SlurmLister(options(), hung, {})
         hung_lister.finish(hung_lister.start(), P, (JOBS,))
@@ -861,25 +852,23 @@ def test_the_reader_asks_whether_the_server_is_a_standby():
 
 # -- nodes down or drained, read beside the first squeue ---------------------------------------
 
-SHOW_NODES = """\
-NodeName=c1 Arch=x86_64 CoresPerSocket=1
-   State=DOWN ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A
-   Reason=Node unexpectedly rebooted [slurm@2026-12-03T10:00:06]
-NodeName=c2 Arch=x86_64 CoresPerSocket=1
-   State=IDLE+DRAIN ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A
-   Reason=bad DIMM | ticket 12 [root@2026-12-03T09:00:00]
-NodeName=c3 Arch=x86_64 CoresPerSocket=1
-   State=IDLE ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A
-"""
+SHOW_NODES = [
+    FakeNode("c1", "DOWN", REBOOT_REASON),
+    FakeNode("c2", "IDLE+DRAIN", "bad DIMM | ticket 12 [root@2026-12-03T09:00:00]"),
+    FakeNode("c3", "IDLE"),
+]
 
 
-def node_lister(handle):
-    runner = _Runner(handle)
-    return NodeLister(options(report_nodes=True, scontrol_path="/usr/bin/scontrol"), runner, {"PATH": "/bin"}), runner
+def node_lister(show_answer=None):
+    scontrol = FakeScontrol(SHOW_NODES, show_answer=show_answer)
+    return (
+        NodeLister(options(report_nodes=True, scontrol_path="/usr/bin/scontrol"), scontrol, {"PATH": "/bin"}),
+        scontrol,
+    )
 
 
 def test_nodes_down_or_drained_are_reported_with_their_reasons():
-    nodes, runner = node_lister(_Handle(0, SHOW_NODES))
+    nodes, scontrol = node_lister()
     result = Reconciler(options(), FakeDatabase([]), ScriptedLister([[], []]), FakeClock(), nodes=nodes).run()
     assert [(n["name"], n["state"], n["reason"], n["reason_is_unexpected_reboot"]) for n in result["slurm_nodes"]] == [
         ("c1", "down", "Node unexpectedly rebooted", True),
@@ -887,7 +876,7 @@ def test_nodes_down_or_drained_are_reported_with_their_reasons():
     ]
     assert result["counts"]["slurm_nodes"] == 2
     assert result["slurm"]["scontrol_calls"] == 1 and result["slurm"]["squeue_calls"] == 2
-    assert runner.argv == ["/usr/bin/scontrol", "--all", "show", "node"] and runner.env["LC_ALL"] == "C"
+    assert scontrol.calls == [["/usr/bin/scontrol", "--all", "show", "node"]] and scontrol.envs[0]["LC_ALL"] == "C"
 
 
 def test_nodes_not_asked_for_are_not_read():
@@ -896,7 +885,7 @@ def test_nodes_not_asked_for_are_not_read():
 
 
 def test_scontrol_failing_fails_the_run_rather_than_report_no_node_down():
-    nodes = node_lister(_Handle(1, stderr="slurm_load_node error: Unable to contact slurm controller\n"))[0]
+    nodes = node_lister(EndedCommand(1, stderr="slurm_load_node error: Unable to contact slurm controller\n"))[0]
     with pytest.raises(RecoveryError, match="scontrol show node failed \\(exit 1\\): slurm_load_node"):
         Reconciler(options(), FakeDatabase([]), ScriptedLister([[], []]), FakeClock(), nodes=nodes).run()
 

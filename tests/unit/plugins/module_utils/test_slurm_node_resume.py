@@ -7,67 +7,25 @@ slurmd that answers is resumed, check mode predicts and changes nothing."""
 
 from __future__ import annotations
 
-from typing import Dict, List
-
 import pytest
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_node_resume import run_slurm_node_resume
-
-BEFORE = """\
-NodeName=c1 Arch=x86_64 CoresPerSocket=1
-   State=DOWN ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A
-   Reason=Node unexpectedly rebooted [slurm@2026-12-03T10:00:06]
-NodeName=c2 Arch=x86_64 CoresPerSocket=1
-   State=IDLE+DRAIN ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A
-   Reason=Node unexpectedly rebooted; PSU swapped [root@2026-12-03T09:00:00]
-NodeName=c3 Arch=x86_64 CoresPerSocket=1
-   State=DOWN+NOT_RESPONDING ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A
-   Reason=Node unexpectedly rebooted [slurm@2026-12-03T10:00:06]
-NodeName=c4 Arch=x86_64 CoresPerSocket=1
-   State=IDLE ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A
-"""
-AFTER = BEFORE.replace(
-    "   State=DOWN ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A\n"
-    "   Reason=Node unexpectedly rebooted [slurm@2026-12-03T10:00:06]\n",
-    "   State=IDLE ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A\n",
-    1,
-)
+from tests.unit.plugins.module_utils.slurm_fakes import REBOOT_REASON, FakeNode, FakeScontrol
 
 
-class Handle:
-    def __init__(self, returncode, stdout="", stderr=""):
-        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
-
-    def wait(self, timeout):
-        return self.returncode
-
-    def kill(self):
-        pass
-
-    def output(self):
-        return self.stdout, self.stderr
-
-
-class ScriptedScontrol:
-    """show node answers the current text; update NodeName=c1 State=RESUME turns it to AFTER."""
-
-    def __init__(self, refuse_update=False):
-        self.text = BEFORE
-        self.calls: List[List[str]] = []
-        self.envs: List[Dict[str, str]] = []
-        self.refuse_update = refuse_update
-
-    def start(self, argv, env):
-        self.calls.append(list(argv))
-        self.envs.append(dict(env))
-        if argv[-2:] == ["show", "node"]:
-            return Handle(0, self.text)
-        if self.refuse_update:
-            return Handle(1, stderr="Invalid user for SlurmUser slurm, update request denied\n")
-        if argv[-2:] == ["NodeName=c1", "State=RESUME"]:
-            self.text = AFTER
-        return Handle(0)
+def scripted_scontrol(refuse_update=False):
+    """c1 down after a reboot (resumable), c2 drained by root with Slurm's words in its
+    reason, c3 down after a reboot but its slurmd not answering, c4 in service."""
+    return FakeScontrol(
+        [
+            FakeNode("c1", "DOWN", REBOOT_REASON),
+            FakeNode("c2", "IDLE+DRAIN", "Node unexpectedly rebooted; PSU swapped [root@2026-12-03T09:00:00]"),
+            FakeNode("c3", "DOWN+NOT_RESPONDING", REBOOT_REASON),
+            FakeNode("c4", "IDLE"),
+        ],
+        refuse_update=refuse_update,
+    )
 
 
 def run(slurm, names, check_mode=False, diff=False, **params):
@@ -81,15 +39,11 @@ def run(slurm, names, check_mode=False, diff=False, **params):
     )
 
 
-def updates(slurm):
-    return [call for call in slurm.calls if "update" in call]
-
-
 def test_only_slurms_reboot_reason_with_an_answering_slurmd_is_resumed():
-    slurm = ScriptedScontrol()
+    slurm = scripted_scontrol()
     result = run(slurm, ["c1", "c2", "c3", "c4", "gone"])
     assert result["changed"] is True and result["resumed"] == ["c1"]
-    assert updates(slurm) == [["/usr/bin/scontrol", "update", "NodeName=c1", "State=RESUME"]]
+    assert slurm.updates() == [["/usr/bin/scontrol", "update", "NodeName=c1", "State=RESUME"]]
     why = {entry["name"]: entry["why"] for entry in result["refused"]}
     assert "an administrator's, left alone" in why["c2"]
     assert "NOT_RESPONDING" in why["c3"]
@@ -102,17 +56,17 @@ def test_only_slurms_reboot_reason_with_an_answering_slurmd_is_resumed():
 
 
 def test_a_second_run_changes_nothing():
-    slurm = ScriptedScontrol()
+    slurm = scripted_scontrol()
     run(slurm, ["c1"])
     again = run(slurm, ["c1"])
     assert again["changed"] is False and again["resumed"] == [] and again["in_service"] == ["c1"]
 
 
 def test_check_mode_says_which_it_would_resume_and_runs_no_update():
-    slurm = ScriptedScontrol()
+    slurm = scripted_scontrol()
     result = run(slurm, ["c1", "c2"], check_mode=True, diff=True)
     assert result["changed"] is True and result["resumed"] == ["c1"]
-    assert updates(slurm) == [] and len(slurm.calls) == 1
+    assert slurm.updates() == [] and len(slurm.calls) == 1
     assert result["diff"] == {
         "before": "c1 DOWN Node unexpectedly rebooted\nc2 IDLE+DRAIN Node unexpectedly rebooted; PSU swapped\n",
         "after": "c1 RESUME\nc2 IDLE+DRAIN Node unexpectedly rebooted; PSU swapped\n",
@@ -121,7 +75,7 @@ def test_check_mode_says_which_it_would_resume_and_runs_no_update():
 
 
 def test_a_refused_update_fails_with_slurms_words():
-    slurm = ScriptedScontrol(refuse_update=True)
+    slurm = scripted_scontrol(refuse_update=True)
     result = run(slurm, ["c1"])
     assert result["failed"] is True and result["changed"] is False and result["resumed"] == []
     assert "update request denied" in result["msg"] and result["errors"][0]["name"] == "c1"
@@ -137,15 +91,15 @@ def test_a_refused_update_fails_with_slurms_words():
     ],
 )
 def test_bad_names_are_refused_before_scontrol_runs(names, message):
-    slurm = ScriptedScontrol()
+    slurm = scripted_scontrol()
     with pytest.raises(ConfigError, match=message.replace("[", "\\[")):
         run(slurm, names)
     assert slurm.calls == []
 
 
 def test_the_cluster_is_passed_to_every_scontrol():
-    slurm = ScriptedScontrol()
+    slurm = scripted_scontrol()
     run(slurm, ["c1"], clusters="east")
     assert all("--clusters=east" in call for call in slurm.calls)
     with pytest.raises(ConfigError, match="clusters: one Slurm cluster"):
-        run(ScriptedScontrol(), ["c1"], clusters="east,west")
+        run(scripted_scontrol(), ["c1"], clusters="east,west")

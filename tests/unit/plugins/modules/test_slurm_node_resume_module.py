@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import stat
 from unittest import mock
 
 import pytest
 from ansible.module_utils import basic
 
 from ansible_collections.arvados_ops.recovery.plugins.modules import slurm_node_resume
+from tests.unit.plugins.module_utils.slurm_fakes import REBOOT_REASON, FakeNode, scontrol_on_path
 
 try:
     from ansible.module_utils.testing import patch_module_args
@@ -27,26 +27,17 @@ except ImportError:  # ansible-core before 2.19 has no testing helper
             yield
 
 
-NODES = """\
-NodeName=c1 Arch=x86_64 CoresPerSocket=1
-   State=DOWN ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A
-   Reason=Node unexpectedly rebooted [slurm@2026-12-03T10:00:06]
-NodeName=c2 Arch=x86_64 CoresPerSocket=1
-   State=IDLE+DRAIN ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A
-   Reason=bad DIMM [root@2026-12-03T09:00:00]
-"""
+NODES = [
+    FakeNode("c1", "DOWN", REBOOT_REASON),
+    FakeNode("c2", "IDLE+DRAIN", "bad DIMM [root@2026-12-03T09:00:00]"),
+]
 
 
 @pytest.fixture
 def scontrol(tmp_path, monkeypatch):
-    """A scontrol on PATH: `show node` prints NODES, `update` appends its arguments to a log."""
-    (tmp_path / "nodes.txt").write_text(NODES)
-    log = tmp_path / "updates.log"
-    program = tmp_path / "scontrol"
-    program.write_text(
-        '#!/bin/sh\ncase " $* " in *" update "*) echo "$*" >> %s ;; *) cat %s ;; esac\n' % (log, tmp_path / "nodes.txt")
-    )
-    program.chmod(program.stat().st_mode | stat.S_IXUSR)
+    """A scontrol on PATH: `show node` prints NODES, `update` appends its arguments to the
+    log returned."""
+    log = scontrol_on_path(tmp_path, NODES)
     monkeypatch.setenv("PATH", "%s:/usr/bin:/bin" % tmp_path)
     return log
 
