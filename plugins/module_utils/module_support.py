@@ -8,6 +8,9 @@
   report: psycopg 3 and psycopg2 both missing (for the database modules), its result, its warnings, or its
   one-line reason as the failure, with the values of the no_log options masked in it
   (`without_secrets`), so that a failure says why without the secret.
+- `run_slurm_module(module, engine, options)`: the same for the Slurm modules, whose
+  engines also take the task's check mode and diff and find Slurm's programs as Ansible
+  finds them.
 """
 
 from __future__ import annotations
@@ -80,3 +83,21 @@ def run_engine(
             result["msg"] = without_secrets(str(result["msg"]), secrets)
         module.fail_json(**result)
     module.exit_json(**result)
+
+
+def run_slurm_module(module: Any, engine: Callable[..., Dict[str, Any]], options: Mapping[str, Any]) -> None:
+    """Run a Slurm module's `engine` (called with its options, check_mode, diff and
+    find_program) as run_engine does. Slurm's programs are found with get_bin_path, which
+    also looks in the sbin directories where some packages put them, and fails the task
+    naming the program when it is not there."""
+    run_engine(
+        module,
+        lambda params: engine(
+            params,
+            check_mode=module.check_mode,
+            # AnsibleModule has no public name for the task's diff mode.
+            diff=module._diff,
+            find_program=lambda program: module.get_bin_path(program, required=True),
+        ),
+        options,
+    )

@@ -477,7 +477,7 @@ slurm_error:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.module_support import run_engine
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.module_support import run_slurm_module
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import argument_spec
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_cancel_run import (
     CANCEL_OPTIONS,
@@ -496,16 +496,7 @@ def main():
         required_if=[("batch", True, ("signal",))],
         supports_check_mode=True,
     )
-    run_engine(
-        module,
-        lambda params: run_slurm_job_cancel(
-            params,
-            check_mode=module.check_mode,
-            diff=module._diff,
-            find_program=lambda program: module.get_bin_path(program, required=True),
-        ),
-        CANCEL_OPTIONS,
-    )
+    run_slurm_module(module, run_slurm_job_cancel, CANCEL_OPTIONS)
 
 
 if __name__ == "__main__":

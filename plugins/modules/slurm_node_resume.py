@@ -144,7 +144,7 @@ nodes:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.module_support import run_engine
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.module_support import run_slurm_module
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import argument_spec
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_node_resume import (
     NODE_RESUME_OPTIONS,
@@ -156,16 +156,7 @@ def main():
     spec = argument_spec(NODE_RESUME_OPTIONS)
     spec["name"]["required"] = True
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
-    run_engine(
-        module,
-        lambda params: run_slurm_node_resume(
-            params,
-            check_mode=module.check_mode,
-            diff=module._diff,
-            find_program=lambda program: module.get_bin_path(program, required=True),
-        ),
-        NODE_RESUME_OPTIONS,
-    )
+    run_slurm_module(module, run_slurm_node_resume, NODE_RESUME_OPTIONS)
 
 
 if __name__ == "__main__":
