@@ -194,7 +194,7 @@ def _prefix(value: Any) -> Optional[str]:
 
 def _users_by_kind(value: Optional[Mapping[str, Any]], slurm_user: Any) -> Dict[str, str]:
     """The Slurm user of each kind; the option's type (dict) has been checked."""
-    if value in (None, {}):
+    if not value:
         return {}
     if slurm_user not in (None, ""):
         raise ConfigError("slurm_user and slurm_users are mutually exclusive: give one user, or one per kind")
@@ -239,6 +239,9 @@ class NodeLister:
     RecoveryError (a report that says nothing of the nodes would read as none down)."""
 
     def __init__(self, options: ReconcileOptions, runner: Runner, environ: Mapping[str, str]):
+        if options.scontrol_path is None:
+            # from_params finds scontrol only when report_nodes asks for the nodes.
+            raise ValueError("no scontrol_path: report_nodes is off")
         self.argv = show_node_command(options.scontrol_path, options.slurm_clusters)
         self.timeout = options.command_timeout
         self.runner = runner
@@ -375,12 +378,12 @@ class Reconciler:
         scontrol = self.nodes.start() if self.nodes else None
         live = {kind: self._timed_db(self._live, kind) for kind in self.options.kinds}
         first = self._finish_listing(squeue, began, prefix)
-        nodes = self._finish_nodes(scontrol, began) if self.nodes else []
+        nodes = self._finish_nodes(self.nodes, scontrol, began) if self.nodes else []
         return first, {kind: OrphanSearch(kind, live.pop(kind), first) for kind in self.options.kinds}, nodes
 
-    def _finish_nodes(self, handle, began: float) -> List[Dict[str, Any]]:
+    def _finish_nodes(self, nodes: NodeLister, handle, began: float) -> List[Dict[str, Any]]:
         try:
-            return self.nodes.finish(handle)
+            return nodes.finish(handle)
         finally:
             self.time.squeue += self.clock.now() - began
 
@@ -440,7 +443,10 @@ class Reconciler:
     def _draft_orphans(self, kind: str, candidates: List[Record]) -> List[Dict[str, Any]]:
         """The report entries of every candidate, by UUID, before the re-read judges them."""
         # One reason text per live state, shared by every entry: there may be 100,000 of them.
-        reasons = {state: orphan_reason(kind, state, self.options.settle) for state in LIVE_STATES[kind]}
+        # Keyed as Record.state is typed: a live record's state is one of them.
+        reasons: Dict[Optional[str], str] = {
+            state: orphan_reason(kind, state, self.options.settle) for state in LIVE_STATES[kind]
+        }
         entries = _orphan_entries(kind, candidates, reasons)
         entries.sort(key=_uuid_of_entry)
         return entries
@@ -510,11 +516,11 @@ def _dispatcher(holders: List[Dict[str, Any]]) -> Dict[str, Any]:
     }
 
 
-def _orphan_entries(kind: str, records: List[Record], reasons: Mapping[str, str]) -> List[Dict[str, Any]]:
+def _orphan_entries(kind: str, records: List[Record], reasons: Mapping[Optional[str], str]) -> List[Dict[str, Any]]:
     """The report's entries, one dict display per record: 100,000 of them cost a tenth of a
     second this way, more through a function call and an update per entry."""
     lock = "is_locked_by_uuid" if kind == JOBS else "locked_by_uuid"
-    entries = [
+    entries: List[Dict[str, Any]] = [
         {
             "uuid": record.uuid,
             "state": record.state,

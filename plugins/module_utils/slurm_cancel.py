@@ -189,7 +189,8 @@ class CancelResult:
     already_absent_job_ids: List[str] = field(default_factory=list)
     skipped_other_user: List[Dict[str, str]] = field(default_factory=list)
     skipped_pending: List[Dict[str, str]] = field(default_factory=list)
-    remaining: List[Dict[str, Optional[str]]] = field(default_factory=list)
+    # A job never listed has no id or name from Slurm: None where the request gave none.
+    remaining: List[Mapping[str, Optional[str]]] = field(default_factory=list)
     left_running: List[Dict[str, Any]] = field(default_factory=list)
     permission_denied: List[Dict[str, str]] = field(default_factory=list)
     scancel_calls: int = 0
@@ -322,7 +323,7 @@ class _Canceller:
         self.clock = clock
         self.env = client_environment(environ)
         self.started = clock.now()
-        self.deadline = self.started + request.timeout
+        self.deadline = self.started + request.call_timeout
         self.grace_end = self.started + request.grace_period
         self.signal_mode = bool(request.signal)
         self.jobs: Dict[str, _TrackedJob] = {}
@@ -452,7 +453,16 @@ class _Canceller:
 
     def _actionable(self) -> List[QueueEntry]:
         """Jobs in the latest listing that may still need an scancel."""
-        return [entry for entry in self._ours() if self._next_kind(entry)]
+        return [action[0] for action in self._next_actions()]
+
+    def _next_actions(self) -> List[Tuple[QueueEntry, str]]:
+        """(job, the scancel it needs next) for each job in the latest listing that needs one."""
+        actions = []
+        for entry in self._ours():
+            kind = self._next_kind(entry)
+            if kind is not None:
+                actions.append((entry, kind))
+        return actions
 
     def _next_kind(self, entry: QueueEntry) -> Optional[str]:
         """The scancel this listed job needs next, if any."""
@@ -461,7 +471,7 @@ class _Canceller:
             return None
         if self.signal_mode:
             return SIGNAL if not entry.is_pending and SIGNAL not in job.acknowledged else None
-        kind = CANCEL
+        kind: Optional[str] = CANCEL
         if job.terminate:
             kind = self._terminating_kind(entry, job)
             if kind is None or kind == TERMINATE:
@@ -530,12 +540,12 @@ class _Canceller:
         """(kind, jobs) per scancel due now: pending jobs first within a kind, and
         batches holding pending jobs before the others."""
         by_kind: Dict[str, List[QueueEntry]] = {}
-        for entry in self._actionable():
+        for entry, kind in self._next_actions():
             job = self.jobs[entry.job_id]
             if not job.in_flight and self.listing_time >= job.eligible_at - _EPSILON:
-                by_kind.setdefault(self._next_kind(entry), []).append(entry)
+                by_kind.setdefault(kind, []).append(entry)
         cap = self.request.max_job_ids_per_scancel
-        batches = []
+        batches: List[Tuple[str, List[QueueEntry]]] = []
         for kind, entries in by_kind.items():
             entries.sort(key=lambda entry: not entry.is_pending)
             batches.extend((kind, entries[first : first + cap]) for first in range(0, len(entries), cap))
@@ -758,16 +768,18 @@ class _Canceller:
     def _kinds_sent(self) -> Dict[str, Set[str]]:
         """job id -> the kinds of scancel it got; in check mode, the kind a real run would send it first."""
         if self.request.check_mode:
-            return {entry.job_id: {self._next_kind(entry)} for entry in self._actionable()}
+            return {entry.job_id: {kind} for entry, kind in self._next_actions()}
         return {job_id: job.sent for job_id, job in self.jobs.items() if not job.denied}
 
     def _acted(self, kinds: Dict[str, Set[str]], wanted: Tuple[str, ...]) -> List[Dict[str, str]]:
         return [self.jobs[job_id].action_entry() for job_id, sent in kinds.items() if sent.intersection(wanted)]
 
-    def _unknown_remaining(self) -> List[Dict[str, Optional[str]]]:
-        by_name = [{"name": name, "job_id": None, "state": "UNKNOWN", "user": None} for name in self.request.names]
-        by_id = [{"name": None, "job_id": i, "state": "UNKNOWN", "user": None} for i in self.request.job_ids]
-        return by_name + by_id
+    def _unknown_remaining(self) -> List[Mapping[str, Optional[str]]]:
+        unknown: List[Mapping[str, Optional[str]]] = [
+            {"name": name, "job_id": None, "state": "UNKNOWN", "user": None} for name in self.request.names
+        ]
+        unknown.extend({"name": None, "job_id": i, "state": "UNKNOWN", "user": None} for i in self.request.job_ids)
+        return unknown
 
     def _queue_after(self) -> Iterable[QueueEntry]:
         if self.listing is None:
@@ -787,13 +799,13 @@ class _Canceller:
         early, with only jobs left that no scancel may end)."""
         now = self.clock.now()
         if now >= self.deadline - _EPSILON:
-            return "%g" % self.request.timeout
+            return "%g" % self.request.call_timeout
         return "%.1f" % (now - self.started)
 
     def _message(self, listed: bool) -> str:
         result = self.result
         if not listed:
-            return "could not list Slurm's queue within %g s: %s" % (self.request.timeout, result.slurm_error)
+            return "could not list Slurm's queue within %g s: %s" % (self.request.call_timeout, result.slurm_error)
         counts = [
             "%s %d" % (verb, len(jobs))
             for verb, jobs in (

@@ -153,17 +153,17 @@ class CancelRequest:
             raise CancelRequestError("batch needs signal: scancel --batch alone would kill only the batch shell")
         self._refuse_stop_with_signal()
         if self.timeout is None:
-            self._set("timeout", BASE_TIMEOUT + (self.terminate_grace if self.may_terminate else 0.0))
+            self._set("timeout", self.call_timeout)
             self._check_options(("timeout",))
         # Job ids name jobs of unknown kind: they extend the default deadline, but only
         # a job sure to get TERM makes a short timeout an error, and only where an
         # outright cancel must fit in it.
         surely_terminates = self.stop == STOP_TERMINATE or any(map(self.terminates, self.names))
-        if self.wait and surely_terminates and self.cancels_after_term and self.timeout <= self.terminate_grace:
+        if self.wait and surely_terminates and self.cancels_after_term and self.call_timeout <= self.terminate_grace:
             raise CancelRequestError(
                 "timeout %g ends the call before terminate_grace %g is over, so a job that outlives its TERM "
                 "could never be cancelled (after_term=cancel): raise timeout, lower terminate_grace or set "
-                "after_term to term_again" % (self.timeout, self.terminate_grace)
+                "after_term to term_again" % (self.call_timeout, self.terminate_grace)
             )
         for name in ("squeue_path", "scancel_path"):
             _require_path(name, getattr(self, name))
@@ -197,6 +197,14 @@ class CancelRequest:
     def cancels_after_term(self) -> bool:
         """Whether a job still queued ``terminate_grace`` after its TERM is cancelled outright."""
         return self.after_term == AFTER_TERM_CANCEL
+
+    @property
+    def call_timeout(self) -> float:
+        """The bound of the whole call: ``timeout``, which __post_init__ sets when none is
+        given to BASE_TIMEOUT, plus ``terminate_grace`` when a job may get TERM first."""
+        if self.timeout is not None:
+            return self.timeout
+        return BASE_TIMEOUT + (self.terminate_grace if self.may_terminate else 0.0)
 
     @property
     def may_terminate(self) -> bool:

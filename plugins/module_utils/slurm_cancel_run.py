@@ -58,7 +58,8 @@ def run_slurm_job_cancel(
     `warnings`, and a call that left jobs queued or could not reach Slurm has `failed` set.
     """
     request = build_request(params, check_mode)
-    request = replace(request, **client_paths(params, find_program))
+    paths = client_paths(params, find_program)
+    request = replace(request, squeue_path=paths["squeue_path"], scancel_path=paths["scancel_path"])
     outcome = cancel_jobs(request, environ=os.environ if environ is None else environ)
     result = outcome.to_dict()
     predicted_diff = result.pop("diff")
