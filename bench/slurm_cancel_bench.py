@@ -40,9 +40,15 @@ stopped its container), afresh for every contender, stopped by:
                 all ids, timed alone;
   ctld          the floor of one request for all (Slurm 24.05 and later, issue 23): one
                 `scancel --ctld --batch --signal=TERM` of all ids, timed alone;
+  ctld, listed  the same timed from the `squeue` that finds the ids, as the engine is timed
+                (it must list the queue to know them): the like-for-like floor of `engine`;
+  ctld, gone    the same, then `squeue` until the jobs are gone, timed from the first
+                `squeue`: the like-for-like floor of `engine, wait`;
   engine        the engine's default stop (`stop: auto`, `ctld: auto`), `wait: false`: one
                 squeue, then TERM on the batch steps; it returns once Slurm took every TERM;
   engine, per job  the same with `ctld: never`: one request per job whatever the release;
+  engine, one scancel  the same with `max_job_ids_per_scancel` N: all ids in one scancel
+                (with --ctld one request), where the default 500 makes two for 1,000;
   term, gone    the floor, then `squeue` until the jobs are gone;
   engine, wait  the engine's default stop, waiting until the jobs are gone (a job still
                 running `term_interval`, 10 s, after Slurm took its TERM gets TERM again,
@@ -52,7 +58,9 @@ For each contender slurmctld's own count of the requests it served is read from 
 before and after the contender's run (`sdiag` is one more request each time, not counted):
 "kill RPCs" is REQUEST_KILL_JOB plus REQUEST_KILL_JOBS (24.05 and later), "client RPCs"
 every message type but those slurmd and slurmstepd send as jobs end. That needs no
-`sdiag --reset`, so no SlurmUser.
+`sdiag --reset`, so no SlurmUser. "engine CPU s" is the CPU time the engine took in the
+benchmark's own process (its clients' not included), "load" the machine's load average
+(1 minute) as the contender starts.
 
 The lab's node has 2 CPUs; for this scenario the benchmark lets the partition run 1000 jobs
 per CPU (`scontrol update PartitionName=... OverSubscribe=FORCE:1000`) and puts the setting
@@ -79,6 +87,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import re
 import shlex
 import shutil
@@ -113,7 +122,16 @@ SQUEUE_FORMAT = "--format=%i|%j|%T"
 STOP_SCENARIO = "stop running containers"
 STOP_GONE_TIMEOUT = 600
 # Each stopping contender against its floor: (contender, floor).
-STOP_FLOORS = {"engine": "term", "engine, per job": "term", "engine, wait": "term, gone"}
+STOP_FLOORS = {
+    "engine": "term",
+    "engine, per job": "term",
+    "engine, one scancel": "term",
+    "engine, wait": "term, gone",
+}
+# With one request for all (--ctld), each engine contender against the ctld floor doing the
+# same work: the engine lists the queue before any scancel, and "engine, wait" also waits
+# for the jobs to leave, where "ctld" times its one scancel alone.
+CTLD_LIKE_FOR_LIKE = {"engine": "ctld, listed", "engine, one scancel": "ctld, listed", "engine, wait": "ctld, gone"}
 # Issue 23's targets where slurmctld takes one request for all (--ctld, 24.05 and later):
 # the engine within this factor of the ctld floor ...
 CTLD_FLOOR_FACTOR = 1.5
@@ -356,9 +374,15 @@ def run_engine(clients: Clients, names: list[str], grace_period: float = 0.0) ->
 
 
 def run_engine_stop(
-    clients: Clients, names: list[str], wait: bool, timeout: float | None = None, ctld: str = "auto"
+    clients: Clients,
+    names: list[str],
+    wait: bool,
+    timeout: float | None = None,
+    ctld: str = "auto",
+    one_scancel: bool = False,
 ) -> dict:
-    """The engine's default stop: containers' jobs get TERM on their batch step."""
+    """The engine's default stop: containers' jobs get TERM on their batch step (with
+    `one_scancel`, all their ids in one scancel instead of 500 a call)."""
     request = CancelRequest(
         names=tuple(names),
         squeue_path=clients.squeue,
@@ -366,11 +390,15 @@ def run_engine_stop(
         wait=wait,
         timeout=timeout,
         ctld=ctld,
+        **({"max_job_ids_per_scancel": len(names)} if one_scancel else {}),
     )
+    cpu_before = time.process_time()
     result = cancel_jobs(request, environ=clients.env)
+    cpu = time.process_time() - cpu_before
     if result.slurm_error or result.failed:
         print("engine: %s" % result.msg, file=sys.stderr, flush=True)
     return {
+        "engine_cpu": cpu,
         "failed": result.failed or len(result.terminated) != len(names),
         "reported_scancel": result.scancel_calls,
         "reported_squeue": result.squeue_calls,
@@ -379,17 +407,20 @@ def run_engine_stop(
     }
 
 
-def run_term(clients: Clients, names: list[str], wait: bool, ctld: bool = False) -> dict:
-    """One squeue for the ids, then the floor: one TERM to every batch step (timed alone),
-    with --ctld one request for all of them from Slurm 24.05 on."""
+def run_term(
+    clients: Clients, names: list[str], wait: bool, ctld: bool = False, timed_with_listing: bool = False
+) -> dict:
+    """One squeue for the ids, then the floor: one TERM to every batch step (timed alone
+    unless `timed_with_listing`), with --ctld one request for all of them from Slurm 24.05 on."""
     name_filter = "--name=" + ",".join(names)
 
     def listed() -> list[str]:
         result = clients.run([clients.squeue, "--noheader", "--all", SQUEUE_FORMAT, name_filter])
         return [line.split("|")[0] for line in result.stdout.splitlines() if line.strip()]
 
+    listing_began = time.monotonic()
     ids = listed()
-    began = time.monotonic()
+    began = listing_began if timed_with_listing else time.monotonic()
     clients.run([clients.scancel, *(["--ctld"] if ctld else []), "--batch", "--signal=TERM", *ids])
     outcome = {"failed": False, "began": began}
     if not wait:
@@ -537,6 +568,10 @@ class Measurement:
     failed: bool = False
     # Requests slurmctld served during the run, by message type (from sdiag; None without).
     rpcs: dict[str, int] | None = None
+    # The engine's own CPU seconds in this process (its clients' not included).
+    engine_cpu: float | None = None
+    # The machine's load average (1 min) as the contender started.
+    load: float | None = None
 
     @property
     def kill_rpcs(self) -> int | None:
@@ -583,6 +618,7 @@ def measure(
     if scenario == "half end on their own":
         helper = finisher(queue, [ids[name] for name in names[::2]], started)
     counted_before = rpc_counts(env)
+    load = os.getloadavg()[0]
     began = time.monotonic()
     started.set()
     outcome = run(clients, names)
@@ -620,6 +656,8 @@ def measure(
         outcome.get("module_elapsed"),
         bool(outcome.get("failed")),
         rpcs,
+        outcome.get("engine_cpu"),
+        load,
     )
 
 
@@ -634,7 +672,14 @@ def verdicts(rows: list[Measurement]) -> list[str]:
             continue
         peers = {other.contender: other for other in rows if (other.scenario, other.size) == (row.scenario, row.size)}
         if row.scenario == STOP_SCENARIO:
-            lines.append(stop_verdict(row, peers[STOP_FLOORS[row.contender]], peers.get("ctld")))
+            lines.append(
+                stop_verdict(
+                    row,
+                    peers.get(STOP_FLOORS[row.contender]),
+                    peers.get("ctld"),
+                    peers.get(CTLD_LIKE_FOR_LIKE.get(row.contender, "")),
+                )
+            )
             continue
         wall = row.module_elapsed if row.contender == "ansible" else row.wall
         checks = [
@@ -659,21 +704,33 @@ def verdicts(rows: list[Measurement]) -> list[str]:
     return lines
 
 
-def stop_verdict(row: Measurement, floor: Measurement, ctld_floor: Measurement | None = None) -> str:
+def stop_verdict(
+    row: Measurement,
+    floor: Measurement | None,
+    ctld_floor: Measurement | None = None,
+    like_for_like: Measurement | None = None,
+) -> str:
     checks = [
         ("<= 10 client processes", row.processes <= 10),
         ("peak <= %d" % (MAX_CONCURRENT_SCANCEL + 1), row.peak <= MAX_CONCURRENT_SCANCEL + 1),
     ]
-    if ctld_floor is not None and row.contender == "engine":
+    if like_for_like is not None:
+        limit = CTLD_FLOOR_FACTOR * like_for_like.wall
+        checks.append(
+            ("wall <= %g x %s (%.2f s)" % (CTLD_FLOOR_FACTOR, like_for_like.contender, limit), row.wall <= limit)
+        )
+    one_request = ctld_floor is not None and row.contender in ("engine", "engine, one scancel")
+    if one_request:
         # Issue 23: where slurmctld takes one request for all, against both floors.
         limit = CTLD_FLOOR_FACTOR * ctld_floor.wall
-        checks += [
-            ("wall <= %g x ctld (%.2f s)" % (CTLD_FLOOR_FACTOR, limit), row.wall <= limit),
+        checks.append(("wall <= %g x ctld (%.2f s)" % (CTLD_FLOOR_FACTOR, limit), row.wall <= limit))
+    if floor is not None and one_request:
+        checks.append(
             (
                 "wall <= %s / %g (%.2f s)" % (floor.contender, PER_JOB_SPEEDUP, floor.wall / PER_JOB_SPEEDUP),
                 row.wall <= floor.wall / PER_JOB_SPEEDUP,
-            ),
-        ]
+            )
+        )
         if row.kill_rpcs is not None and floor.kill_rpcs is not None:
             checks.append(
                 (
@@ -681,7 +738,7 @@ def stop_verdict(row: Measurement, floor: Measurement, ctld_floor: Measurement |
                     row.kill_rpcs < floor.kill_rpcs,
                 )
             )
-    else:
+    elif floor is not None:
         checks.append(("wall <= 3 x %s (%.2f s)" % (floor.contender, 3 * floor.wall), row.wall <= 3 * floor.wall))
     checks.append(("all sent TERM, nothing left", row.left == 0 and not row.failed))
     return "%s, N=%d, %s: %s" % (
@@ -695,15 +752,15 @@ def stop_verdict(row: Measurement, floor: Measurement, ctld_floor: Measurement |
 def table(rows: list[Measurement]) -> str:
     header = (
         "| scenario | N | contender | wall s | squeue | scancel | processes | "
-        "named to scancel | peak alive | left | table | kill RPCs | client RPCs |"
+        "named to scancel | peak alive | left | table | kill RPCs | client RPCs | engine CPU s | load |"
     )
-    lines = [header, "|" + "---|" * 13]
+    lines = [header, "|" + "---|" * 15]
     for row in rows:
         wall = "%.2f" % row.wall
         if row.module_elapsed is not None and row.contender == "ansible":
             wall += " (module %.2f)" % row.module_elapsed
         lines.append(
-            "| %s | %d | %s | %s | %d | %d | %d | %d | %d | %d | %d | %s | %s |"
+            "| %s | %d | %s | %s | %d | %d | %d | %d | %d | %d | %d | %s | %s | %s | %s |"
             % (
                 row.scenario,
                 row.size,
@@ -718,6 +775,8 @@ def table(rows: list[Measurement]) -> str:
                 row.table,
                 _count(row.kill_rpcs),
                 _count(row.client_rpcs),
+                "-" if row.engine_cpu is None else "%.2f" % row.engine_cpu,
+                "-" if row.load is None else "%.1f" % row.load,
             )
         )
     return "\n".join(lines)
@@ -727,15 +786,39 @@ def _count(value: int | None) -> str:
     return "-" if value is None else str(value)
 
 
-STOP_CONTENDERS = ("term", "ctld", "engine", "engine, per job", "term, gone", "engine, wait")
+STOP_CONTENDERS = (
+    "term",
+    "ctld",
+    "ctld, listed",
+    "engine",
+    "engine, per job",
+    "engine, one scancel",
+    "term, gone",
+    "ctld, gone",
+    "engine, wait",
+)
+
+
+def stop_floors(engine: str) -> list[str]:
+    """The floors an engine contender can be judged against: one request per job, and with
+    one request for all (--ctld) the floor timed alone and the like-for-like one."""
+    floors = [STOP_FLOORS[engine]]
+    if engine in ("engine", "engine, one scancel"):
+        floors.append("ctld")
+    if engine in CTLD_LIKE_FOR_LIKE:
+        floors.append(CTLD_LIKE_FOR_LIKE[engine])
+    return floors
 
 
 def stop_contender(name: str, engine_timeout: float | None) -> Callable[[Clients, list[str]], dict]:
     wait = name.endswith(("gone", "wait"))
     if name.startswith("engine"):
         ctld = "never" if name == "engine, per job" else "auto"
-        return lambda clients, names: run_engine_stop(clients, names, wait, engine_timeout, ctld)
-    return lambda clients, names: run_term(clients, names, wait, ctld=name == "ctld")
+        one_scancel = name == "engine, one scancel"
+        return lambda clients, names: run_engine_stop(clients, names, wait, engine_timeout, ctld, one_scancel)
+    ctld = name.startswith("ctld")
+    timed_with_listing = name in CTLD_LIKE_FOR_LIKE.values()
+    return lambda clients, names: run_term(clients, names, wait, ctld, timed_with_listing)
 
 
 def measure_stopping(
@@ -759,7 +842,7 @@ def measure_stopping(
 def report_row(row: Measurement) -> None:
     print(
         "%-22s N=%-5d %-16s %6.2f s  squeue %4d  scancel %4d  named %4d  "
-        "peak %d  left %d  running at start %d  table %d  kill RPCs %s  client RPCs %s"
+        "peak %d  left %d  running at start %d  table %d  kill RPCs %s  client RPCs %s  engine CPU %s  load %.1f"
         % (
             row.scenario,
             row.size,
@@ -774,6 +857,8 @@ def report_row(row: Measurement) -> None:
             row.table,
             _count(row.kill_rpcs),
             _count(row.client_rpcs),
+            "-" if row.engine_cpu is None else "%.2f s" % row.engine_cpu,
+            row.load or 0.0,
         ),
         file=sys.stderr,
         flush=True,
@@ -814,12 +899,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     arguments = parser.parse_args(argv)
     unmatched = [
-        name for name in arguments.stop_contenders if STOP_FLOORS.get(name, name) not in arguments.stop_contenders
+        name
+        for name in arguments.stop_contenders
+        if name in STOP_FLOORS and not set(stop_floors(name)).intersection(arguments.stop_contenders)
     ]
     if unmatched:
         parser.error(
-            "--stop-contenders: %s need(s) its floor (%s)"
-            % (", ".join(unmatched), ", ".join(STOP_FLOORS[name] for name in unmatched))
+            "--stop-contenders: %s need(s) a floor (%s)"
+            % (", ".join(unmatched), "; ".join(" or ".join(stop_floors(name)) for name in unmatched))
         )
 
     lab = labctl.lab_settings()

@@ -22,8 +22,11 @@ How a call goes:
 * ``scancel`` gets job ids, many per call (``--name`` takes a single name),
   pending ids first; calls holding only running jobs start once every call
   holding pending ones has returned, so freed CPUs cannot start jobs about
-  to be cancelled. At most ``max_job_ids_per_scancel`` ids per call, which
-  confines a failure to its own ids.
+  to be cancelled, and after a listing taken since, which shows running any
+  job those left alone because it started. Other scancels one listing
+  found due are not held back by another listing. At most
+  ``max_job_ids_per_scancel`` ids per call, which confines a failure to its
+  own ids.
 * scancel sends one request per id, ten at a time, so a call may take
   ``command_timeout`` (one request's bound) per ten ids before it is killed,
   but never beyond the call's deadline (or ``command_timeout`` after its
@@ -334,6 +337,14 @@ class _Canceller:
         self.listing: Optional[List[QueueEntry]] = None
         self.listing_time = 0.0
         self.live: List[_ScancelCall] = []
+        # The scancels due, front first, as of the latest listing and the last scancel that
+        # ended; None when one of those changed since. Worked out again only then: the loop
+        # wakes every SCANCEL_CHECK_INTERVAL while scancels run, and going over a thousand
+        # jobs each time took most of a CPU from slurmctld for the whole stop (0.73 s a
+        # second of scancel for 1,000 jobs, measured with the fakes).
+        self.due: Optional[List[Tuple[str, List[QueueEntry]]]] = None
+        # Whether an scancel holding pending jobs ended since the latest listing.
+        self.pending_call_ended = False
         self.bucket = TokenBucket(request.max_scancel_per_second, self.started)
         self.polls = PollSchedule()
         self.next_poll_at = self.started
@@ -360,7 +371,7 @@ class _Canceller:
                 break
             # No look while scancels run: the call cannot end before they
             # do, and a look taken after them tells more.
-            if now >= self.next_poll_at and not self.live:
+            if now >= self.next_poll_at and not self.live and self._look_first():
                 self._poll_queue()
                 continue
             left_waiting = self._start_due_scancels(now)
@@ -388,7 +399,7 @@ class _Canceller:
             wake = min(wake, self.bucket.next_available(now))
         if self.live:
             wake = min(wake, now + SCANCEL_CHECK_INTERVAL, min(call.kill_at for call in self.live))
-        else:
+        elif not left_waiting or self._look_first():
             wake = min(wake, self.next_poll_at)
         self.clock.sleep(max(wake - now, MIN_SLEEP))
 
@@ -442,6 +453,8 @@ class _Canceller:
         if self.first_listing is None:
             self.first_listing = requested
         self.listing = requested
+        self.due = None
+        self.pending_call_ended = False
         self.listing_time = listing_time
         self._log_lingering(listing_time)
 
@@ -523,18 +536,38 @@ class _Canceller:
 
     def _start_due_scancels(self, now: float) -> bool:
         """Start what the bounds allow; True if due jobs are left waiting for them."""
-        batches = self._due_batches()
-        if batches and self.ctld is None:
+        if self._due() and self.ctld is None:
             self._settle_ctld()
             now = self.clock.now()
-        for kind, batch in batches:
+        while self.due:
+            kind, batch = self.due[0]
             holds_pending = batch[0].is_pending
             if not holds_pending and any(call.holds_pending for call in self.live):
                 return True
             if len(self.live) >= self.request.max_concurrent_scancel or not self.bucket.take(now):
                 return True
             self._start_scancel(kind, batch, holds_pending, now)
+            # What is left is what _due_batches would now say: batches are cut in order.
+            del self.due[0]
         return False
+
+    def _look_first(self) -> bool:
+        """Whether to list the queue before starting what the latest listing found due.
+
+        Not when scancels it found due are held only by the token bucket: that listing
+        stands for them, and another would hold them back, under load for as long as
+        slurmctld takes to answer it, busy with the jobs the first scancels stopped (1.9 s
+        between two --ctld calls of 500 running jobs on 24.11). But running jobs wait for a
+        listing taken after the scancels of pending ones: a job those left alone because it
+        started meanwhile is then seen running, in time for their scancel.
+        """
+        due = self._due()
+        return not due or (self.pending_call_ended and not due[0][1][0].is_pending)
+
+    def _due(self) -> List[Tuple[str, List[QueueEntry]]]:
+        if self.due is None:
+            self.due = self._due_batches()
+        return self.due
 
     def _due_batches(self) -> List[Tuple[str, List[QueueEntry]]]:
         """(kind, jobs) per scancel due now: pending jobs first within a kind, and
@@ -700,6 +733,8 @@ class _Canceller:
             )
         else:
             self.scancel_error = ""
+        self.due = None
+        self.pending_call_ended = self.pending_call_ended or call.holds_pending
         # Pending jobs leave at once and running ones within moments: look soon.
         self.polls.reset()
         self.next_poll_at = min(self.next_poll_at, now)

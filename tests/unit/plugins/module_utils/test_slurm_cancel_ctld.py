@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from ansible_collections.arvados_ops.recovery.plugins.module_utils import slurm_cancel
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_run import ALL_OPTIONS, SlurmStep
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_cancel import (
     CancelRequest,
@@ -306,6 +307,54 @@ def test_one_squeue_per_round_and_the_process_bound_hold_with_ctld():
     assert all("--name" in " ".join(argv) for argv in slurm.argvs("squeue"))
     assert result.squeue_calls == len(slurm.calls("squeue")) and result.squeue_calls <= 12
     assert slurm.peak_alive <= 3 + 1 and not result.failed
+
+
+def test_scancels_one_listing_found_due_go_without_another_listing_between_them():
+    # 1,000 running containers, two scancel --ctld of 500: the first ends before the token
+    # bucket (10 a second) lets the second start. A listing between them would hold the
+    # second back for as long as slurmctld takes to answer it, busy with the first 500.
+    slurm = fake_slurm("24.11.5")
+    slurm.scancel_duration = 0.03
+    names = [container(number) for number in range(1, 1001)]
+    for number, name in enumerate(names, 1):
+        slurm.add(number, name, "RUNNING", exits_after_signal=1.0)
+    result = run(slurm, caller=ROOT, names=names, wait=False)
+    assert slurm.argvs("scancel") == [
+        CTLD_TERM + [str(n) for n in range(1, 501)],
+        CTLD_TERM + [str(n) for n in range(501, 1001)],
+    ]
+    first, second = slurm.calls("scancel")
+    assert second.started == pytest.approx(first.started + 0.1)
+    assert result.squeue_calls == 1 and len(slurm.version_probes) == 1
+    assert len(result.terminated) == 1000 and not result.failed
+
+
+@pytest.mark.parametrize("release", ["22.05.8", "24.11.5"])
+def test_the_jobs_are_gone_over_once_per_listing_or_ended_scancel_not_while_scancels_run(release, monkeypatch):
+    # 2,000 running containers: four scancels of 500, three alive at once, the fourth
+    # waiting for a slot, each taking 2 s (the loop checks them every 5 ms meanwhile).
+    slurm = fake_slurm(release)
+    slurm.scancel_duration = 2.0
+    names = [container(number) for number in range(1, 2001)]
+    for number, name in enumerate(names, 1):
+        slurm.add(number, name, "RUNNING", exits_after_signal=1.0)
+    worked_out = []
+    due_batches = slurm_cancel._Canceller._due_batches
+
+    def counted(canceller):
+        worked_out.append(canceller.clock.now())
+        return due_batches(canceller)
+
+    monkeypatch.setattr(slurm_cancel._Canceller, "_due_batches", counted)
+    result = run(slurm, caller=ROOT, names=names)
+    sent = [argv[len(CTLD_TERM) if "--ctld" in argv else 3 :] for argv in slurm.argvs("scancel")]
+    assert sent == [[str(n) for n in range(first, first + 500)] for first in (1, 501, 1001, 1501)]
+    calls = slurm.calls("scancel")
+    assert calls[3].started >= min(call.ends for call in calls[:3])
+    assert len(result.terminated) == 2000 and not result.failed
+    # Without the cache: once per check of the live scancels, 2,167 times here, each
+    # over every job.
+    assert len(worked_out) <= result.squeue_calls + result.scancel_calls
 
 
 # -- arvados_fail_jobs cancels in batches: one version probe for the whole run ---------------
