@@ -19,6 +19,14 @@ live containers, finished containers and unknown UUIDs:
 With `--psycopg2`, (a) also runs through psycopg2 (pg_driver's psycopg2 path: no pipeline,
 the live records fetched whole) as (a2), and the report says by how much it is slower.
 
+With `--watch` (issue 24), the watch against the module, given the same options (the lab
+database by its config.yml, `settle` 0, the rest the defaults, so one `scontrol` too):
+(m) arvados_reconcile_info's read, `run_reconcile` as the module calls it; (w) the
+`arvados-recovery-watch` command's steps in-process as its main() runs them (options
+file, the read, the gauges rendered and the .prom file written atomically, the JSON
+result written atomically), each timed; (x) the command itself as a child process, wall
+time and peak RSS (GNU time's). `--keep-prom FILE` copies the last .prom file (w) wrote.
+
 Each round runs them in another order (`--rounds`, default 5); the report gives medians
 and spreads, the squeue calls and SQL statements of (a), and the peak Python heap of each,
 measured by tracemalloc in one more round each, not timed.
@@ -37,26 +45,32 @@ import argparse
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import tracemalloc
 from datetime import timedelta
+from functools import partial
+from pathlib import Path
 
 import psycopg
 from psycopg import sql
 
 from lab import datagen, labctl
-from plugins.module_utils import pg_driver, uuids
+from lab.files import render_arvados_config, write_private_file
+from plugins.module_utils import pg_driver, uuids, watch_cli
 from plugins.module_utils.reconcile import CONTAINERS, JOBS, squeue_command
 from plugins.module_utils.reconcile_db import LIVE_CHUNK_ROWS, SQL_LIVE, DatabaseReader, make_read_only
-from plugins.module_utils.reconcile_run import ReconcileOptions, Reconciler, SlurmLister
+from plugins.module_utils.reconcile_run import ReconcileOptions, Reconciler, SlurmLister, run_reconcile
 from plugins.module_utils.slurm_queue import client_environment
 from plugins.module_utils.slurm_runner import SubprocessRunner, SystemClock
 
 PREFIX = "zzzzz"
 SCANCEL_CHUNK = 500
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def superuser(lab):
@@ -248,6 +262,79 @@ def contender_floor(lab, name: str, env, traced: bool, streamed: bool = False) -
     }
 
 
+class WatchFiles:
+    """What the module and the watch are given: the lab database named by a config.yml
+    (0600, as on a dispatcher host), in an options file the watch reads as the role's
+    unit has it read; and where the watch writes its .prom file and its JSON result."""
+
+    def __init__(self, lab, name: str, directory: Path):
+        self.config = directory / "config.yml"
+        write_private_file(self.config, render_arvados_config(lab, lab.db_password(), dbname=name))
+        self.params = {"config_file": str(self.config), "cluster_prefix": PREFIX, "settle": 0, "db_wait": 0}
+        self.options = directory / "watch.json"
+        write_private_file(self.options, json.dumps(self.params))
+        self.metrics = directory / "arvados_recovery.prom"
+        self.result = directory / "result.json"
+
+    def argv(self, metrics: Path, result: Path) -> list[str]:
+        """The role's unit's command line (roles/recovery_watch/templates)."""
+        return ["--options-file", str(self.options), "--metrics-file", str(metrics), "--json", str(result)]
+
+
+def contender_module(lab, name: str, env, traced: bool, files: WatchFiles) -> dict[str, object]:
+    if traced:
+        tracemalloc.start()
+    began = time.monotonic()
+    result = run_reconcile(files.params, environ=env)
+    wall = time.monotonic() - began
+    return {"wall": wall, "peak_mib": traced_peak_mib(traced), "counts": result["counts"]}
+
+
+def contender_watch(lab, name: str, env, traced: bool, files: WatchFiles) -> dict[str, object]:
+    """watch_cli.main()'s steps, each timed: the read is the same run_reconcile as (m)'s."""
+    read_seconds: list[float] = []
+
+    def timed_read(params):
+        began = time.monotonic()
+        try:
+            return run_reconcile(params, environ=env)
+        finally:
+            read_seconds.append(time.monotonic() - began)
+
+    if traced:
+        tracemalloc.start()
+    began = time.monotonic()
+    params = watch_cli.gather_params(watch_cli.build_parser().parse_args(files.argv(files.metrics, files.result)))
+    result = watch_cli.watch(params, read=timed_read)
+    prom_written = time.monotonic()
+    watch_cli.write_json(result, str(files.result), None)
+    wall = time.monotonic() - began
+    return {
+        "wall": wall,
+        "peak_mib": traced_peak_mib(traced),
+        "counts": result["counts"],
+        "read_s": read_seconds[0],
+        "prom_s": prom_written - began - read_seconds[0],
+        "json_s": wall - (prom_written - began),
+        "prom_bytes": files.metrics.stat().st_size,
+        "json_bytes": files.result.stat().st_size,
+    }
+
+
+def contender_command(lab, name: str, env, traced: bool, files: WatchFiles) -> dict[str, object]:
+    """The command as the role's timer runs it: interpreter start-up and imports included.
+    Its peak RSS comes from GNU time, a small parent: Linux starts a child's ru_maxrss from
+    its parent's peak across fork and exec, so this benchmark's own RSS would mask it."""
+    scratch = files.metrics.parent
+    usage = scratch / "command.time"
+    argv = ["/usr/bin/time", "-f", "%M", "-o", str(usage), sys.executable, "-m", "plugins.module_utils.watch_cli"]
+    argv += files.argv(scratch / "command.prom", scratch / "command.json")
+    began = time.monotonic()
+    subprocess.run(argv, cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, timeout=300, check=True)
+    wall = time.monotonic() - began
+    return {"wall": wall, "peak_mib": None, "rss_mib": int(usage.read_text().split()[-1]) / 1024}
+
+
 def traced_peak_mib(traced: bool) -> float | None:
     """The peak Python heap of a traced run, which then ends the tracing."""
     if not traced:
@@ -278,6 +365,10 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--rebuild", action="store_true")
     parser.add_argument("--psycopg2", action="store_true", help="run (a) through psycopg2 too, as (a2)")
+    parser.add_argument(
+        "--watch", action="store_true", help="run (m) the module's read, (w) the watch and (x) its command too"
+    )
+    parser.add_argument("--keep-prom", metavar="FILE", help="with --watch: copy the last .prom file (w) wrote to FILE")
     parser.add_argument("--json", action="store_true", help="print the raw numbers as JSON too")
     args = parser.parse_args(argv)
 
@@ -295,6 +386,12 @@ def main(argv=None) -> int:
     contenders = {"reconcile": contender_reconcile, "floor": contender_floor, "streamed": contender_floor_streamed}
     if args.psycopg2:
         contenders["reconcile_psycopg2"] = contender_reconcile_psycopg2
+    scratch = tempfile.TemporaryDirectory(prefix="reconcile-bench-")
+    if args.watch:
+        files = WatchFiles(lab, name, Path(scratch.name))
+        for label, contender in (("module", contender_module), ("watch", contender_watch)):
+            contenders[label] = partial(contender, files=files)
+        contenders["command"] = partial(contender_command, files=files)
     rounds: dict[str, list[dict[str, object]]] = {contender: [] for contender in contenders}
     try:
         submit_held(env, names, job_ids)
@@ -308,12 +405,55 @@ def main(argv=None) -> int:
             order = order[number % len(order) :] + order[: number % len(order)]
             for contender in order:
                 rounds[contender].append(contenders[contender](lab, name, env, traced=number == args.rounds))
+        if args.watch and args.keep_prom:
+            shutil.copyfile(files.metrics, args.keep_prom)
     finally:
         cancel(env, job_ids)
+        scratch.cleanup()
     report(args, rounds, load)
+    if args.watch:
+        report_watch(rounds)
     if args.json:
         print(json.dumps({"load": load, "rounds": rounds}, indent=1, default=str))
     return 0
+
+
+def report_watch(rounds) -> None:
+    (*module, module_traced), (*watch, watch_traced) = rounds["module"], rounds["watch"]
+    command = rounds["command"][:-1]
+    assert watch[0]["counts"] == module[0]["counts"] == rounds["reconcile"][0]["counts"]
+    print("\nthe watch against arvados_reconcile_info's read (same options, one scontrol each)")
+    print("| contender | wall s, median (min-max) | read s | .prom s | JSON s | peak heap MiB | peak RSS MiB |")
+    print("|---|---|---|---|---|---|---|")
+    print(
+        "| (m) arvados_reconcile_info's read (run_reconcile) | %s | | | | %.1f | |"
+        % (spread([r["wall"] for r in module]), module_traced["peak_mib"])
+    )
+    print(
+        "| (w) the watch in-process: read, .prom, JSON | %s | %s | %s | %s | %.1f | |"
+        % tuple(
+            [spread([r[key] for r in watch]) for key in ("wall", "read_s", "prom_s", "json_s")]
+            + [watch_traced["peak_mib"]]
+        )
+    )
+    print(
+        "| (x) the command, a child process | %s | | | | | %s |"
+        % (spread([r["wall"] for r in command]), spread([r["rss_mib"] for r in command]))
+    )
+    for label, values in (
+        ("(w) read / (m)", [w["read_s"] / m["wall"] for w, m in zip(watch, module, strict=True)]),
+        (
+            "(w) read + .prom / (m)",
+            [(w["read_s"] + w["prom_s"]) / m["wall"] for w, m in zip(watch, module, strict=True)],
+        ),
+        ("(w) whole / (m)", [w["wall"] / m["wall"] for w, m in zip(watch, module, strict=True)]),
+        ("(x) / (m)", [x["wall"] / m["wall"] for x, m in zip(command, module, strict=True)]),
+    ):
+        print(
+            "%s per round: %s; median %.2fx"
+            % (label, ", ".join("%.2f" % ratio for ratio in values), statistics.median(values))
+        )
+    print(".prom %d bytes, JSON %d bytes" % (watch[0]["prom_bytes"], watch[0]["json_bytes"]))
 
 
 def psycopg2_version(rounds) -> str:

@@ -148,6 +148,15 @@ def test_the_json_goes_to_the_file_named_and_stdout_stays_empty(prom, tmp_path):
     assert json.loads(out.read_text())["stray_slurm_jobs"][0]["name"] == STRAY
 
 
+def test_the_json_is_one_line_as_json_encodes_it_in_c(prom, tmp_path):
+    # Indented, Python's json encodes in Python: seconds for 100,000 orphans (bench/README.md).
+    out = tmp_path / "watch.json"
+    run(["--metrics-file", str(prom), "--json", str(out)], FakeRead(result()))
+    code, stdout, _stderr = run(["--metrics-file", str(prom)], FakeRead(result()))
+    assert code == 0
+    assert out.read_text() == stdout == json.dumps(json.loads(stdout), sort_keys=True) + "\n"
+
+
 def test_options_come_from_the_file_and_flags_win(prom, tmp_path):
     options_file = tmp_path / "watch.yml"
     options_file.write_text(
