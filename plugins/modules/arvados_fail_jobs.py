@@ -58,7 +58,7 @@ attributes:
     platforms: posix
 requirements:
   - psycopg 3 (C(python3-psycopg) on Debian 12+ and Ubuntu 24.04) or, where the release has only that,
-    psycopg2 2.9.2 or later (C(python3-psycopg2) on Ubuntu 22.04; Debian 11's 2.8.6 is untested) on the host the
+    psycopg2 2.8.6 or later (C(python3-psycopg2) on Debian 11 and Ubuntu 22.04) on the host the
     module runs on; psycopg 3 is taken when both are there
   - PyYAML when the database settings come from a file
   - the Slurm client tools on that host, to cancel the jobs' Slurm jobs
