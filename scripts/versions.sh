@@ -27,7 +27,7 @@
 #   scripts/versions.sh --venv oldest|newest|SERIES
 # only makes (or finds) that core's virtualenv on this machine and prints its directory;
 # scripts/integration-cores.sh runs the recovery playbooks on the lab with it. A lock per
-# virtualenv lets both run at once (the two lanes of make test).
+# virtualenv lets both run at once (two lanes of make test).
 #
 # ansible-test's virtualenvs live under ~/.ansible/test: two sanity runs at once collide
 # there, so every run here is sequential (give a parallel make test its own HOME).
