@@ -383,7 +383,7 @@ def run_engine_stop(
     one_scancel: bool = False,
 ) -> dict:
     """The engine's default stop: containers' jobs get TERM on their batch step (with
-    `one_scancel`, all their ids in one scancel instead of 500 a call)."""
+    `one_scancel`, all their ids in one scancel where the per-job path makes 500 a call)."""
     request = CancelRequest(
         names=tuple(names),
         squeue_path=clients.squeue,
