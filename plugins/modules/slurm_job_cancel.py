@@ -147,8 +147,8 @@ options:
     description:
       - Job ids given to one C(scancel) that sends one request per job, for example V(100).
         Keeps a failure confined to its own ids.
-      - Not followed by an C(scancel --ctld) that is one request (see O(ctld)): it names up to
-        10000 ids of one kind, since it reports each job Slurm refused by its id anyway and a
+      - Not followed by an C(scancel --ctld) that is one request (see O(ctld)), which names up
+        to 10000 ids of one kind, since it reports each job Slurm refused by its id anyway and a
         second C(scancel) only waits in C(slurmctld) behind the signals of the first. A job of
         another user, unless the task runs as root, keeps its kind of call to this many ids.
       - At most V(10000).
