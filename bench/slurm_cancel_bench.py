@@ -47,8 +47,9 @@ stopped its container), afresh for every contender, stopped by:
   engine        the engine's default stop (`stop: auto`, `ctld: auto`), `wait: false`: one
                 squeue, then TERM on the batch steps; it returns once Slurm took every TERM;
   engine, per job  the same with `ctld: never`: one request per job whatever the release;
-  engine, one scancel  the same with `max_job_ids_per_scancel` N: all ids in one scancel
-                (with --ctld one request), where the default 500 makes two for 1,000;
+  engine, one scancel  the same with `max_job_ids_per_scancel` N: all ids in one scancel,
+                where the default 500 makes two for 1,000 on the per-job path (a
+                --ctld scancel that is one request takes up to 10,000 ids anyway);
   term, gone    the floor, then `squeue` until the jobs are gone;
   engine, wait  the engine's default stop, waiting until the jobs are gone (a job still
                 running `term_interval`, 10 s, after Slurm took its TERM gets TERM again,
@@ -382,7 +383,7 @@ def run_engine_stop(
     one_scancel: bool = False,
 ) -> dict:
     """The engine's default stop: containers' jobs get TERM on their batch step (with
-    `one_scancel`, all their ids in one scancel instead of 500 a call)."""
+    `one_scancel`, all their ids in one scancel where the per-job path makes 500 a call)."""
     request = CancelRequest(
         names=tuple(names),
         squeue_path=clients.squeue,

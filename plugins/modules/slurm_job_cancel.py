@@ -145,8 +145,12 @@ options:
     default: 3
   max_job_ids_per_scancel:
     description:
-      - Job ids given to one C(scancel), for example V(100). Keeps a failure confined to its own
-        ids.
+      - Job ids given to one C(scancel) that sends one request per job, for example V(100).
+        Keeps a failure confined to its own ids.
+      - Not followed by an C(scancel --ctld) that is one request (see O(ctld)), which names up
+        to 10000 ids of one kind, since it reports each job Slurm refused by its id anyway and a
+        second C(scancel) only waits in C(slurmctld) behind the signals of the first. A job of
+        another user, unless the task runs as root, keeps its kind of call to this many ids.
       - At most V(10000).
     type: int
     default: 500
@@ -240,7 +244,8 @@ options:
         (C(REQUEST_KILL_JOBS)) for all of them, where every other form reads the whole queue
         and sends one request per job, ten at a time. The stop keeps its three kinds of call
         (pending jobs removed with C(--state=PENDING), running ones sent C(--batch --signal=TERM),
-        others cancelled), each then one request.
+        others cancelled), each then one request, naming up to 10000 ids whatever
+        O(max_job_ids_per_scancel) says.
       - V(auto) asks C(scancel --version) once per task, before the first C(scancel), and uses
         C(--ctld) on 24.05 and later (RV(scancel_version), RV(ctld)); an answer that names no
         release means no C(--ctld). On older releases C(--ctld) only routes each job's request

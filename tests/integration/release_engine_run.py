@@ -85,7 +85,8 @@ def wait_for(condition, timeout: float):
 
 
 def stop() -> dict:
-    """The dispatcher's stop of 2 running and 4 pending containers' jobs, as root."""
+    """The dispatcher's stop of 2 running and 4 pending containers' jobs, as root, with
+    max_job_ids_per_scancel 1, which a scancel that is one request does not follow."""
     names = [new_uuid("zzzzz", CONTAINER_INFIX) for _number in range(RUNNING + PENDING)]
     ids = {name: submit(name) for name in names[:RUNNING]}
     wait_for(lambda: list(queue(list(ids.values())).values()) == ["RUNNING"] * RUNNING, 30)
@@ -93,7 +94,7 @@ def stop() -> dict:
     before = queue(list(ids.values()))
     wrapper, log = logging_scancel(Path(tempfile.mkdtemp()))
     counted = rpc_counts()
-    result = cancel_jobs(CancelRequest(names=tuple(names), scancel_path=wrapper))
+    result = cancel_jobs(CancelRequest(names=tuple(names), scancel_path=wrapper, max_job_ids_per_scancel=1))
     after = rpc_counts()
     gone = wait_for(lambda: not queue(list(ids.values())), 60)
     return {

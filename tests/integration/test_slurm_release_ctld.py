@@ -67,6 +67,7 @@ def test_the_dispatchers_stop_is_one_kill_request_per_scancel_on_24_11():
     assert (result["ctld"], result["scancel_version"]) == (True, "24.11")
     pending = sorted(job_id for job_id, state in run["states_before"].items() if state == "PENDING")
     running = sorted(job_id for job_id, state in run["states_before"].items() if state == "RUNNING")
+    # One scancel per call shape although max_job_ids_per_scancel is 1 (release_engine_run).
     version, removal, term = run["scancel_argvs"]
     assert version == ["--version"]
     assert removal[:2] == ["--ctld", "--state=PENDING"] and sorted(removal[2:]) == pending
