@@ -122,12 +122,7 @@ def read_options_file(path: str) -> Dict[str, Any]:
 
 
 def gather_params(args: argparse.Namespace) -> Dict[str, Any]:
-    params = read_options_file(args.options_file) if args.options_file else {}
-    for name in ALL_OPTIONS:
-        value = getattr(args, name, None)
-        if value is not None:
-            params[name] = value
-    return params
+    return options_file.file_and_flags(args, ALL_OPTIONS, PROGRAM)
 
 
 def _count(value: Any) -> int:

@@ -145,6 +145,17 @@ def check_secret_file_mode(shown_path: str, status: os.stat_result, secrets: Seq
         )
 
 
+def file_and_flags(args: argparse.Namespace, table: Mapping[str, Option], program: str) -> Dict[str, Any]:
+    """A command's options as given: the options file's (``--options-file``), the flags'
+    over them; not yet converted nor checked (``parse(..., from_text=True)`` does both)."""
+    params = read_options_file(args.options_file, table, program) if args.options_file else {}
+    for name in table:
+        value = getattr(args, name, None)
+        if value is not None:
+            params[name] = value
+    return params
+
+
 def add_option_flag(
     parser: argparse.ArgumentParser,
     name: str,

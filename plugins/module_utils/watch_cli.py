@@ -107,12 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def gather_params(args: argparse.Namespace) -> Dict[str, Any]:
     """Every option typed and checked: the file's values, the flags over them."""
-    params = options_file.read_options_file(args.options_file, ALL_OPTIONS, PROGRAM) if args.options_file else {}
-    for name in ALL_OPTIONS:
-        value = getattr(args, name, None)
-        if value is not None:
-            params[name] = value
-    return parse(ALL_OPTIONS, params, from_text=True)
+    return parse(ALL_OPTIONS, options_file.file_and_flags(args, ALL_OPTIONS, PROGRAM), from_text=True)
 
 
 def reconcile_params(params: Mapping[str, Any]) -> Dict[str, Any]:
