@@ -241,13 +241,21 @@ def kept_blocks(previous_text: str, dropped: Sequence[str]) -> str:
 
 def write_atomically(path: str, text: str, mode: int = 0o644) -> None:
     """Replaces `path` whole: a reader (node_exporter scraping) sees the old file or the
-    new one, never a part. The temporary file is in the same directory so that the rename
-    stays on one file system; node_exporter ignores names not ending in ``.prom``."""
+    new one, never a part."""
+    write_pieces_atomically(path, (text,), mode)
+
+
+def write_pieces_atomically(path: str, pieces: Iterable[str], mode: int = 0o644) -> None:
+    """Replaces `path` whole with the pieces' concatenation, written as they come (a big
+    text need not be held whole: json_stream). The temporary file is in the same directory
+    so that the rename stays on one file system; node_exporter ignores names not ending in
+    ``.prom``. Whatever fails, a piece included, leaves the old file and no temporary one."""
     directory = os.path.dirname(os.path.abspath(path))
     handle, temporary = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), suffix=".tmp", dir=directory)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
+            for piece in pieces:
+                stream.write(piece)
             stream.flush()
             os.fsync(stream.fileno())
         os.chmod(temporary, mode)

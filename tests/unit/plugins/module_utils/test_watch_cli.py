@@ -157,6 +157,74 @@ def test_the_json_is_one_line_as_json_encodes_it_in_c(prom, tmp_path):
     assert out.read_text() == stdout == json.dumps(json.loads(stdout), sort_keys=True) + "\n"
 
 
+def big_result():
+    """Enough orphans that the JSON comes in several slices (json_stream.SLICE_ITEMS)."""
+    jobs = [
+        {"uuid": "zzzzz-8i9sb-%015d" % number, "state": "Running", "reason": "ünïcödé ✓ job %d" % number}
+        for number in range(2500)
+    ]
+    return result(orphaned_jobs=jobs, jobs_awaiting_retry=[], checked_at=Unencodable("2026-12-03"))
+
+
+class Unencodable:
+    """Not JSON: json's default=str writes its str()."""
+
+    def __init__(self, text, fails=False):
+        self.text = text
+        self.fails = fails
+
+    def __str__(self):
+        if self.fails:
+            raise RuntimeError("cannot say")
+        return self.text
+
+
+def test_the_json_is_json_dumps_text_byte_for_byte_in_the_file_and_on_stdout(prom, tmp_path):
+    out = tmp_path / "watch.json"
+    expected = json.dumps(big_result(), sort_keys=True, default=str) + "\n"
+    assert run(["--metrics-file", str(prom), "--json", str(out)], FakeRead(big_result()))[0] == 0
+    code, stdout, _stderr = run(["--metrics-file", str(prom)], FakeRead(big_result()))
+    assert code == 0
+    assert out.read_bytes() == stdout.encode("utf-8") == expected.encode("utf-8")
+    assert out.stat().st_mode & 0o777 == 0o644
+
+
+def test_a_json_write_failing_midway_keeps_the_old_file_and_no_temporary(prom, tmp_path):
+    out = tmp_path / "watch.json"
+    run(["--metrics-file", str(prom), "--json", str(out)], FakeRead(result()))
+    before = out.read_bytes()
+    broken = big_result()
+    # Last in sorted order, after the 2,500 orphans are written out.
+    broken["zz_last"] = [Unencodable("x", fails=True)]
+    with pytest.raises(RuntimeError, match="cannot say"):
+        watch_cli.write_json(broken, str(out), None)
+    assert out.read_bytes() == before
+    assert sorted(path.name for path in tmp_path.iterdir()) == [prom.name, out.name]
+
+
+def test_a_full_disk_midway_through_the_json_keeps_the_old_file(prom, tmp_path, monkeypatch):
+    out = tmp_path / "watch.json"
+    run(["--metrics-file", str(prom), "--json", str(out)], FakeRead(result()))
+    before = out.read_bytes()
+    pieces = []
+
+    def room_for_three(pieces_in):
+        for piece in pieces_in:
+            if len(pieces) == 3:
+                raise OSError(28, "No space left on device")
+            pieces.append(piece)
+            yield piece
+
+    real = watch_cli.json_pieces
+    monkeypatch.setattr(watch_cli, "json_pieces", lambda value: room_for_three(real(value)))
+    code, stdout, stderr = run(["--metrics-file", str(prom), "--json", str(out)], FakeRead(big_result()))
+    assert (code, stdout) == (1, "")
+    assert "cannot write %s: No space left on device" % out in stderr
+    assert len(pieces) == 3
+    assert out.read_bytes() == before
+    assert sorted(path.name for path in tmp_path.iterdir()) == [prom.name, out.name]
+
+
 def test_options_come_from_the_file_and_flags_win(prom, tmp_path):
     options_file = tmp_path / "watch.yml"
     options_file.write_text(
