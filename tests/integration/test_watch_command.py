@@ -96,6 +96,9 @@ def test_a_stray_job_and_an_orphan_become_gauges_and_a_failed_read_keeps_them(
     assert completed.returncode == 0, completed.stderr
     assert (completed.stdout, completed.stderr) == ("", "")
     result = json.loads(result_file.read_text())
+    # Written in pieces (json_stream), the file is still json.dumps' one line, whole.
+    assert result_file.read_text() == json.dumps(result, sort_keys=True) + "\n"
+    assert result_file.stat().st_mode & 0o777 == 0o644
     assert [entry["uuid"] for entry in result["orphaned_containers"]] == [orphan]
     strays = [entry for entry in result["stray_slurm_jobs"] if entry["name"] == stray]
     assert [entry["job_id"] for entry in strays] == [job_id]
