@@ -36,8 +36,8 @@ How a call goes:
   start, for one started just before it).
 * From Slurm 24.05 on (``ctld``, see slurm_version) every scancel carries
   ``--ctld`` and is one request for all its ids, bounded by one
-  ``command_timeout``; ``scancel --version`` is asked once, before the first
-  scancel. Such a scancel exits 0 whatever Slurm said of each job and prints
+  ``command_timeout``; ``scancel --version`` is asked once, beside the first
+  squeue, and read when the first scancel is due. Such a scancel exits 0 whatever Slurm said of each job and prints
   "Kill job error on job id N: ..." for those it refused: those ids count as
   a failed scancel (an access denied as for the per-job path), but a job
   ``--state=PENDING`` skipped because it started meanwhile, which the
@@ -347,6 +347,10 @@ class _Canceller:
         # jobs each time took most of a CPU from slurmctld for the whole stop (0.73 s a
         # second of scancel for 1,000 jobs, measured with the fakes).
         self.due: Optional[List[Tuple[str, List[QueueEntry]]]] = None
+        # Each listed job's next scancel, worked out again under the same rule as `due`
+        # (a listing or an ended scancel changes it): a stop of 1,000 jobs went over them
+        # seven times, 10 ms of its 130 on Slurm 24.11 (bench/README.md, issue 23).
+        self.actions: Optional[List[Tuple[QueueEntry, str]]] = None
         # Whether an scancel holding pending jobs ended since the latest listing.
         self.pending_call_ended = False
         self.bucket = TokenBucket(request.max_scancel_per_second, self.started)
@@ -360,14 +364,25 @@ class _Canceller:
         self.ctld: Optional[bool] = None
         self.one_request = False
         self.noted_ctld_refused = False
+        # `scancel --version`, started with the first squeue when the run may need it; or
+        # why scancel could not be started, raised only if an scancel is then due.
+        self.version_probe: Optional[ProcessHandle] = None
+        self.version_probe_error: Optional[CommandNotFoundError] = None
 
     # -- the loop ------------------------------------------------------------
 
     def run(self) -> CancelResult:
         if not self.request.names and not self.request.job_ids:
             return self._finish("nothing requested: no Slurm job name or id given")
-        if self.request.check_mode:
-            return self._check()
+        self._start_version_probe()
+        try:
+            if self.request.check_mode:
+                return self._check()
+            return self._loop()
+        finally:
+            self._end_version_probe()
+
+    def _loop(self) -> CancelResult:
         while True:
             self._reap_scancels()
             now = self.clock.now()
@@ -458,6 +473,7 @@ class _Canceller:
             self.first_listing = requested
         self.listing = requested
         self.due = None
+        self.actions = None
         self.pending_call_ended = False
         self.listing_time = listing_time
         self._log_lingering(listing_time)
@@ -474,12 +490,13 @@ class _Canceller:
 
     def _next_actions(self) -> List[Tuple[QueueEntry, str]]:
         """(job, the scancel it needs next) for each job in the latest listing that needs one."""
-        actions = []
-        for entry in self._ours():
-            kind = self._next_kind(entry)
-            if kind is not None:
-                actions.append((entry, kind))
-        return actions
+        if self.actions is None:
+            self.actions = []
+            for entry in self._ours():
+                kind = self._next_kind(entry)
+                if kind is not None:
+                    self.actions.append((entry, kind))
+        return self.actions
 
     def _next_kind(self, entry: QueueEntry) -> Optional[str]:
         """The scancel this listed job needs next, if any."""
@@ -678,12 +695,33 @@ class _Canceller:
         self.one_request = self.ctld and sends_one_request(version)
         self.result.ctld = self.ctld
 
+    def _needs_scancel_version(self) -> bool:
+        return self.request.ctld in (CTLD_AUTO, CTLD_ALWAYS) and self.request.scancel_release is None
+
+    def _start_version_probe(self) -> None:
+        """Start ``scancel --version`` beside the first squeue when an scancel of this run
+        would ask it: it talks to no daemon, and asked in series it added a process's start
+        (8 ms under load) to every stop. Its answer is read only if an scancel is due."""
+        if not self._needs_scancel_version():
+            return
+        try:
+            self.version_probe = self.runner.start(scancel_version_command(self.request.scancel_path), self.env)
+        except CommandNotFoundError as error:
+            self.version_probe_error = error
+
+    def _end_version_probe(self) -> None:
+        """Reap a probe nobody asked (nothing was due), so that no process outlives the call."""
+        if self.version_probe is not None:
+            self.version_probe.kill()
+            self.version_probe.output()
+            self.version_probe = None
+
     def _scancel_version(self) -> Optional[Tuple[int, int]]:
         known = self.request.scancel_release
         if known is not None:
             self.result.scancel_version = known
             return parse_slurm_version("slurm " + known) if known else None
-        outcome = self._run_to_end("scancel", scancel_version_command(self.request.scancel_path))
+        outcome = self._version_outcome()
         version = parse_slurm_version(outcome.stdout) if outcome.ok else None
         if version is not None:
             self.result.scancel_version = "%d.%02d" % version
@@ -758,6 +796,7 @@ class _Canceller:
         else:
             self.scancel_error = ""
         self.due = None
+        self.actions = None
         self.pending_call_ended = self.pending_call_ended or call.holds_pending
         # Pending jobs leave at once and running ones within moments: look soon.
         self.polls.reset()
@@ -765,8 +804,19 @@ class _Canceller:
 
     # -- commands and messages -----------------------------------------------
 
+    def _version_outcome(self) -> _CommandOutcome:
+        if self.version_probe_error is not None:
+            raise self.version_probe_error
+        if self.version_probe is None:
+            return self._run_to_end("scancel", scancel_version_command(self.request.scancel_path))
+        handle, self.version_probe = self.version_probe, None
+        return self._ended("scancel", handle)
+
     def _run_to_end(self, program: str, argv: List[str]) -> _CommandOutcome:
-        handle = self.runner.start(argv, self.env)
+        return self._ended(program, self.runner.start(argv, self.env))
+
+    def _ended(self, program: str, handle: ProcessHandle) -> _CommandOutcome:
+        """The outcome of a started command, killed if it outlives command_timeout."""
         returncode = handle.wait(self.request.command_timeout)
         timed_out = returncode is None
         if timed_out:

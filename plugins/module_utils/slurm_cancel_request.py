@@ -291,9 +291,16 @@ def _unique(values: Iterable[str]) -> Tuple[str, ...]:
     return tuple(dict.fromkeys(values))
 
 
+# In ASCII the characters below are exactly the comma, the controls and the whitespace:
+# one regular expression checks a name that a per-character category lookup took 20 us for.
+_FORBIDDEN_ASCII = re.compile(r"[\x00-\x20,\x7f]")
+
+
 def _has_forbidden_character(text: str) -> bool:
     # Commas would split squeue's --name list; whitespace and control
     # characters have no place in a job name and hide in logs.
+    if text.isascii():
+        return _FORBIDDEN_ASCII.search(text) is not None
     return any(char == "," or char.isspace() or unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp") for char in text)
 
 

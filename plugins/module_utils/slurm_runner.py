@@ -12,7 +12,9 @@ Pure Python (3.8+), standard library only.
 from __future__ import annotations
 
 import errno
+import math
 import os
+import select
 import shutil
 import subprocess
 import tempfile
@@ -113,6 +115,15 @@ class _PopenHandle:
         return self._process.poll()
 
     def wait(self, timeout: float) -> Optional[int]:
+        returncode = self._process.poll()
+        if returncode is not None:
+            return returncode
+        ended = _wait_for_exit(self._process.pid, timeout)
+        if ended is None:
+            return self._polled_wait(timeout)
+        return self._process.poll() if ended else None
+
+    def _polled_wait(self, timeout: float) -> Optional[int]:
         # Popen.wait(timeout) polls with sleeps growing to 50 ms, which can
         # double the time of a 10 ms squeue; this polls at most 10 ms apart.
         deadline = time.monotonic() + max(timeout, 0.0)
@@ -134,6 +145,34 @@ class _PopenHandle:
 
     def output(self) -> Tuple[str, str]:
         return _read_and_close(self._stdout_file), _read_and_close(self._stderr_file)
+
+
+def _wait_for_exit(pid: int, timeout: float) -> Optional[bool]:
+    """Sleep until the child ``pid`` ends (True) or ``timeout`` passes (False).
+
+    A pidfd (Linux 5.3, Python 3.9) wakes us the moment the child ends, where polling
+    wakes up to 10 ms late: a third of a 30 ms squeue. The child is not reaped yet (only
+    Popen reaps it), so its pid cannot name another process meanwhile. None where
+    pidfds are missing or refused: the caller then polls.
+    """
+    pidfd_open = getattr(os, "pidfd_open", None)
+    if pidfd_open is None:
+        return None
+    try:
+        descriptor = pidfd_open(pid)
+    except OSError:
+        return None
+    try:
+        watcher = select.poll()
+        watcher.register(descriptor, select.POLLIN)
+        deadline = time.monotonic() + max(timeout, 0.0)
+        while True:
+            if watcher.poll(max(math.ceil((deadline - time.monotonic()) * 1000), 0)):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+    finally:
+        os.close(descriptor)
 
 
 def _read_and_close(file) -> str:

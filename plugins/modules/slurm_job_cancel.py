@@ -40,7 +40,7 @@ attributes:
   check_mode:
     support: full
     details: One C(squeue) and no C(scancel) but the C(scancel --version) with which O(ctld=auto)
-      learns the release when a job would need one (RV(ctld) predicts the real run's);
+      learns the release, read when a job would need one (RV(ctld) predicts the real run's);
       C(changed) is true exactly when a real run would send an C(scancel). RV(terminated), RV(cancelled) and RV(signalled) list the first
       C(scancel) each job would get; whether a job outlives its C(TERM) cannot be foreseen.
       A suspended container's job, which a real run leaves alone by default, is in
@@ -246,7 +246,8 @@ options:
         (pending jobs removed with C(--state=PENDING), running ones sent C(--batch --signal=TERM),
         others cancelled), each then one request, naming up to 10000 ids whatever
         O(max_job_ids_per_scancel) says.
-      - V(auto) asks C(scancel --version) once per task, before the first C(scancel), and uses
+      - V(auto) asks C(scancel --version) once per task, beside the first C(squeue) (it talks to no
+        daemon; its answer is used only when an C(scancel) is due), and uses
         C(--ctld) on 24.05 and later (RV(scancel_version), RV(ctld)); an answer that names no
         release means no C(--ctld). On older releases C(--ctld) only routes each job's request
         through C(slurmctld), which is why V(auto) leaves it off there.

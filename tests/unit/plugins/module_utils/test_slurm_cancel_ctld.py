@@ -14,6 +14,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_run
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_cancel import (
     CancelRequest,
     CancelRequestError,
+    CommandNotFoundError,
     cancel_jobs,
 )
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_version import (
@@ -120,18 +121,38 @@ def test_auto_from_24_05_on_sends_each_of_the_three_calls_as_one_request(release
     assert not result.failed and result.messages == []
 
 
-def test_auto_asks_scancel_version_once_per_run_and_only_when_an_scancel_is_due():
+def test_auto_asks_scancel_version_once_per_run_beside_the_first_squeue():
     slurm = fake_slurm("24.11.5")
+    slurm.version_duration = 0.004  # shorter than the squeue: it costs the stop no time
     for number in range(1, 4):
         slurm.add(number, container(number), "RUNNING")  # never leave: TERM again and again
     result = run(slurm, names=[container(n) for n in range(1, 4)], timeout=35)
     assert len(slurm.calls("scancel")) >= 3 and len(slurm.version_probes) == 1
+    assert slurm.version_probes[0].started == slurm.calls("squeue")[0].started
+    assert slurm.relative_starts("scancel")[0] == pytest.approx(slurm.squeue_duration)
     assert all(argv[:2] == ["scancel", "--ctld"] for argv in slurm.argvs("scancel"))
     assert result.failed and len(result.left_running) == 3
 
+
+def test_a_run_with_nothing_due_reports_no_release_and_leaves_no_probe_behind():
     nothing = fake_slurm("24.11.5")
+    nothing.version_duration = 30.0  # still running when the squeue has answered
     quiet = run(nothing, names=[container(1)])
-    assert nothing.version_probes == [] and quiet.ctld is None and quiet.scancel_version == ""
+    (probe,) = nothing.version_probes
+    assert probe.killed and quiet.ctld is None and quiet.scancel_version == ""
+    assert not quiet.changed and not quiet.failed and nothing.clock.elapsed() < 1
+
+
+def test_an_scancel_that_cannot_run_fails_the_run_only_when_an_scancel_is_due():
+    idle = fake_slurm("24.11.5")
+    idle.missing.add("scancel")
+    assert not run(idle, names=[container(1)]).failed
+    due = fake_slurm("24.11.5")
+    due.missing.add("scancel")
+    due.add(11, container(1), "RUNNING")
+    with pytest.raises(CommandNotFoundError, match="cannot run scancel"):
+        run(due, names=[container(1)])
+    assert due.calls("scancel") == []
 
 
 def test_never_and_always_force_either_path():

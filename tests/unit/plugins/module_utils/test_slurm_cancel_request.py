@@ -4,6 +4,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 from __future__ import annotations
 
+import unicodedata
+
 import pytest
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError
@@ -66,6 +68,19 @@ def test_commas_whitespace_and_control_characters_are_refused_whatever_the_patte
         CancelRequest(names=[name], name_pattern=r".+")
     assert "comma, whitespace or a control character" in str(raised.value)
     assert repr(name) in str(raised.value)
+
+
+def test_every_ascii_character_is_refused_exactly_when_the_unicode_rule_refuses_it():
+    # Names in ASCII take a faster check; it must refuse what the per-character rule does.
+    for code in range(128):
+        char = chr(code)
+        refused = char == "," or char.isspace() or unicodedata.category(char) in ("Cc", "Cf")
+        name = "a%sb" % char
+        if refused:
+            with pytest.raises(CancelRequestError, match="comma, whitespace or a control character"):
+                CancelRequest(names=[name], name_pattern=r".+")
+        else:
+            assert CancelRequest(names=[name], name_pattern=r".+").names == (name,)
 
 
 def test_a_narrower_pattern_selects_one_kind_of_object():

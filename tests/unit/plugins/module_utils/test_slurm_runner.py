@@ -6,10 +6,12 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
 
+from ansible_collections.arvados_ops.recovery.plugins.module_utils import slurm_runner
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_runner import (
     CommandNotFoundError,
     SubprocessRunner,
@@ -19,6 +21,30 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_runner 
 
 def python(code: str):
     return [sys.executable, "-c", code]
+
+
+@pytest.fixture(params=["pidfd", "polled"], autouse=True)
+def wait_path(request, monkeypatch):
+    """Each test on both ways of waiting: a pidfd where Python and Linux have it, polling else."""
+    if request.param == "polled":
+        monkeypatch.delattr(os, "pidfd_open", raising=False)
+    elif not hasattr(os, "pidfd_open"):
+        pytest.skip("no os.pidfd_open (Python 3.9 or later on Linux)")
+    return request.param
+
+
+def test_a_timed_out_wait_does_not_wait_again_by_polling(wait_path, monkeypatch):
+    polled = []
+    original = slurm_runner._PopenHandle._polled_wait
+    monkeypatch.setattr(
+        slurm_runner._PopenHandle,
+        "_polled_wait",
+        lambda self, timeout: polled.append(timeout) or original(self, timeout),
+    )
+    handle = SubprocessRunner().start(python("import time; time.sleep(60)"), {})
+    assert handle.wait(0.05) is None
+    handle.kill()
+    assert polled == ([] if wait_path == "pidfd" else [0.05])
 
 
 def test_output_exit_code_and_exact_environment():
