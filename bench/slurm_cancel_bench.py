@@ -92,6 +92,7 @@ import os
 import re
 import shlex
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -146,6 +147,14 @@ DAEMON_RPC_PREFIXES = ("MESSAGE_", "REQUEST_COMPLETE_", "REQUEST_STEP_COMPLETE")
 # step before slurmstepd has started the script is lost (seen on 24.11 in a container, for
 # jobs launched a second before): the jobs are given this long to start for real.
 BATCH_START_SETTLE = 5.0
+# Before a stop is timed the machine should be idle: 1,000 slurmstepd starting (and the
+# previous contender's 1,000 jobs ending, epilogs and all) kept the load at 30-50 on 2
+# cores, and the contender timed then waited for a CPU at every wake-up (2x noise between
+# rounds). A stop is timed once the CPUs were this idle over QUIET_WINDOW, or after
+# QUIET_TIMEOUT whatever they were (the row says how idle).
+QUIET_IDLE = 0.8
+QUIET_WINDOW = 1.0
+QUIET_TIMEOUT = 180.0
 _SDIAG_RPC = re.compile(r"^\s+([A-Z][A-Z0-9_]+)\s*\(\s*[0-9]+\)\s+count:([0-9]+)")
 
 
@@ -573,6 +582,10 @@ class Measurement:
     engine_cpu: float | None = None
     # The machine's load average (1 min) as the contender started.
     load: float | None = None
+    # Which round of --stop-rounds it belongs to (0 when the contenders ran once).
+    round: int = 0
+    # The CPUs' idle share in the second before a stop was timed (see wait_for_quiet).
+    idle: float | None = None
 
     @property
     def kill_rpcs(self) -> int | None:
@@ -600,6 +613,26 @@ def finisher(queue: Queue, job_ids: list[str], started: threading.Event) -> thre
     return thread
 
 
+def cpu_times() -> tuple[int, int]:
+    """(idle, total) jiffies of all CPUs since boot, from /proc/stat."""
+    with open("/proc/stat") as stat:
+        fields = [int(value) for value in stat.readline().split()[1:]]
+    return fields[3] + fields[4], sum(fields)  # idle and iowait
+
+
+def wait_for_quiet(idle_wanted: float = QUIET_IDLE, timeout: float = QUIET_TIMEOUT) -> float:
+    """Wait until the CPUs were at least `idle_wanted` idle over a window; the last window's idle share."""
+    deadline = time.monotonic() + timeout
+    idle_share = 0.0
+    while True:
+        idle_before, total_before = cpu_times()
+        time.sleep(QUIET_WINDOW)
+        idle_after, total_after = cpu_times()
+        idle_share = (idle_after - idle_before) / max(total_after - total_before, 1)
+        if idle_share >= idle_wanted or time.monotonic() >= deadline:
+            return idle_share
+
+
 def measure(
     queue: Queue,
     env: dict[str, str],
@@ -618,6 +651,7 @@ def measure(
     helper = None
     if scenario == "half end on their own":
         helper = finisher(queue, [ids[name] for name in names[::2]], started)
+    idle = wait_for_quiet() if scenario == STOP_SCENARIO else None
     counted_before = rpc_counts(env)
     load = os.getloadavg()[0]
     began = time.monotonic()
@@ -659,6 +693,7 @@ def measure(
         rpcs,
         outcome.get("engine_cpu"),
         load,
+        idle=idle,
     )
 
 
@@ -671,7 +706,11 @@ def verdicts(rows: list[Measurement]) -> list[str]:
     for row in rows:
         if not row.contender.startswith(("engine", "ansible")):
             continue
-        peers = {other.contender: other for other in rows if (other.scenario, other.size) == (row.scenario, row.size)}
+        peers = {
+            other.contender: other
+            for other in rows
+            if (other.scenario, other.size, other.round) == (row.scenario, row.size, row.round)
+        }
         if row.scenario == STOP_SCENARIO:
             lines.append(
                 stop_verdict(
@@ -752,19 +791,20 @@ def stop_verdict(
 
 def table(rows: list[Measurement]) -> str:
     header = (
-        "| scenario | N | contender | wall s | squeue | scancel | processes | "
-        "named to scancel | peak alive | left | table | kill RPCs | client RPCs | engine CPU s | load |"
+        "| scenario | N | round | contender | wall s | squeue | scancel | processes | "
+        "named to scancel | peak alive | left | table | kill RPCs | client RPCs | engine CPU s | load | idle |"
     )
-    lines = [header, "|" + "---|" * 15]
+    lines = [header, "|" + "---|" * 17]
     for row in rows:
         wall = "%.2f" % row.wall
         if row.module_elapsed is not None and row.contender == "ansible":
             wall += " (module %.2f)" % row.module_elapsed
         lines.append(
-            "| %s | %d | %s | %s | %d | %d | %d | %d | %d | %d | %d | %s | %s | %s | %s |"
+            "| %s | %d | %d | %s | %s | %d | %d | %d | %d | %d | %d | %d | %s | %s | %s | %s | %s |"
             % (
                 row.scenario,
                 row.size,
+                row.round + 1,
                 row.contender,
                 wall,
                 row.squeue,
@@ -778,6 +818,7 @@ def table(rows: list[Measurement]) -> str:
                 _count(row.client_rpcs),
                 "-" if row.engine_cpu is None else "%.2f" % row.engine_cpu,
                 "-" if row.load is None else "%.1f" % row.load,
+                "-" if row.idle is None else "%.0f %%" % (100 * row.idle),
             )
         )
     return "\n".join(lines)
@@ -833,17 +874,59 @@ def measure_stopping(
     if arguments.reverse:
         contenders.reverse()
     rows = []
-    for contender, run in contenders:
-        row = measure(queue, env, workdir, STOP_SCENARIO, size, contender, run)
-        rows.append(row)
-        report_row(row)
+    for number in range(arguments.stop_rounds):
+        # Each round starts one contender later: the one after another's 1,000 TERMs runs
+        # while those jobs still end, and no contender should always be that one.
+        shift = number % len(contenders)
+        for contender, run in contenders[shift:] + contenders[:shift]:
+            row = measure(queue, env, workdir, STOP_SCENARIO, size, contender, run)
+            row.round = number
+            rows.append(row)
+            report_row(row)
     return rows
+
+
+def round_summary(rows: list[Measurement]) -> list[str]:
+    """With several rounds: each contender's median wall, and each engine's median of its
+    per-round ratios to the floors it is held to (the verdicts judge single rounds)."""
+    stopping = [row for row in rows if row.scenario == STOP_SCENARIO]
+    if len({row.round for row in stopping}) < 2:
+        return []
+    lines = []
+    for size in sorted({row.size for row in stopping}):
+        sized = [row for row in stopping if row.size == size]
+        walls: dict[str, list[float]] = {}
+        for row in sized:
+            walls.setdefault(row.contender, []).append(row.wall)
+        for contender, values in walls.items():
+            lines.append(
+                "N=%d, %s: wall median %.3f s (%.3f-%.3f), %d rounds"
+                % (size, contender, statistics.median(values), min(values), max(values), len(values))
+            )
+        for contender in walls:
+            for floor in (CTLD_LIKE_FOR_LIKE.get(contender), "ctld", STOP_FLOORS.get(contender)):
+                ratios = _round_ratios(sized, contender, floor)
+                if ratios:
+                    lines.append(
+                        "N=%d, %s / %s: median %.2fx (rounds: %s)"
+                        % (size, contender, floor, statistics.median(ratios), ", ".join("%.2f" % r for r in ratios))
+                    )
+    return lines
+
+
+def _round_ratios(rows: list[Measurement], contender: str, floor: str | None) -> list[float]:
+    if floor is None or contender == floor:
+        return []
+    by_round: dict[int, dict[str, float]] = {}
+    for row in rows:
+        by_round.setdefault(row.round, {})[row.contender] = row.wall
+    return [walls[contender] / walls[floor] for walls in by_round.values() if contender in walls and walls.get(floor)]
 
 
 def report_row(row: Measurement) -> None:
     print(
         "%-22s N=%-5d %-16s %6.2f s  squeue %4d  scancel %4d  named %4d  "
-        "peak %d  left %d  running at start %d  table %d  kill RPCs %s  client RPCs %s  engine CPU %s  load %.1f"
+        "peak %d  left %d  running at start %d  table %d  kill RPCs %s  client RPCs %s  engine CPU %s  load %.1f  idle %s"
         % (
             row.scenario,
             row.size,
@@ -860,6 +943,7 @@ def report_row(row: Measurement) -> None:
             _count(row.client_rpcs),
             "-" if row.engine_cpu is None else "%.2f s" % row.engine_cpu,
             row.load or 0.0,
+            "-" if row.idle is None else "%.0f %%" % (100 * row.idle),
         ),
         file=sys.stderr,
         flush=True,
@@ -886,6 +970,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=float,
         help="the engine's timeout when stopping (default its own, 240 s with TERM); a single scancel "
         "of 1,000 running jobs takes minutes on the 2-CPU lab",
+    )
+    parser.add_argument(
+        "--stop-rounds",
+        type=int,
+        default=1,
+        help="run the stopping contenders this many times, each round starting one contender later; "
+        "medians and per-round ratios follow the table",
     )
     parser.add_argument("--no-ansible", action="store_true", help="skip the run through ansible-playbook")
     parser.add_argument(
@@ -950,6 +1041,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(table(rows))
     print()
     for line in verdicts(rows):
+        print("- " + line)
+    for line in round_summary(rows):
         print("- " + line)
     if arguments.json:
         arguments.json.write_text(json.dumps([dataclasses.asdict(row) for row in rows], indent=2))
