@@ -116,11 +116,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def read_options_file(path: str) -> Dict[str, Any]:
-    """The options of the file at `path` (options_file.read_options_file)."""
-    return options_file.read_options_file(path, ALL_OPTIONS, PROGRAM)
-
-
 def gather_params(args: argparse.Namespace) -> Dict[str, Any]:
     return options_file.file_and_flags(args, ALL_OPTIONS, PROGRAM)
 

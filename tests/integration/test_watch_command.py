@@ -13,10 +13,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration import reconcile_helpers as rh
 from tests.integration.module_playbook import REPO_ROOT
+from tests.unit.plugins.module_utils.prometheus_samples import samples
 
 PYTHON = REPO_ROOT / ".venv" / "bin" / "python"
 CLI = [str(PYTHON), "-m", "plugins.module_utils.watch_cli"]
@@ -44,14 +44,6 @@ def run_watch(lab_env, tmp_path: Path, options, *flags) -> subprocess.CompletedP
         timeout=120,
         check=False,
     )
-
-
-def samples(path: Path):
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(path.read_text())
-        for sample in family.samples
-    }
 
 
 def promtool_check(path: Path) -> subprocess.CompletedProcess:
@@ -102,7 +94,7 @@ def test_a_stray_job_and_an_orphan_become_gauges_and_a_failed_read_keeps_them(
     assert [entry["uuid"] for entry in result["orphaned_containers"]] == [orphan]
     strays = [entry for entry in result["stray_slurm_jobs"] if entry["name"] == stray]
     assert [entry["job_id"] for entry in strays] == [job_id]
-    read = samples(prom)
+    read = samples(prom.read_text())
     assert read[(P + "orphans", (("kind", "container"), ("state", "Locked")))] == 1
     assert read[(P + "orphans", (("kind", "container"), ("state", "Running")))] == 0
     pending = [entry for entry in result["stray_slurm_jobs"] if entry["kind"] == "container"]
@@ -125,7 +117,7 @@ def test_a_stray_job_and_an_orphan_become_gauges_and_a_failed_read_keeps_them(
     assert failed.returncode == 1, failed.stderr
     assert json.loads(failed.stdout)["failed"] is True
     assert "read failed" in failed.stderr
-    after = samples(prom)
+    after = samples(prom.read_text())
     assert after[(P + "watch_read_failed", ())] == 1
     assert after[(P + "orphans", (("kind", "container"), ("state", "Locked")))] == 1
     assert (

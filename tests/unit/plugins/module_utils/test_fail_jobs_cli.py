@@ -23,6 +23,12 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_opt
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_result import CleanupResult
 from tests.unit.plugins.module_utils.slurm_fakes import FakeClock
 
+
+def read_fail_jobs_options(path):
+    """What the command reads from an options file: its table and its name in the messages."""
+    return options_file.read_options_file(path, fail_jobs_cli.ALL_OPTIONS, fail_jobs_cli.PROGRAM)
+
+
 JOB = "zzzzz-8i9sb-%015d"
 NO_FILES = {"config_file": "", "database_yml": "", "db_name": "arvados_test", "cancel_slurm_jobs": False}
 
@@ -125,7 +131,7 @@ def test_options_file_unknown_option(tmp_path):
     options_file = tmp_path / "options.yml"
     options_file.write_text("before: reboot\ndb_pasword: hunter2-secret\nzeta: 1\n")
     with pytest.raises(RecoveryError) as raised:
-        fail_jobs_cli.read_options_file(str(options_file))
+        read_fail_jobs_options(str(options_file))
     assert str(raised.value) == (
         "options file %s has 2 key(s) that are no option of arvados-fail-jobs (not shown: it may not be an "
         "options file); options with a close name: db_password" % options_file
@@ -138,7 +144,7 @@ def test_options_file_invalid_yaml_never_quotes_the_password(tmp_path):
     options_file = tmp_path / "options.yml"
     options_file.write_text('db_password: "hunter2-secret\nbefore: [reboot\n')
     with pytest.raises(RecoveryError) as raised:
-        fail_jobs_cli.read_options_file(str(options_file))
+        read_fail_jobs_options(str(options_file))
     assert str(raised.value) == "options file %s is not valid YAML" % options_file
 
 
@@ -153,16 +159,16 @@ def test_options_file_invalid_yaml_never_quotes_the_password(tmp_path):
 def test_options_file_empty_or_json(tmp_path, text, expected):
     options_file = tmp_path / "options.yml"
     options_file.write_text(text)
-    assert fail_jobs_cli.read_options_file(str(options_file)) == expected
+    assert read_fail_jobs_options(str(options_file)) == expected
 
 
 def test_options_file_must_be_a_mapping_and_readable(tmp_path):
     options_file = tmp_path / "options.yml"
     options_file.write_text("- retry\n- before\n")
     with pytest.raises(RecoveryError, match="holds a list, not a mapping of option names to values"):
-        fail_jobs_cli.read_options_file(str(options_file))
+        read_fail_jobs_options(str(options_file))
     with pytest.raises(RecoveryError, match="cannot read options file .*missing.yml: No such file"):
-        fail_jobs_cli.read_options_file(str(tmp_path / "missing.yml"))
+        read_fail_jobs_options(str(tmp_path / "missing.yml"))
 
 
 # -- the command: output ------------------------------------------------------------------
@@ -342,7 +348,7 @@ def test_a_file_that_is_no_mapping_is_refused_by_its_type_and_never_quoted(tmp_p
     options_file = tmp_path / "not-options"
     options_file.write_text(text)
     with pytest.raises(RecoveryError) as raised:
-        fail_jobs_cli.read_options_file(str(options_file))
+        read_fail_jobs_options(str(options_file))
     assert str(raised.value) == "options file %s holds %s, not a mapping of option names to values" % (
         options_file,
         kind,
@@ -353,7 +359,7 @@ def test_a_mapping_of_unknown_keys_is_refused_by_their_count_never_quoted(tmp_pa
     options_file = tmp_path / "secrets.yml"
     options_file.write_text("root: $6$saltsalt$hashhash\nhunter2-secret: x\ndaemon: '*'\n")
     with pytest.raises(RecoveryError) as raised:
-        fail_jobs_cli.read_options_file(str(options_file))
+        read_fail_jobs_options(str(options_file))
     message = str(raised.value)
     assert message == (
         "options file %s has 3 key(s) that are no option of arvados-fail-jobs (not shown: it may not be an "
@@ -382,11 +388,11 @@ def test_a_large_or_binary_file_is_refused_unread(tmp_path):
     large = tmp_path / "large"
     large.write_text("retry: true\n" + "#" * options_file.MAX_OPTIONS_FILE_BYTES)
     with pytest.raises(RecoveryError, match="is larger than 65536 bytes: not an options file"):
-        fail_jobs_cli.read_options_file(str(large))
+        read_fail_jobs_options(str(large))
     binary = tmp_path / "binary"
     binary.write_bytes(b"retry: \xff\xfe\n")
     with pytest.raises(RecoveryError, match="is not UTF-8 text"):
-        fail_jobs_cli.read_options_file(str(binary))
+        read_fail_jobs_options(str(binary))
 
 
 def status(mode, uid):
@@ -429,18 +435,18 @@ def test_a_world_readable_file_with_the_password_is_refused_without_showing_it(t
     options_file.write_text("db_password: hunter2-secret\nretry: true\n")
     options_file.chmod(0o644)
     with pytest.raises(RecoveryError) as raised:
-        fail_jobs_cli.read_options_file(str(options_file))
+        read_fail_jobs_options(str(options_file))
     assert "holds db_password but is mode 0644" in str(raised.value)
     assert "hunter2" not in str(raised.value)
     options_file.chmod(0o600)
-    assert fail_jobs_cli.read_options_file(str(options_file)) == {"db_password": "hunter2-secret", "retry": True}
+    assert read_fail_jobs_options(str(options_file)) == {"db_password": "hunter2-secret", "retry": True}
 
 
 def test_a_world_readable_file_without_a_password_is_read(tmp_path):
     options_file = tmp_path / "options.yml"
     options_file.write_text("retry: true\ndb_password: ''\n")
     options_file.chmod(0o644)
-    assert fail_jobs_cli.read_options_file(str(options_file)) == {"retry": True, "db_password": ""}
+    assert read_fail_jobs_options(str(options_file)) == {"retry": True, "db_password": ""}
 
 
 @pytest.mark.parametrize("flag", ["retry", "revoke-tokens", "full-scan"])

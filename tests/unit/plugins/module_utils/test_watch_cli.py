@@ -10,10 +10,10 @@ import json
 import subprocess
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils import options, reconcile_run, watch_cli
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import RecoveryError
+from tests.unit.plugins.module_utils.prometheus_samples import samples
 
 CONTAINER = "zzzzz-dz642-0123456789abcde"
 STRAY = "zzzzz-dz642-aaaaaaaaaaaaaaa"
@@ -76,14 +76,6 @@ def run(argv, read, unit_active=lambda unit, timeout: True, now=1796300000.0):
     return code, stdout.getvalue(), stderr.getvalue()
 
 
-def samples(path):
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(path.read_text())
-        for sample in family.samples
-    }
-
-
 @pytest.fixture
 def prom(tmp_path):
     return tmp_path / "arvados_recovery.prom"
@@ -93,7 +85,7 @@ def test_a_good_read_writes_the_gauges_and_prints_the_result_with_uuids(prom):
     code, stdout, stderr = run(["--metrics-file", str(prom)], FakeRead(result()))
     assert (code, stderr) == (0, "")
     assert json.loads(stdout)["orphaned_containers"][0]["uuid"] == CONTAINER
-    read = samples(prom)
+    read = samples(prom.read_text())
     assert read[(P + "orphans", (("kind", "container"), ("state", "Locked")))] == 1
     assert read[(P + "stray_slurm_jobs", (("kind", "container"), ("state", "running")))] == 1
     assert read[(P + "dispatcher_unit_active", ())] == 1
@@ -108,7 +100,7 @@ def test_a_good_read_writes_the_gauges_and_prints_the_result_with_uuids(prom):
 
 def test_a_failed_read_keeps_the_last_values_sets_the_failure_and_exits_1(prom):
     assert run(["--metrics-file", str(prom)], FakeRead(result()))[0] == 0
-    before = samples(prom)
+    before = samples(prom.read_text())
     code, stdout, stderr = run(
         ["--metrics-file", str(prom)],
         FakeRead(RecoveryError("squeue failed (exit 1): slurmctld down")),
@@ -117,7 +109,7 @@ def test_a_failed_read_keeps_the_last_values_sets_the_failure_and_exits_1(prom):
     assert code == 1
     assert "slurmctld down" in stderr and "read_failed is 1" in stderr
     assert json.loads(stdout)["failed"] is True
-    after = samples(prom)
+    after = samples(prom.read_text())
     assert after[(P + "watch_read_failed", ())] == 1
     assert after[(P + "watch_last_attempt_timestamp_seconds", ())] == 1796300061.5
     unchanged = {key: value for key, value in after.items() if "watch_read_failed" not in key[0]}
@@ -132,13 +124,16 @@ def test_a_failed_read_keeps_the_last_values_sets_the_failure_and_exits_1(prom):
 def test_an_unexpected_error_still_sets_the_failure_before_it_propagates(prom):
     with pytest.raises(KeyError):
         run(["--metrics-file", str(prom)], FakeRead(KeyError("a bug")))
-    assert samples(prom)[(P + "watch_read_failed", ())] == 1
+    assert samples(prom.read_text())[(P + "watch_read_failed", ())] == 1
 
 
 def test_a_first_read_that_fails_writes_only_the_failure(prom):
     code = run(["--metrics-file", str(prom)], FakeRead(RecoveryError("database error")))[0]
     assert code == 1
-    assert {key[0] for key in samples(prom)} == {P + "watch_read_failed", P + "watch_last_attempt_timestamp_seconds"}
+    assert {key[0] for key in samples(prom.read_text())} == {
+        P + "watch_read_failed",
+        P + "watch_last_attempt_timestamp_seconds",
+    }
 
 
 def test_the_json_goes_to_the_file_named_and_stdout_stays_empty(prom, tmp_path):
@@ -246,7 +241,7 @@ def test_options_come_from_the_file_and_flags_win(prom, tmp_path):
     assert "metrics_file" not in given and "dispatcher_unit" not in given
     assert asked == [("arvados-dispatch-cloud.service", watch_cli.SYSTEMCTL_TIMEOUT)]
     # Not known (no systemd, no unit): no sample rather than a 0 an alert would take as "stopped".
-    assert (P + "dispatcher_unit_active", ()) not in samples(prom)
+    assert (P + "dispatcher_unit_active", ()) not in samples(prom.read_text())
 
 
 @pytest.mark.parametrize(
@@ -293,12 +288,12 @@ def test_nodes_are_counted_when_the_result_lists_them_and_have_no_sample_otherwi
         {"name": "c3", "state": "drain", "slurm_state": "IDLE+DRAINING", "reason": "Node unexpectedly rebooted"},
     ]
     assert run(["--metrics-file", str(prom)], FakeRead(result(slurm_nodes=nodes)))[0] == 0
-    read = samples(prom)
+    read = samples(prom.read_text())
     assert read[(P + "slurm_nodes", (("reason", "unexpected_reboot"), ("state", "down")))] == 1
     assert read[(P + "slurm_nodes", (("reason", "other"), ("state", "drain")))] == 1
     assert read[(P + "slurm_nodes", (("reason", "unexpected_reboot"), ("state", "drain")))] == 1
     assert run(["--metrics-file", str(prom)], FakeRead(result()))[0] == 0
-    assert not [key for key in samples(prom) if key[0] == P + "slurm_nodes"]
+    assert not [key for key in samples(prom.read_text()) if key[0] == P + "slurm_nodes"]
 
 
 def test_a_metrics_file_that_cannot_be_written_exits_1(tmp_path):

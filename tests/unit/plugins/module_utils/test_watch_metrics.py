@@ -7,7 +7,6 @@ import re
 import subprocess
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils import watch_metrics
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.watch_metrics import (
@@ -18,6 +17,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils.watch_metrics
     write_failure,
     write_success,
 )
+from tests.unit.plugins.module_utils.prometheus_samples import samples
 
 CONTAINER = "zzzzz-dz642-0123456789abcde"
 JOB = "zzzzz-8i9sb-0123456789abcde"
@@ -46,15 +46,6 @@ NODES = [
     {"state": "down", "reason": "Node unexpectedly rebooted [slurm@2026-12-03T10:00:00]"},
     {"state": "drain", "reason": "disk replaced"},
 ]
-
-
-def samples(text):
-    """{(name, sorted labels): value} as prometheus_client's parser reads the text."""
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
 
 
 def test_a_read_becomes_gauges_by_kind_and_bounded_state():
