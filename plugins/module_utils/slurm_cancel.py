@@ -689,20 +689,21 @@ class _Canceller:
         request: the option, or for auto what ``scancel --version`` says, asked once."""
         choice = self.request.ctld
         version = None
-        if choice == CTLD_AUTO or choice == CTLD_ALWAYS:
+        if self._asks_scancel_version():
             version = self._scancel_version()
         self.ctld = choice == CTLD_ALWAYS or (choice == CTLD_AUTO and sends_one_request(version))
         self.one_request = self.ctld and sends_one_request(version)
         self.result.ctld = self.ctld
 
-    def _needs_scancel_version(self) -> bool:
-        return self.request.ctld in (CTLD_AUTO, CTLD_ALWAYS) and self.request.scancel_release is None
+    def _asks_scancel_version(self) -> bool:
+        """Whether the option wants the release: to choose (auto) or to bound each call (always)."""
+        return self.request.ctld in (CTLD_AUTO, CTLD_ALWAYS)
 
     def _start_version_probe(self) -> None:
         """Start ``scancel --version`` beside the first squeue when an scancel of this run
         would ask it: it talks to no daemon, and asked in series it added a process's start
         (8 ms under load) to every stop. Its answer is read only if an scancel is due."""
-        if not self._needs_scancel_version():
+        if not self._asks_scancel_version() or self.request.scancel_release is not None:
             return
         try:
             self.version_probe = self.runner.start(scancel_version_command(self.request.scancel_path), self.env)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import shlex
 
 from ansible.module_utils.common.text.converters import to_native
-from ansible.plugins.connection import ConnectionBase
+from ansible.plugins.connection import ConnectionBase, ensure_connect
 from ansible_collections.containers.podman.plugins.connection.podman import Connection as PodmanConnection
 
 DOCUMENTATION = """
@@ -77,12 +77,11 @@ class Connection(PodmanConnection):
         self._connected = True
         return self
 
+    @ensure_connect
     def exec_command(self, cmd, in_data=None, sudoable=False):
         if in_data is None:
             return super().exec_command(cmd, in_data=in_data, sudoable=sudoable)
         ConnectionBase.exec_command(self, cmd, in_data=in_data, sudoable=sudoable)
-        if not self._connected:
-            self._connect()
         exec_args = ["exec", "--interactive"]
         if self.user:
             exec_args.extend(("--user", self.user))
