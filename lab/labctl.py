@@ -284,12 +284,21 @@ def _print_tail(service: str, path: Path, content: Sequence[str], stream) -> Non
 # ---------------------------------------------------------------- command line
 
 
+def _known_services(named: Sequence[str]) -> Sequence[str]:
+    """The services a command names, all when none; a name the lab does not have is an error."""
+    unknown = sorted(set(named) - set(SERVICES))
+    if unknown:
+        raise LabError(f"unknown service(s) {', '.join(unknown)}; known: {', '.join(SERVICES)}")
+    return named or SERVICES
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("start", help="start every service (no harm if already up)")
     commands.add_parser("stop", help="cancel the lab's jobs and stop every service")
-    commands.add_parser("status", help="one line per service; exit 0 only if all are up")
+    status = commands.add_parser("status", help="one line per service; exit 0 only if all named are up")
+    status.add_argument("services", nargs="*", metavar="SERVICE", help=f"any of {', '.join(SERVICES)} (default: all)")
     commands.add_parser("env", help="print export lines for a shell (also in $LAB_DIR/env.sh)")
     logs = commands.add_parser("logs", help="print the end of the services' logs")
     logs.add_argument("services", nargs="*", metavar="SERVICE", help=f"any of {', '.join(SERVICES)} (default: all)")
@@ -319,7 +328,8 @@ def _dispatch(settings: LabSettings, arguments: argparse.Namespace) -> int:
         stop_lab(settings)
         return 0
     if arguments.command == "status":
-        statuses = service_status(settings)
+        named = _known_services(arguments.services)
+        statuses = {name: status for name, status in service_status(settings).items() if name in named}
         for name, status in statuses.items():
             print(f"{name:<11} {status}")
         return 0 if all(status.startswith("up") for status in statuses.values()) else 1
@@ -327,10 +337,7 @@ def _dispatch(settings: LabSettings, arguments: argparse.Namespace) -> int:
         sys.stdout.write(lab_env_sh(settings))
         return 0
     if arguments.command == "logs":
-        unknown = sorted(set(arguments.services) - set(SERVICES))
-        if unknown:
-            raise LabError(f"unknown service(s) {', '.join(unknown)}; known: {', '.join(SERVICES)}")
-        print_logs(settings, arguments.services or SERVICES, arguments.lines)
+        print_logs(settings, _known_services(arguments.services), arguments.lines)
         return 0
     if arguments.command == "epilog-sleep":
         set_epilog_sleep(settings, arguments.seconds)

@@ -62,10 +62,12 @@ if [ ${#scenarios[@]} -eq 0 ]; then
   done
 fi
 
-# The one-host scenarios use the lab's PostgreSQL; `cluster` has its own, on its api host.
+# The one-host scenarios use the lab's PostgreSQL and nothing else of it; `cluster` has its
+# own, on its api host. Only PostgreSQL is asked: make test runs them beside the
+# integration tests, which drain and take down the lab's Slurm node on purpose.
 for scenario in "${scenarios[@]}"; do
   [ "$scenario" = cluster ] && continue
-  if ! env -u PYTHONPATH "$venv_bin/python" lab/labctl.py status >/dev/null 2>&1; then
+  if ! env -u PYTHONPATH "$venv_bin/python" lab/labctl.py status postgresql >/dev/null 2>&1; then
     echo "molecule: the lab is not up (scenario $scenario uses it); start it with '$venv_bin/python lab/labctl.py start'" >&2
     exit 1
   fi

@@ -386,6 +386,11 @@ def test_a_stale_pid_file_is_replaced_and_a_recycled_pid_spared(running_lab: Sec
         )
         status = running_lab.labctl("status", check=False)
         assert status.returncode == 1 and "munged      down" in status.stdout
+        # A caller that needs only PostgreSQL (the one-host Molecule scenarios) asks only it.
+        only_postgres = running_lab.labctl("status", "postgresql", check=False)
+        assert only_postgres.returncode == 0 and only_postgres.stdout.split()[:2] == ["postgresql", "up"]
+        assert len(only_postgres.stdout.splitlines()) == 1
+        assert running_lab.labctl("status", "munged", check=False).returncode == 1
         running_lab.labctl("start")
         replacement = running_lab.records()["munged"]
         assert replacement.pid not in (crashed.pid, bystander.pid) and replacement.is_alive()
