@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import subprocess
@@ -140,6 +141,27 @@ class FreshDatabase:
         """An older /etc/arvados/api/database.yml naming this database (file mode 0600)."""
         labctl.write_private_file(path, labctl.render_database_yml(self.lab, self.lab.db_password(), dbname=self.name))
         return path
+
+
+@contextlib.contextmanager
+def schema_database(lab: labctl.LabSettings, schema_dir: Path) -> Iterator[FreshDatabase]:
+    """A new database of another schema than the template's (lab/schema/2017, 1.4.3):
+    its tables.sql then indexes.sql, as `arvados`; dropped afterwards."""
+    name = f"lab_test_{schema_dir.name.replace('.', '')}_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(**lab.superuser_connection("postgres"), autocommit=True) as admin:
+        admin.execute(
+            sql.SQL("CREATE DATABASE {} OWNER {} TEMPLATE template0").format(
+                sql.Identifier(name), sql.Identifier(labctl.DB_ROLE)
+            )
+        )
+    try:
+        with psycopg.connect(**lab.connection(name), autocommit=True) as conn:
+            for file_name in ("tables.sql", "indexes.sql"):
+                conn.execute((schema_dir / file_name).read_text())
+        yield FreshDatabase(name, lab)
+    finally:
+        with psycopg.connect(**lab.superuser_connection("postgres"), autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 @pytest.fixture

@@ -6,22 +6,20 @@ large run followed by a rerun (every job either untouched or completely done).
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
 import time
 from datetime import timedelta
-from pathlib import Path
 
 import psycopg
 import pytest
-from psycopg import sql
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs_checks
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_threshold import ACCEPTED_FORMS
 from lab import datagen
 from tests.integration import fail_jobs_helpers as h
+from tests.integration.conftest import schema_database
 
 SCHEMA_2017 = h.REPO_ROOT / "lab" / "schema" / "2017"
 
@@ -342,18 +340,10 @@ def test_sigkill_at_random_moments_then_rerun_leaves_every_job_whole(fresh_db, l
 def test_the_2017_schema(lab, lab_env, tmp_path, fresh_db):
     """The same cluster in a 2017 database and in today's (fresh_db): the command fails the
     same jobs, revokes the same tokens and writes the same log rows in both."""
-    name = "lab_test_2017_%d" % os.getpid()
-    with psycopg.connect(**lab.superuser_connection("postgres"), autocommit=True) as admin:
-        admin.execute(
-            sql.SQL("CREATE DATABASE {} OWNER {} TEMPLATE template0").format(
-                sql.Identifier(name), sql.Identifier("arvados")
-            )
-        )
-    try:
+    with schema_database(lab, SCHEMA_2017) as database:
         # The 2017 schema needs no extension: its text search is to_tsvector, not pg_trgm.
+        name = database.name
         with psycopg.connect(**lab.connection(name), autocommit=True) as conn:
-            for file_name in ("tables.sql", "indexes.sql"):
-                conn.execute(Path(SCHEMA_2017, file_name).read_text())
             id_types = dict(
                 conn.execute(
                     "SELECT table_name, data_type FROM information_schema.columns "
@@ -453,9 +443,6 @@ def test_the_2017_schema(lab, lab_env, tmp_path, fresh_db):
         ]
 
         assert run(name)["changed"] is False
-    finally:
-        with psycopg.connect(**lab.superuser_connection("postgres"), autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 def gin_pending_pages(fresh_db):
