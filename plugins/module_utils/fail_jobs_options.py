@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any, Dict, Iterable, List, Optional
 
 from .errors import RecoveryError
+from .fail_jobs_sql import DISPATCH_ATTEMPT_SUMMARY
 from .fail_jobs_threshold import Threshold
 from .option_bounds import MAX_BATCH_SIZE, MAX_PG_TIMEOUT_SECONDS, MAX_SLEEP_SECONDS
 from .options import Option, auto_or_bool, check_text, count, seconds
@@ -159,6 +160,13 @@ def check_summary(message: str, retry: bool) -> None:
     """Refuse a log message whose longest summary (with `retry`, the note for a job failed
     instead is added to it) is longer than MAX_SUMMARY_BYTES, or that PostgreSQL cannot store."""
     check_text("log_message", message)
+    if message.startswith(DISPATCH_ATTEMPT_SUMMARY):
+        # The token rule tells crunch-dispatch.rb's rows of a dispatch attempt from a
+        # cleanup's by this start (fail_jobs_sql.SQL_TOKEN_OTHER_OWNERS).
+        raise RecoveryError(
+            "option log_message must not start with %r: crunch-dispatch.rb's rows of a dispatch attempt do"
+            % DISPATCH_ATTEMPT_SUMMARY
+        )
     note = len(UNRUNNABLE_NOTE.encode("utf-8")) if retry else 0
     size = len(message.encode("utf-8"))
     if size + note > MAX_SUMMARY_BYTES:

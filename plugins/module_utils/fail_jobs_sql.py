@@ -132,28 +132,41 @@ SQL_TOKEN_CANDIDATES = """
 # token for the same user, as it dispatched the job, and a sibling job dispatched while
 # this one was queued has its token in this one's window; so do the tokens crunch-dispatch.rb
 # made for arv-run-pipeline-instance (get_authorization and update_pipelines, 1.4.3
-# services/api/lib/crunch_dispatch.rb: api_client_id 0, no expiry, for the
-# modified_by_user_uuid of the job or of a RunningOnServer pipeline instance). So a token
-# is left alone, and reported, when it could belong to work this run does not end: another
-# job of the user whose own window [created_at, started_at] holds the token's creation and
-# that is Running (not one this run cleans up) or finished after the token was made (not
-# by a cleanup: a `dispatch` log row written at or after the token, by this collection or
-# by Arvados' own fail_job, says its job was ended), or a pipeline instance of the user
+# services/api/lib/crunch_dispatch.rb:259-279 and 736-750: api_client_id 0, no expiry, for
+# the modified_by_user_uuid of the job or of a RunningOnServer pipeline instance). Nothing in
+# the database says which job a token was made for, and crunch-dispatch.rb keeps a job's
+# token across attempts (1.4.3 crunch_dispatch.rb:259-279, reused unless
+# modified_by_user_uuid changed): after exit 75 (tempfail, the job stays Queued) and after
+# exit 93 (node failure, the job stays Running and is dispatched again) the token stays valid
+# (reap_children, :727-731: only a job neither Queued nor awaiting a retry has its token
+# expired). Every attempt writes a `dispatch` log row (nodes_available_for_job_now,
+# :184-191: owner the system user, summary "dispatching to <hosts>"), so such a row says
+# nothing about who ended what. Only fail_job's kind (:222-247: owner the job's owner,
+# summary the reason; this collection writes the same) says a cleanup ended the job then,
+# and dealt with the tokens it had: the job holds none made at or before that row. Any other
+# `dispatch` row (another owner, a summary that starts as an attempt's) releases nothing.
+#
+# So a token is left alone, and reported, when any work this run does not end could hold it:
+# a job of the user (either user column: the token is made for modified_by_user_uuid,
+# crunch-job locks with it, is_locked_by_uuid) created at or before the token and after its
+# last cleanup row if any, which is Queued or Running (whatever its start or finish say: a
+# Queued job keeps a tempfailed attempt's token, a Running one awaiting a retry may get a
+# new token after its start) or which ended at or after the token was made (finished_at, or
+# cancelled_at for a job Cancelled, which 1.4.3 app/models/job.rb:578-588 sets instead; an
+# ended job with neither may have ended at any time); or a pipeline instance of the user
 # running on the server since before the token.
 #
 # One statement per batch, whatever the number of tokens (issue 21): jobs has no index on
 # either user column, and a look-up per token read most of the table each time (0.3-1.3 s
 # a token on 200,000 jobs). Every condition on a job but its window is the same for all
-# tokens, so one pass over jobs (`windows`) keeps the possible siblings of the batch's
-# users, each as the span of instants its window can hold a token at: from `opens`
-# (created_at) to `reach` (started_at, or for ever for a Running job not yet started; a
-# finished job holds only instants before its finished_at, a microsecond being
-# timestamp's step). A `dispatch` row of the job written at d excludes every token made at
-# or before d, so it moves `opens` past d: still one span. The logs are read only for the
-# spans that hold one of the tokens at all (`holding`: the next token at or after `opens`
-# comes before `reach`), each job's by the object_uuid index alone: `event_type` is tested
-# in the aggregate, since its own index served with the other (a BitmapAnd per job) read
-# every `dispatch` row once per job, and a run adds one per job it ends. Whether a span of
+# tokens, so one pass over jobs (`windows`) keeps the possible holders of the batch's
+# users, each as the span of instants it can hold a token at: from `opens` (created_at) to
+# `reach` (for ever for a Queued or Running job, else its end). Only the spans that hold
+# one of the tokens at all are kept (`holding`: the next token at or after `opens` comes
+# before `reach`), and only their logs are read, each job's by the object_uuid index alone
+# (`event_type` is tested in the aggregate: its own index served with the other, a
+# BitmapAnd per job, read every `dispatch` row once per job). A cleanup row at d moves
+# `opens` past d (timestamp's step is a microsecond): still one span. Whether a span of
 # user u holds the instant m is then an as-of question, answered for all tokens in one
 # sort: the spans opening at or before m (spans first at equal instants) hold m exactly
 # when the furthest of their reaches gets to m. The owner named is the job whose span
@@ -166,19 +179,19 @@ SQL_TOKEN_OTHER_OWNERS = """
         FROM unnest(%(ids)s::bigint[], %(users)s::text[], %(made)s::timestamp[]) AS t(id, user_uuid, made)
     ),
     windows AS (
-        SELECT u.user_uuid, w.uuid, w.opens, w.reach
+        SELECT u.user_uuid, w.uuid, w.owner_uuid, w.opens, w.reach
         FROM (
-            SELECT o.uuid, o.is_locked_by_uuid, o.modified_by_user_uuid, o.created_at AS opens,
-                   CASE WHEN o.state = 'Running' AND o.started_at IS NOT NULL THEN o.started_at
-                        WHEN o.state = 'Running' AND o.finished_at IS NULL THEN 'infinity'::timestamp
-                        WHEN o.started_at IS NOT NULL AND o.finished_at IS NOT NULL
-                        THEN least(o.started_at, o.finished_at - interval '1 microsecond')
+            SELECT o.uuid, o.owner_uuid, o.is_locked_by_uuid, o.modified_by_user_uuid, o.created_at AS opens,
+                   CASE WHEN o.state IN ('Queued', 'Running') THEN 'infinity'::timestamp
+                        ELSE coalesce(greatest(o.finished_at, o.cancelled_at), 'infinity'::timestamp)
                    END AS reach
             FROM jobs o
             WHERE (o.is_locked_by_uuid = ANY(%(user_uuids)s::text[])
                    OR o.modified_by_user_uuid = ANY(%(user_uuids)s::text[]))
               AND o.created_at <= %(last_made)s::timestamp
-              AND (o.started_at >= %(first_made)s::timestamp OR (o.started_at IS NULL AND o.finished_at IS NULL))
+              AND (o.state IN ('Queued', 'Running')
+                   OR greatest(o.finished_at, o.cancelled_at) >= %(first_made)s::timestamp
+                   OR (o.finished_at IS NULL AND o.cancelled_at IS NULL))
               AND o.uuid <> ALL(%(batch)s::text[])
               AND NOT (o.state = 'Running'
                        AND (%(run_uuids)s::text[] IS NULL OR o.uuid = ANY(%(run_uuids)s::text[]))
@@ -192,28 +205,31 @@ SQL_TOKEN_OTHER_OWNERS = """
         WHERE w.reach >= w.opens
     ),
     holding AS (
-        SELECT s.user_uuid, s.uuid, s.opens, s.reach
+        SELECT s.user_uuid, s.uuid, s.owner_uuid, s.opens, s.reach
         FROM (
-            SELECT kind, user_uuid, uuid, opens, reach,
+            SELECT kind, user_uuid, uuid, owner_uuid, opens, reach,
                    min(instant) FILTER (WHERE kind = 1) OVER (
                        PARTITION BY user_uuid ORDER BY instant DESC, kind DESC ROWS UNBOUNDED PRECEDING
                    ) AS next_token
             FROM (
-                SELECT 0 AS kind, user_uuid, uuid, opens, reach, opens AS instant FROM windows
+                SELECT 0 AS kind, user_uuid, uuid, owner_uuid, opens, reach, opens AS instant FROM windows
                 UNION ALL
-                SELECT 1, user_uuid, NULL, NULL, NULL, made FROM tokens
+                SELECT 1, user_uuid, NULL, NULL, NULL, NULL, made FROM tokens
             ) AS stream
         ) AS s
         WHERE s.kind = 0 AND s.next_token <= s.reach
     ),
     spans AS (
         SELECT h.user_uuid, h.uuid, h.reach,
-               CASE WHEN d.dispatched IS NULL THEN h.opens
-                    ELSE greatest(h.opens, d.dispatched + interval '1 microsecond')
+               CASE WHEN d.cleaned IS NULL THEN h.opens
+                    ELSE greatest(h.opens, d.cleaned + interval '1 microsecond')
                END AS opens
         FROM holding h
         CROSS JOIN LATERAL (
-            SELECT max(l.created_at) FILTER (WHERE l.event_type = 'dispatch') AS dispatched
+            SELECT max(l.created_at) FILTER (
+                       WHERE l.event_type = 'dispatch' AND l.owner_uuid = h.owner_uuid
+                         AND l.summary NOT LIKE %(attempt_summary)s
+                   ) AS cleaned
             FROM logs l WHERE l.object_uuid = h.uuid
         ) AS d
     ),
@@ -241,6 +257,12 @@ SQL_TOKEN_OTHER_OWNERS = """
     ) AS asof
     WHERE kind = 1 AND (reach >= instant OR pipeline IS NOT NULL)
 """
+
+# How crunch-dispatch.rb's row of a dispatch attempt starts (1.4.3 crunch_dispatch.rb:186-190),
+# which SQL_TOKEN_OTHER_OWNERS must not take for a cleanup's even where the job's owner is
+# the system user, the attempt row's owner.
+DISPATCH_ATTEMPT_SUMMARY = "dispatching to "
+DISPATCH_ATTEMPT_PATTERNS = {"attempt_summary": DISPATCH_ATTEMPT_SUMMARY + "%"}
 
 SQL_REVOKE_TOKENS = """
     UPDATE api_client_authorizations SET expires_at = {now}, updated_at = {now}

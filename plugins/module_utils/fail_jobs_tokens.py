@@ -12,7 +12,14 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tu
 
 from .fail_jobs_options import CleanupOptions
 from .fail_jobs_result import BatchOutcome
-from .fail_jobs_sql import SQL_LOCK_TOKENS, SQL_TOKEN_CANDIDATES, SQL_TOKEN_OTHER_OWNERS, SQL_USER_IDS, BatchJob
+from .fail_jobs_sql import (
+    DISPATCH_ATTEMPT_PATTERNS,
+    SQL_LOCK_TOKENS,
+    SQL_TOKEN_CANDIDATES,
+    SQL_TOKEN_OTHER_OWNERS,
+    SQL_USER_IDS,
+    BatchJob,
+)
 from .pg_driver import Connection
 
 
@@ -175,4 +182,5 @@ def other_owners(
         "every_row": options.uuids is not None or options.full_scan,
         "threshold": options.db_threshold,
     }
+    params.update(DISPATCH_ATTEMPT_PATTERNS)
     return dict(conn.execute(SQL_TOKEN_OTHER_OWNERS, params).fetchall())

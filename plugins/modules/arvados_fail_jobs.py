@@ -92,7 +92,10 @@ options:
       - Expire the API token the dispatcher made for each job (C(expires_at) set to now).
       - Tokens are matched by how the dispatcher made them, since no column links a job to
         its token. One that another job or pipeline instance of the same user could own is
-        left valid and listed in RV(tokens_left_alone) for a person to look at.
+        left valid and listed in RV(tokens_left_alone) for a person to look at - any job of
+        the user created before the token that is C(Queued) or C(Running), or that ended at
+        or after it, since crunch-dispatch.rb keeps a job's token across a tempfail and a
+        node failure's retry.
     type: bool
     default: true
   log_message:

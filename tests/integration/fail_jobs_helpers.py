@@ -104,6 +104,35 @@ def tasks_by_job(conn) -> dict[str, list[str]]:
     return found
 
 
+def could_hold(job: Mapping[str, Any], token: Mapping[str, Any], user_uuid: str) -> bool:
+    """Whether `job` (a row of jobs) could hold `token` (a row of api_client_authorizations
+    of the user `user_uuid`), as crunch-dispatch.rb 1.4.3 leaves them: a job of the user
+    made no later than the token that is Queued or Running (a tempfailed or retried job
+    keeps its token) or ended at or after it."""
+    made = token["created_at"]
+    if user_uuid not in (job["is_locked_by_uuid"], job["modified_by_user_uuid"]) or job["created_at"] > made:
+        return False
+    if job["state"] in ("Queued", "Running"):
+        return True
+    ends = [moment for moment in (job["finished_at"], job["cancelled_at"]) if moment is not None]
+    return not ends or max(ends) >= made
+
+
+def assert_revoked_or_left_to_a_holder(conn, result, expected, jobs_before) -> None:
+    """Every token of `expected` is revoked, or left alone and reported with a job of its
+    user that could hold it (could_hold) and that the run did not end."""
+    left = {t["uuid"]: t for t in result["tokens_left_alone"]}
+    assert set(result["revoked_tokens"]) <= set(expected)
+    assert set(result["revoked_tokens"]) | (set(expected) & set(left)) == set(expected)
+    ended = set(result.get("failed_jobs", [])) | set(result.get("requeued_jobs", []))
+    rows = tokens(conn)
+    for uuid, entry in left.items():
+        holder = jobs_before.get(entry["could_belong_to"])
+        if holder is not None:
+            assert holder["uuid"] not in ended
+            assert could_hold(holder, rows[uuid], entry["user_uuid"]), (uuid, entry)
+
+
 def db_now(conn):
     value = conn.execute("SELECT now() AT TIME ZONE 'UTC'").fetchone()[0]
     conn.rollback()

@@ -9,13 +9,10 @@ that each window and token is exactly where the rule needs it. The runs are real
 
 from __future__ import annotations
 
-import uuid as uuid_module
 from datetime import timedelta
-from pathlib import Path
 
 import psycopg
 import pytest
-from psycopg import sql
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs_options
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.uuids import (
@@ -24,9 +21,9 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils.uuids import 
     USER_INFIX,
     new_uuid,
 )
-from lab import datagen, labctl
+from lab import datagen
 from tests.integration import fail_jobs_helpers as h
-from tests.integration.conftest import FreshDatabase
+from tests.integration.conftest import schema_database
 
 PREFIX = "zzzzz"
 SYSTEM_USER = "zzzzz-tpzed-000000000000000"
@@ -152,21 +149,8 @@ def arvados_db(request, lab):
     if request.param == "today":
         yield request.getfixturevalue("fresh_db")
         return
-    name = "lab_test_2017_%s" % uuid_module.uuid4().hex[:12]
-    with psycopg.connect(**lab.superuser_connection("postgres"), autocommit=True) as admin:
-        admin.execute(
-            sql.SQL("CREATE DATABASE {} OWNER {} TEMPLATE template0").format(
-                sql.Identifier(name), sql.Identifier(labctl.DB_ROLE)
-            )
-        )
-    try:
-        with psycopg.connect(**lab.connection(name), autocommit=True) as conn:
-            for file_name in ("tables.sql", "indexes.sql"):
-                conn.execute(Path(SCHEMA_2017, file_name).read_text())
-        yield FreshDatabase(name, lab)
-    finally:
-        with psycopg.connect(**lab.superuser_connection("postgres"), autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+    with schema_database(lab, SCHEMA_2017) as database:
+        yield database
 
 
 @pytest.fixture
@@ -258,13 +242,13 @@ def test_a_sibling_job_still_running_keeps_its_token(arvados_db, lab_env, tmp_pa
     assert left_alone[t2] == {"uuid": t2, "user_uuid": user, "could_belong_to": j2}
     assert predicted["tokens_left_alone"] == result["tokens_left_alone"]
     assert predicted["revoked_tokens"] == result["revoked_tokens"]
-    if select == "uuids":
-        # T1 lies in J1's window only (J2 had started an hour before it): J1's own, revoked.
-        assert result["revoked_tokens"] == [t1] and not cluster.valid(t1)
-    else:
-        # J2 waited for nodes until after the boot, so its window holds T1 too: left alone.
-        assert result["revoked_tokens"] == [] and cluster.valid(t1)
-        assert sorted(left_alone) == sorted([t1, t2])
+    # T1 was made after J2's creation, and J2 runs: had a node failed under it (exit 93),
+    # crunch-dispatch.rb would have dispatched it again, with a new token had its
+    # modified_by_user_uuid changed (1.4.3 crunch_dispatch.rb reap_children, get_authorization).
+    # Nothing in the database rules that out, so T1 is left alone too, and reported.
+    assert result["revoked_tokens"] == [] and cluster.valid(t1)
+    assert sorted(left_alone) == sorted([t1, t2])
+    assert left_alone[t1]["could_belong_to"] == j2
     assert result["counts"]["tokens_left_alone"] == len(left_alone)
 
 
@@ -295,7 +279,8 @@ def test_a_token_a_finished_job_or_a_running_pipeline_could_own_is_left_alone(ar
 
 def test_the_jobs_of_one_run_do_not_shield_each_others_tokens_across_batches(arvados_db, lab_env, tmp_path, cluster):
     """Two stale jobs of one user with overlapping windows, one per batch: each is ended by
-    this run, so neither can own the other's token (their `dispatch` rows say so)."""
+    this run, so neither can own the other's token (the first batch's `dispatch` row, a
+    cleanup's, says the first was ended then)."""
     user = cluster.user()
     first = cluster.job(user, cluster.ago(hours=4), started=cluster.ago(hours=2))
     second = cluster.job(user, cluster.ago(hours=3), started=cluster.ago(hours=1))

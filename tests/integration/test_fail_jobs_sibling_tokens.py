@@ -29,23 +29,28 @@ cluster = rules.cluster
 MICROSECOND = timedelta(microseconds=1)
 LOG_INFIX = "57u5n"
 
-# The rule as it was written first, one token at a time (every owner of each token, jobs
-# and pipeline instances apart): the per-batch statement must name one of these for
-# exactly the tokens that have one.
+# The rule one token at a time (every holder of each token, jobs and pipeline instances
+# apart): the per-batch statement must name one of these for exactly the tokens that have
+# one. A job holds a token of its user made at or after its creation while it is Queued or
+# Running, or if it ended at or after the token (finished_at, or cancelled_at), or if it
+# ended at no known time; unless a cleanup's `dispatch` row of the job (owner the job's
+# owner, not an attempt's "dispatching to ...") was written at or after the token.
 OWNERS_TOKEN_BY_TOKEN = """
     SELECT t.id, o.uuid, 'job'
     FROM unnest(%(ids)s::bigint[], %(users)s::text[], %(made)s::timestamp[]) AS t(id, user_uuid, made)
     JOIN jobs o ON (o.is_locked_by_uuid = t.user_uuid OR o.modified_by_user_uuid = t.user_uuid)
-    WHERE (o.started_at >= t.made OR (o.started_at IS NULL AND o.finished_at IS NULL))
-      AND o.created_at <= t.made
-      AND (o.state = 'Running' OR o.finished_at > t.made)
+    WHERE o.created_at <= t.made
+      AND (o.state IN ('Queued', 'Running')
+           OR (o.finished_at IS NULL AND o.cancelled_at IS NULL)
+           OR o.finished_at >= t.made OR o.cancelled_at >= t.made)
       AND o.uuid <> ALL(%(batch)s::text[])
       AND NOT (o.state = 'Running'
                AND (%(run_uuids)s::text[] IS NULL OR o.uuid = ANY(%(run_uuids)s::text[]))
                AND (%(every_row)s OR o.finished_at IS NULL)
                AND (%(threshold)s::timestamp IS NULL OR o.started_at < %(threshold)s::timestamp))
-      AND NOT EXISTS (SELECT 1 FROM logs l WHERE l.object_uuid = o.uuid
-                      AND l.event_type = 'dispatch' AND l.created_at >= t.made)
+      AND NOT EXISTS (SELECT 1 FROM logs l WHERE l.object_uuid = o.uuid AND l.event_type = 'dispatch'
+                      AND l.owner_uuid = o.owner_uuid AND l.summary NOT LIKE 'dispatching to %%'
+                      AND l.created_at >= t.made)
     UNION ALL
     SELECT t.id, p.uuid, 'pipeline'
     FROM unnest(%(ids)s::bigint[], %(users)s::text[], %(made)s::timestamp[]) AS t(id, user_uuid, made)
@@ -69,13 +74,24 @@ def owners_of(cluster, tokens, batch=(), **options):
     return found
 
 
-def dispatch_log(cluster, job_uuid, created, event_type="dispatch"):
-    """A `dispatch` log row of the job, as a cleanup (or Arvados' fail_job) writes one; or
-    another row of the job (`stderr`, `update`), which ends nothing."""
+SYSTEM_USER = rules.SYSTEM_USER
+
+
+def dispatch_log(cluster, job_uuid, created, event_type="dispatch", kind="cleanup"):
+    """A log row of the job: a `dispatch` row of a cleanup (fail_job's kind, 1.4.3
+    crunch_dispatch.rb:222-232: owner the job's owner, summary the reason), which ends its
+    holding of the tokens made up to it; a `dispatch` row of an attempt
+    (nodes_available_for_job_now, :184-191: owner the system user, "dispatching to ..."),
+    which ends nothing; or another row (`stderr`, `update`), which ends nothing either."""
+    owner = cluster.conn.execute("SELECT owner_uuid FROM jobs WHERE uuid = %s", (job_uuid,)).fetchone()[0]
+    if kind == "cleanup":
+        owner, summary = owner, "cleaned up stale job: started before now"
+    else:
+        owner, summary = SYSTEM_USER, "dispatching to compute0"
     cluster.conn.execute(
-        "INSERT INTO logs (uuid, object_uuid, event_type, created_at, updated_at, event_at)"
-        " VALUES (%s, %s, %s, %s, %s, %s)",
-        (new_uuid(rules.PREFIX, LOG_INFIX), job_uuid, event_type, created, created, created),
+        "INSERT INTO logs (uuid, owner_uuid, object_uuid, event_type, summary, created_at, updated_at, event_at)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+        (new_uuid(rules.PREFIX, LOG_INFIX), owner, job_uuid, event_type, summary, created, created, created),
     )
     cluster.conn.commit()
 
@@ -88,49 +104,64 @@ def stale_job(cluster, user):
 # -- the boundaries of a window ----------------------------------------------------------
 
 
-def test_a_window_holds_the_instants_of_its_creation_and_of_its_start(cluster):
-    user = cluster.user()
+def test_a_running_sibling_holds_every_token_since_its_creation_whatever_its_start(cluster):
+    """After exit 93 the job stays Running and is dispatched again (1.4.3 crunch_dispatch.rb
+    reap_children): a new token after its start is possible. An inconsistent Running row
+    that never started but has a finished_at is Running all the same."""
+    user, other = cluster.user(), cluster.user()
     stale = stale_job(cluster, user)
     created, started = cluster.ago(hours=3), cluster.ago(hours=1)
     sibling = cluster.job(user, created, started=started)
-    made = [created - MICROSECOND, created, started, started + MICROSECOND]
+    odd = cluster.job(other, cluster.ago(hours=5), finished=cluster.ago(hours=4))
+    made = [created - MICROSECOND, created, started + MICROSECOND]
+    odd_made = [cluster.ago(hours=5) - MICROSECOND, cluster.ago(hours=5), cluster.ago(seconds=1)]
 
-    found = owners_of(cluster, [(user, m) for m in made], uuids=[stale])
+    found = owners_of(cluster, [(user, m) for m in made] + [(other, m) for m in odd_made], uuids=[stale])
 
-    assert found == {2: sibling, 3: sibling}
+    assert found == {2: sibling, 3: sibling, 5: odd, 6: odd}
 
 
-@pytest.mark.parametrize("after_start", [timedelta(0), MICROSECOND], ids=["at-start", "after-start"])
-def test_a_finished_sibling_owns_a_token_made_at_its_start_only_if_it_finished_after_it(cluster, after_start):
+def test_a_queued_job_holds_every_token_since_its_creation(cluster):
+    """After exit 75 (tempfail) the job stays Queued and its token is neither expired nor
+    forgotten: the next attempt reuses it (get_authorization)."""
     user = cluster.user()
-    created, started = cluster.ago(hours=3), cluster.ago(hours=1)
-    done = cluster.job(user, created, state="Complete", started=started, finished=started + after_start)
-
-    found = owners_of(cluster, [(user, started), (user, created)])
-
-    # at its creation it had not finished: always its
-    assert found == ({1: done, 2: done} if after_start else {2: done})
-
-
-def test_an_unstarted_running_sibling_holds_every_token_since_its_creation(cluster):
-    user = cluster.user()
-    stale = stale_job(cluster, user)
     created = cluster.ago(hours=3)
-    waiting = cluster.job(user, created)
-    # Running, never started but finished: an inconsistent row whose window never opened
-    cluster.job(user, created - timedelta(hours=1), finished=cluster.ago(hours=2))
-    made = [created - MICROSECOND, created, cluster.ago(minutes=1)]
+    queued = cluster.job(user, created, state="Queued")
 
-    found = owners_of(cluster, [(user, m) for m in made], uuids=[stale])
+    found = owners_of(cluster, [(user, created - MICROSECOND), (user, created), (user, cluster.ago(seconds=1))])
 
-    assert found == {2: waiting, 3: waiting}
+    assert found == {2: queued, 3: queued}
 
 
-def test_a_queued_job_owns_no_token(cluster):
+@pytest.mark.parametrize("state", ["Complete", "Failed"])
+def test_a_finished_sibling_holds_the_tokens_made_up_to_its_finish(cluster, state):
     user = cluster.user()
-    cluster.job(user, cluster.ago(hours=3), state="Queued")
+    created, finished = cluster.ago(hours=3), cluster.ago(hours=1)
+    done = cluster.job(user, created, state=state, started=cluster.ago(hours=2), finished=finished)
+    made = [created - MICROSECOND, created, finished, finished + MICROSECOND]
 
-    assert owners_of(cluster, [(user, cluster.ago(hours=2))]) == {}
+    found = owners_of(cluster, [(user, m) for m in made])
+
+    assert found == {2: done, 3: done}
+
+
+def test_a_cancelled_sibling_holds_the_tokens_made_up_to_its_cancel(cluster):
+    """1.4.3 app/models/job.rb update_timestamps_when_state_changes sets cancelled_at, not
+    finished_at, when a job becomes Cancelled; an ended job with neither ended at an unknown
+    time and holds every token since its creation."""
+    user = cluster.user()
+    created, cancelled = cluster.ago(hours=3), cluster.ago(hours=1)
+    done = cluster.job(user, created, state="Cancelled", started=cluster.ago(hours=2))
+    cluster.conn.execute("UPDATE jobs SET cancelled_at = %s WHERE uuid = %s", (cancelled, done))
+    cluster.conn.commit()
+    other = cluster.user()
+    unknown = cluster.job(other, created, state="Failed", started=cluster.ago(hours=2))
+
+    found = owners_of(
+        cluster, [(user, cancelled), (user, cancelled + MICROSECOND), (other, created), (other, cluster.ago(seconds=1))]
+    )
+
+    assert found == {1: done, 3: unknown, 4: unknown}
 
 
 def test_a_sibling_in_the_same_batch_owns_nothing(cluster):
@@ -169,29 +200,57 @@ def test_a_running_row_with_finished_at_owns_tokens_unless_the_run_reads_every_r
     assert owners_of(cluster, token, full_scan=True) == {}
 
 
-@pytest.mark.parametrize("log_before_token", [True, False], ids=["log-before", "log-at-token"])
-def test_a_sibling_ended_by_a_cleanup_yields_to_another_that_could_own_the_token(cluster, log_before_token):
-    """The cleaned sibling reaches furthest, so it is the one the statement would name:
-    its `dispatch` row at or after the token must not hide the other sibling."""
+@pytest.mark.parametrize(
+    "event_type, kind", [("dispatch", "attempt"), ("stderr", "cleanup")], ids=["attempt", "stderr"]
+)
+def test_a_row_after_the_token_that_is_no_cleanup_does_not_make_a_sibling_let_go_of_it(cluster, event_type, kind):
+    """crunch-dispatch.rb writes a `dispatch` row on every attempt (1.4.3 crunch_dispatch.rb
+    nodes_available_for_job_now) and keeps the token across attempts: such a row after the
+    token proves nothing, even for a job the system user owns. The one that ended reaches
+    less far than the one still running."""
     user = cluster.user()
     stale = stale_job(cluster, user)
     made = cluster.ago(hours=2)
     ended = cluster.job(
         user, cluster.ago(hours=3), state="Failed", started=cluster.ago(hours=1), finished=cluster.ago(minutes=30)
     )
-    dispatch_log(cluster, ended, made - MICROSECOND if log_before_token else made)
-    running = cluster.job(user, cluster.ago(hours=2, minutes=30), started=cluster.ago(hours=1, minutes=50))
-    dispatch_log(cluster, running, made, event_type="stderr")
+    dispatch_log(cluster, ended, made + MICROSECOND, event_type, kind)
     alone = cluster.user()
-    ended_alone = cluster.job(
+    root_owned = cluster.job(
         alone, cluster.ago(hours=3), state="Failed", started=cluster.ago(hours=1), finished=cluster.ago(minutes=30)
     )
-    dispatch_log(cluster, ended_alone, made)
-    dispatch_log(cluster, ended_alone, made - timedelta(hours=1))
+    cluster.conn.execute("UPDATE jobs SET owner_uuid = %s WHERE uuid = %s", (SYSTEM_USER, root_owned))
+    cluster.conn.commit()
+    dispatch_log(cluster, root_owned, made, event_type, kind)
 
-    found = owners_of(cluster, [(user, made), (alone, made)], uuids=[stale])
+    assert owners_of(cluster, [(user, made), (alone, made)], uuids=[stale]) == {1: ended, 2: root_owned}
 
-    assert found == {1: ended if log_before_token else running}
+    running = cluster.job(user, cluster.ago(hours=2, minutes=30), started=cluster.ago(hours=1, minutes=50))
+    dispatch_log(cluster, running, made, event_type, kind)
+
+    assert owners_of(cluster, [(user, made)], uuids=[stale]) == {1: running}
+
+
+@pytest.mark.parametrize("at_token", [True, False], ids=["at-token", "before-token"])
+def test_a_cleanup_row_at_or_after_the_token_ends_a_siblings_holding_of_it(cluster, at_token):
+    """A job a cleanup ended (its fail_job row) dealt with its tokens then; requeued by a
+    cleanup, it holds only the tokens made after that row."""
+    user = cluster.user()
+    stale = stale_job(cluster, user)
+    made = cluster.ago(hours=2)
+    ended = cluster.job(
+        user, cluster.ago(hours=3), state="Failed", started=cluster.ago(hours=1), finished=cluster.ago(minutes=30)
+    )
+    dispatch_log(cluster, ended, made if at_token else made - MICROSECOND)
+    requeued = cluster.job(cluster.user(), cluster.ago(hours=3), state="Queued")
+    requeued_user = cluster.job_row(requeued)["modified_by_user_uuid"]
+    dispatch_log(cluster, requeued, made)
+
+    found = owners_of(
+        cluster, [(user, made), (requeued_user, made), (requeued_user, made + MICROSECOND)], uuids=[stale]
+    )
+
+    assert found == ({3: requeued} if at_token else {1: ended, 3: requeued})
 
 
 def test_a_pipeline_owns_the_tokens_since_its_creation_when_no_job_does(cluster):
@@ -256,9 +315,13 @@ def generated_cluster(cluster, rng, users, jobs, tokens_per_user):
             locked_by=rng.choice([None, None, "", rng.choice(people)]),
             modified_by=rng.choice([None, None, "", rng.choice(people)]),
         )
-        for event_type in ("dispatch", "stderr"):
+        if rng.random() < 0.5:
+            cancelled = maybe(instant(), 0.8)
+            cluster.conn.execute("UPDATE jobs SET cancelled_at = %s WHERE uuid = %s", (cancelled, job))
+            cluster.conn.commit()
+        for event_type, kind in (("dispatch", "cleanup"), ("dispatch", "attempt"), ("stderr", "cleanup")):
             if rng.random() < 0.3:
-                dispatch_log(cluster, job, instant(), event_type)
+                dispatch_log(cluster, job, instant(), event_type, kind)
         made.append(job)
     for _pipeline in range(max(1, users // 3)):
         cluster.pipeline(rng.choice(people), instant(), state=rng.choice(["RunningOnServer", "Complete"]))

@@ -324,6 +324,7 @@ def test_other_owners_asks_once_for_all_tokens_with_their_users_and_span():
             "run_uuids": [JOB % 1, JOB % 2],
             "every_row": True,
             "threshold": None,
+            "attempt_summary": "dispatching to %",
         }
     ]
 

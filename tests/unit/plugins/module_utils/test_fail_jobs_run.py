@@ -353,6 +353,17 @@ def test_the_bound_counts_bytes_and_with_retry_the_note_added():
     )
 
 
+def test_a_log_message_that_reads_as_a_dispatch_attempt_is_refused():
+    """The token rule tells a cleanup's `dispatch` row from crunch-dispatch.rb's row of an
+    attempt ("dispatching to <hosts>") by its summary: a cleanup must not write the latter."""
+    with pytest.raises(RecoveryError) as raised:
+        fail_jobs_run.run_fail_jobs(dict(NO_FILES, log_message="dispatching to nowhere"), connect_db=refuse_to_connect)
+    assert str(raised.value) == (
+        "option log_message must not start with 'dispatching to ': crunch-dispatch.rb's rows of a dispatch attempt do"
+    )
+    fail_jobs_run.prepare(dict(NO_FILES, log_message="Dispatching to nowhere was stopped"))
+
+
 def test_the_default_messages_fit():
     for retry in (False, True):
         fail_jobs_options.check_summary(
