@@ -10,7 +10,7 @@ options, and optionally a function that makes the jobs' Slurm jobs absent.
 
 How a run goes:
 
-1. The ``Running`` jobs are listed by the index on ``finished_at`` (see SQL_RUNNING), into
+1. The ``Running`` jobs are listed (all of them, or by the index on ``finished_at``: see SQL_RUNNING), into
    a cursor the server keeps (WITH HOLD), fetched a batch at a time: no snapshot lives
    across batches and memory does not grow with the number of jobs.
 2. Jobs that started at or after the threshold (``before``) are exempt and reported,

@@ -116,7 +116,7 @@ class CleanupOptions:
         diff: bool = False,
         keep_uuids: bool = True,
         row_lock_wait: float = DEFAULT_ROW_LOCK_WAIT,
-        full_scan: bool = False,
+        full_scan: bool = True,
         live: Any = DEFAULT_LIVE,
         batch_pause: Optional[float] = None,
     ) -> None:

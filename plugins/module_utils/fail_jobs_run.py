@@ -46,10 +46,10 @@ FAIL_JOBS_OPTIONS = {
     "row_lock_wait": CLEANUP_OPTIONS["row_lock_wait"],
     "full_scan": Option(
         "bool",
-        False,
-        help="read the whole jobs table, to also find Running jobs whose "
-        "finished_at is set (inconsistent rows the fast path, the index "
-        "on finished_at, cannot see)",
+        True,
+        help="read every Running job, as Arvados' own fail_jobs does (default: yes); "
+        "--no-full-scan reads only those without finished_at, through its index: faster "
+        "on a large cluster, blind to Running jobs whose finished_at is set",
     ),
     "live": CLEANUP_OPTIONS["live"],
     "batch_pause": CLEANUP_OPTIONS["batch_pause"],

@@ -19,13 +19,16 @@ SQL_NOW_UTC = "(now() AT TIME ZONE 'UTC')"
 # Ordered by user, then start: a batch then holds the jobs of few users over a short time,
 # which keeps the token look-up of each batch to few users' tokens.
 #
-# No index leads with `state` (it is the 16th column of jobs_search_index), so `state =
-# 'Running'` alone reads the whole table. But every Running job Arvados wrote has no
-# `finished_at`, `finished_at` has its own btree index (index_jobs_on_finished_at, in
-# structure.sql from 1.4.3 to 3.2.1) and btree indexes hold NULLs: `finished_at IS NULL`
-# reads the unfinished jobs only. A Running row with `finished_at` set is an inconsistent
-# row this path cannot see; `uuids` (by the uuid index) and `full_scan` (the whole table)
-# see it, and such rows are reported in `running_with_finished_at`.
+# Arvados' own cleanup takes every Running job started before the threshold, whatever
+# `finished_at` says (fail_jobs, 1.4.3 services/api/lib/crunch_dispatch.rb:870), and 1.4.3's
+# Job model lets a Running job have one (its fixture `runningbarbaz`,
+# services/api/test/fixtures/jobs.yml): `full_scan`, the default, reads them all. No index
+# leads with `state` (it is the 16th column of jobs_search_index), so that reads the table.
+# `finished_at` has its own btree index (index_jobs_on_finished_at, in structure.sql from
+# 1.4.3 to 3.2.1) and btree indexes hold NULLs: without `full_scan`, `finished_at IS NULL`
+# reads the unfinished jobs only, and misses the Running rows with `finished_at` set.
+# `uuids` reads by the uuid index. Rows with `finished_at` set are reported in
+# `running_with_finished_at`.
 SQL_RUNNING = """
     SELECT uuid, started_at, finished_at FROM jobs
     WHERE state = 'Running' AND {where}

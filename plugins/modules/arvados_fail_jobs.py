@@ -132,14 +132,17 @@ options:
     default: 10
   full_scan:
     description:
-      - Read the whole C(jobs) table instead of the index on C(finished_at), to also find
-        C(Running) jobs whose C(finished_at) is set (a crash or a hand edit may leave them;
-        Arvados never writes them). They are cleaned up like the others and listed in
-        RV(running_with_finished_at).
-      - Reading the whole table is slow on a large cluster; use it for an occasional check,
-        not at every boot.
+      - "Read every C(Running) job, as Arvados' own cleanup does (C(fail_jobs) in 1.4.3
+        C(services/api/lib/crunch_dispatch.rb) takes the jobs C(Running) and started before
+        the threshold, whatever C(finished_at) says). Arvados 1.4.3's C(Job) model accepts a
+        C(finished_at) on a job that stays C(Running), and its own test fixtures hold one
+        (C(runningbarbaz)); such jobs are cleaned up like the others and listed in
+        RV(running_with_finished_at)."
+      - V(false) reads only the C(Running) jobs without C(finished_at), through the index on
+        C(finished_at) - faster on a large cluster (measured on a million jobs, 0.06 s
+        against 0.26 s with a cold cache), but blind to those rows.
     type: bool
-    default: false
+    default: true
   live:
     description:
       - Whether the API server (or another client) uses the database during the run.
