@@ -114,6 +114,19 @@ SQLSTATE_LOCK_TIMEOUT = "55P03"
 
 SQL_USER_IDS = "SELECT uuid, id FROM users WHERE uuid = ANY(%(uuids)s::text[])"
 
+# The `dispatch` rows of attempts (fail_jobs_tokens.token_windows_after_start) written after
+# each job's start, with the user its next token would be made for; by the object_uuid
+# index, the rows of the batch's jobs only. Not for the system user: a root token made in
+# such a window by anything else (a service's) would stop that service if revoked.
+SQL_RETRY_ATTEMPTS = """
+    SELECT j.uuid, j.modified_by_user_uuid, l.created_at
+    FROM jobs j JOIN logs l ON l.object_uuid = j.uuid
+    WHERE j.uuid = ANY(%(uuids)s::text[])
+      AND l.event_type = 'dispatch' AND l.summary LIKE %(attempt_summary)s
+      AND l.created_at > j.started_at
+      AND j.modified_by_user_uuid ~ '{user}' AND right(j.modified_by_user_uuid, {length}) <> '{system}'
+""".format(user=SQL_USER_UUID, system=SQL_SYSTEM_USER_SUFFIX, length=len(SQL_SYSTEM_USER_SUFFIX))
+
 # A job's token, as the dispatcher made it: for the user of `is_locked_by_uuid`, by no API
 # client (0), without expiry, created between the job's creation and its start. A token a
 # container names is a container's, never a job's. No index serves `created_at`, so the

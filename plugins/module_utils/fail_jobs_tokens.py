@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import bisect
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from .fail_jobs_options import CleanupOptions
@@ -15,6 +15,7 @@ from .fail_jobs_result import BatchOutcome
 from .fail_jobs_sql import (
     DISPATCH_ATTEMPT_PATTERNS,
     SQL_LOCK_TOKENS,
+    SQL_RETRY_ATTEMPTS,
     SQL_TOKEN_CANDIDATES,
     SQL_TOKEN_OTHER_OWNERS,
     SQL_USER_IDS,
@@ -32,38 +33,60 @@ class TokenCandidate(NamedTuple):
     created_at: datetime
 
 
-def window_holds(job: BatchJob, token: TokenCandidate) -> bool:
-    """Whether `token` was made in `job`'s window, for the job's user."""
-    return (
-        job.started_at is not None
-        and job.is_locked_by_uuid == token.user_uuid
-        and job.created_at <= token.created_at <= job.started_at
-    )
+# How long after its `dispatch` row of an attempt crunch-dispatch.rb makes a job's token: in
+# the same pass of start_jobs, nodes_available_for_job_now saves the row and get_authorization
+# the token, both stamped by the API server's clock (1.4.3 crunch_dispatch.rb:184-191,
+# :369), milliseconds apart; ten seconds leave room for a loaded host.
+RETRY_TOKEN_SLACK = timedelta(seconds=10)
+
+# A span of instants at which the dispatcher may have made a job's token, for one user.
+Window = Tuple[str, datetime, datetime]
+
+
+def start_window(job: BatchJob) -> Optional[Window]:
+    """[created_at, started_at] for the user that locked the job: its first token, kept
+    across tempfails, was made for that user before crunch-job locked the job with it."""
+    if job.started_at is None or job.is_locked_by_uuid is None:
+        return None
+    return (job.is_locked_by_uuid, job.created_at, job.started_at)
 
 
 class TokenPlan:
     """A batch's tokens: those to revoke, and those another's work could own, with it."""
 
     def __init__(
-        self, to_revoke: Iterable[TokenCandidate] = (), left_alone: Iterable[Tuple[TokenCandidate, str]] = ()
+        self,
+        to_revoke: Iterable[TokenCandidate] = (),
+        left_alone: Iterable[Tuple[TokenCandidate, str]] = (),
+        retry_windows: Optional[Dict[str, List[Window]]] = None,
     ) -> None:
         self.to_revoke = list(to_revoke)
         # Each with the uuid of the job or pipeline instance that could own it.
         self.left_alone = list(left_alone)
+        # By job uuid, the windows of its dispatches after its start (token_windows).
+        self.retry_windows = retry_windows or {}
+
+    def windows(self, job: BatchJob) -> List[Window]:
+        first = start_window(job)
+        return ([first] if first else []) + self.retry_windows.get(job.uuid, [])
+
+    def holds(self, job: BatchJob, token: TokenCandidate) -> bool:
+        """Whether `token` was made in one of `job`'s windows, for that window's user."""
+        return any(
+            user == token.user_uuid and opens <= token.created_at <= closes for user, opens, closes in self.windows(job)
+        )
 
     def set_aside_for(self, held: Sequence[TokenCandidate], jobs: Iterable[BatchJob]) -> List[str]:
         """The uuids of `jobs` whose window holds a token of `held` (another transaction
         holds its row); those tokens are not revoked by this batch."""
         held_ids = set(token.id for token in held)
         self.to_revoke = [token for token in self.to_revoke if token.id not in held_ids]
-        return [job.uuid for job in jobs if any(window_holds(job, token) for token in held)]
+        return [job.uuid for job in jobs if any(self.holds(job, token) for token in held)]
 
     def report(self, ended: Iterable[BatchJob], outcome: BatchOutcome) -> BatchOutcome:
         """`outcome` with the tokens of the `ended` jobs added: to revoke, and left alone.
         A token only a set-aside job's window holds waits for that job's next try."""
-        windows = JobWindows(
-            (job.is_locked_by_uuid, job.created_at, job.started_at) for job in ended if job.started_at is not None
-        )
+        windows = JobWindows(window for job in ended for window in self.windows(job))
         tokens = [t.uuid for t in self.to_revoke if windows.contain(t.user_uuid, t.created_at)]
         left_alone = [
             {"uuid": t.uuid, "user_uuid": t.user_uuid, "could_belong_to": owner}
@@ -127,12 +150,30 @@ class JobWindows:
 def plan_tokens(conn: Connection, options: CleanupOptions, jobs: Sequence[BatchJob], batch: Sequence[str]) -> TokenPlan:
     """The tokens in `jobs`' windows: those to revoke, and those another's work could
     own (SQL_TOKEN_OTHER_OWNERS), to leave alone and report."""
-    candidates = token_candidates(conn, jobs)
+    retry_windows = token_windows_after_start(conn, jobs)
+    plan = TokenPlan(retry_windows=retry_windows)
+    candidates = token_candidates(conn, [window for job in jobs for window in plan.windows(job)])
     others = other_owners(conn, options, candidates, batch) if candidates else {}
-    return TokenPlan(
-        [token for token in candidates if token.id not in others],
-        [(token, others[token.id]) for token in candidates if token.id in others],
-    )
+    plan.to_revoke = [token for token in candidates if token.id not in others]
+    plan.left_alone = [(token, others[token.id]) for token in candidates if token.id in others]
+    return plan
+
+
+def token_windows_after_start(conn: Connection, jobs: Sequence[BatchJob]) -> Dict[str, List[Window]]:
+    """By job uuid, a window after each `dispatch` row of an attempt written after the job
+    started, for the user the job's modified_by_user_uuid names. After a node failure (exit
+    93) crunch-dispatch.rb dispatches the job again, still Running, and get_authorization
+    makes it a new token if modified_by_user_uuid changed meanwhile (an admin changed its
+    priority: 1.4.3 crunch_dispatch.rb:259-279, :678-693), made for that user after the
+    start, outside the job's first window."""
+    started = [job.uuid for job in jobs if job.started_at is not None]
+    if not started:
+        return {}
+    found: Dict[str, List[Window]] = {}
+    params = dict(DISPATCH_ATTEMPT_PATTERNS, uuids=started)
+    for job_uuid, user_uuid, dispatched in conn.execute(SQL_RETRY_ATTEMPTS, params).fetchall():
+        found.setdefault(job_uuid, []).append((user_uuid, dispatched, dispatched + RETRY_TOKEN_SLACK))
+    return found
 
 
 def held_tokens(conn: Connection, tokens: Sequence[TokenCandidate]) -> List[TokenCandidate]:
@@ -143,15 +184,11 @@ def held_tokens(conn: Connection, tokens: Sequence[TokenCandidate]) -> List[Toke
     return [token for token in tokens if token.id not in got]
 
 
-def token_candidates(conn: Connection, jobs: Sequence[BatchJob]) -> List[TokenCandidate]:
-    """The tokens in the jobs' windows."""
-    users = sorted(set(job.is_locked_by_uuid for job in jobs if job.is_locked_by_uuid is not None))
+def token_candidates(conn: Connection, spans: Sequence[Window]) -> List[TokenCandidate]:
+    """The tokens made in the windows `spans`, each for its window's user."""
+    users = sorted(set(user for user, _opens, _closes in spans))
     user_ids = dict(conn.execute(SQL_USER_IDS, {"uuids": users}).fetchall()) if users else {}
-    windows = JobWindows(
-        (user_ids[job.is_locked_by_uuid], job.created_at, job.started_at)
-        for job in jobs
-        if job.is_locked_by_uuid in user_ids and job.started_at is not None
-    )
+    windows = JobWindows((user_ids[user], opens, closes) for user, opens, closes in spans if user in user_ids)
     if not windows:
         return []
     user_uuids = dict((user_id, user_uuid) for user_uuid, user_id in user_ids.items())

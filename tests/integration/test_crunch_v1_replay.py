@@ -10,9 +10,8 @@ off. Whatever the history:
   or awaiting a retry, holding it in crunch-dispatch.rb's memory; a running pipeline
   instance's) is revoked;
 - each job the run ended has its own token revoked, or left alone and reported with a job
-  that could hold it, where the token is one crunch-dispatch.rb made for the user that
-  locked the job (a token made for another user on a retry after an admin touched the job
-  lies outside every window the database shows: see the closing note of issue 33);
+  that could hold it (its token may have been made at a retry after its start, for the
+  admin who changed it meanwhile);
 - a second run changes nothing.
 
 Seeded: a failure prints the seed and the sequence of paths that broke it. The number of
@@ -47,8 +46,8 @@ def arvados_1_4_3(lab):
         yield database
 
 
-def history(conn, seed: int) -> replay.Dispatcher:
-    """An empty database, then a random history of crunch-dispatch.rb's paths, committed."""
+def empty_world(conn, seed: int) -> replay.Dispatcher:
+    """An empty database but for the system user, an admin and one to three users."""
     now = h.db_now(conn)
     conn.execute("TRUNCATE %s RESTART IDENTITY" % ", ".join(TABLES))
     conn.execute(
@@ -61,7 +60,13 @@ def history(conn, seed: int) -> replay.Dispatcher:
     world.user(is_admin=True)
     for _user in range(rng.randrange(1, 4)):
         world.user()
-    replay.random_sequence(world, rng.randrange(4, 40))
+    return world
+
+
+def history(conn, seed: int) -> replay.Dispatcher:
+    """A random history of crunch-dispatch.rb's paths in an empty world, committed."""
+    world = empty_world(conn, seed)
+    replay.random_sequence(world, world.rng.randrange(4, 40))
     conn.commit()
     return world
 
@@ -112,8 +117,8 @@ def broken_promises(conn, world: replay.Dispatcher, options: dict, result: dict)
         if token not in valid:
             problems.append("%s, in use, is no longer valid in the database" % token)
     for job_uuid in sorted(ended):
-        job, own = world.jobs[job_uuid], world.own_token(job_uuid)
-        if own is None or own.user != job.locked_by:
+        own = world.own_token(job_uuid)
+        if own is None:
             continue
         if own.uuid not in revoked and own.uuid not in left_alone:
             problems.append("%s ended, its token %s neither revoked nor reported" % (job_uuid, own.uuid))
@@ -194,4 +199,33 @@ def test_the_module_and_the_command_keep_the_promises_and_check_mode_predicts_th
         for key in ("revoked_tokens", "tokens_left_alone", "failed_jobs", "requeued_jobs"):
             assert predicted.get(key) == result.get(key), (seed, key)
         assert not ended_by(rerun) and not rerun["revoked_tokens"], seed
+    conn.close()
+
+
+def test_a_token_made_at_a_retry_for_the_admin_who_touched_the_job_is_revoked_with_it(arvados_1_4_3, tmp_path):
+    """Node failure (exit 93), an admin changes the job's priority, crunch-dispatch.rb
+    dispatches it again: get_authorization expires the user's token and makes one for the
+    admin (1.4.3 crunch_dispatch.rb:259-279), after the job's start. The cleanup revokes it
+    with the job; the admin's other token, made an hour later, stays valid."""
+    conn = arvados_1_4_3.connect()
+    world = empty_world(conn, seed=0)
+    user = world.users[-1]
+    job = world.submit(user)
+    for step in ("dispatch", "crunch_job_locks", "admin_touches", "exit_node_failure", "dispatch"):
+        world.tick(300)
+        getattr(world, step)(job)
+    admin_token = world.own_token(job)
+    world.tick(3600)
+    unrelated = world._new_token(world.admin)  # pylint: disable=protected-access
+    conn.commit()
+    assert admin_token.user == world.admin and world.jobs[job].locked_by == user
+
+    result = cleanup(
+        {"config_file": str(h.write_config(arvados_1_4_3, tmp_path)), "cancel_slurm_jobs": False, "uuids": [job]}
+    )
+
+    assert result["failed_jobs"] == [job]
+    assert result["revoked_tokens"] == [admin_token.uuid]
+    valid = {row[0] for row in conn.execute("SELECT uuid FROM api_client_authorizations WHERE expires_at IS NULL")}
+    assert unrelated.uuid in valid and admin_token.uuid not in valid
     conn.close()
