@@ -75,6 +75,21 @@ def lab_env(lab: labctl.LabSettings) -> dict[str, str]:
     return env
 
 
+@pytest.fixture(scope="session", autouse=True)
+def lab_slurm_queue_empty_at_start(request: pytest.FixtureRequest) -> None:
+    """The session starts from an empty Slurm queue on the lab: what `make demo` leaves
+    running there (its exempt job's Slurm job holds one of the node's two CPUs), or a run
+    killed midway, would make tests that count on the node's CPUs wait for nothing. The lab
+    is the tests' own; its jobs are cancelled by id and printed."""
+    if not any("lab_env" in item.fixturenames for item in request.session.items):
+        return
+    guard = Slurm(request.getfixturevalue("lab_env"))
+    guard.submitted = list(guard.queue())
+    if guard.submitted:
+        print("integration tests: cancelling the lab's leftover Slurm jobs %s" % ", ".join(guard.submitted))
+        guard.cancel_leftovers()
+
+
 @pytest.fixture(autouse=True)
 def lab_slurm_queue_as_found(request: pytest.FixtureRequest) -> Iterator[None]:
     """Each test leaves the lab's Slurm queue as it found it, even when it fails midway.
