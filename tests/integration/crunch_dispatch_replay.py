@@ -399,13 +399,20 @@ class Dispatcher:
     # -- what the database cannot tell --------------------------------------------------
 
     def tokens_in_use(self, ended: set[str]) -> dict[str, str]:
-        """{token uuid: the job or pipeline instance whose live work uses it}: a job not in
-        `ended` that is Queued, Running or awaiting a retry and holds the token in
-        crunch-dispatch.rb's memory, and a running pipeline instance's token."""
+        """{token uuid: the job or pipeline instance whose live work uses it}, for the jobs not
+        in `ended`: the token a running crunch-job was started with; the token
+        crunch-dispatch.rb keeps for a Queued job or one awaiting a retry, which its next
+        attempt reuses while modified_by_user_uuid still names the token's user (else
+        get_authorization expires it then, 1.4.3 crunch_dispatch.rb:260-267); and a running
+        pipeline instance's token."""
         used = {}
+        for job_uuid, token in self.running.items():
+            if job_uuid not in ended and not token.expired:
+                used[token.uuid] = job_uuid
         for job_uuid, token in self.authorizations.items():
             job = self.jobs[job_uuid]
-            if job_uuid not in ended and job.state in ("Queued", "Running") and not token.expired:
+            reused = job.state in ("Queued", "Running") and token.user == job.modified_by
+            if job_uuid not in ended and reused and not token.expired:
                 used[token.uuid] = job_uuid
         for pipeline, token in self.pipe_auth_tokens.items():
             if self.pipelines[pipeline] == "RunningOnServer":

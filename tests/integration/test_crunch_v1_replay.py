@@ -157,8 +157,9 @@ def test_random_crunch_v1_histories_keep_every_token_live_work_uses(arvados_1_4_
         % (SEQUENCES, FIRST_SEED, ended_jobs, revoked, left_alone)
     )
     assert not failures, "\n".join(failures)
-    # the histories do reach what is checked
-    assert ended_jobs and revoked and left_alone
+    # the histories do reach what is checked (one seed alone, to replay a failure, may not)
+    if SEQUENCES >= 50:
+        assert ended_jobs and revoked and left_alone
 
 
 def interesting_seeds(conn, config_file, count: int) -> list[int]:
