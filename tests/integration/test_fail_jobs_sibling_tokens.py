@@ -83,9 +83,9 @@ def dispatch_log(cluster, job_uuid, created, event_type="dispatch", kind="cleanu
     holding of the tokens made up to it; a `dispatch` row of an attempt
     (nodes_available_for_job_now, :184-191: owner the system user, "dispatching to ..."),
     which ends nothing; or another row (`stderr`, `update`), which ends nothing either."""
-    owner = cluster.conn.execute("SELECT owner_uuid FROM jobs WHERE uuid = %s", (job_uuid,)).fetchone()[0]
     if kind == "cleanup":
-        owner, summary = owner, "cleaned up stale job: started before now"
+        owner = cluster.conn.execute("SELECT owner_uuid FROM jobs WHERE uuid = %s", (job_uuid,)).fetchone()[0]
+        summary = "cleaned up stale job: started before now"
     else:
         owner, summary = SYSTEM_USER, "dispatching to compute0"
     cluster.conn.execute(
