@@ -834,7 +834,12 @@ class _Canceller:
         if not outcome.ok:
             self.scancel_error = outcome.error_text(call.time_limit)
             self._log_error("scancel", "scancel of %d job(s) failed: %s" % (len(call.job_ids), self.scancel_error))
-            self._note_permanent(outcome.permanent_reason())
+            permanent = outcome.permanent_reason()
+            if permanent:
+                # It never reached Slurm: a job of it that left, left on its own.
+                for job_id in call.job_ids:
+                    self.jobs[job_id].sent.discard(call.kind)
+            self._note_permanent(permanent)
         elif refused:
             self.scancel_error = _slurm_words(outcome.stderr)
             self._log_error(
@@ -927,7 +932,9 @@ class _Canceller:
             result.remaining = self._unknown_remaining()
         result.skipped_other_user = [entry.describe() for entry in self.others.values()]
         result.slurm_error = "; ".join(error for error in (self.squeue_error, self.scancel_error) if error)
-        result.failed = bool(result.remaining) or bool(self.permanent_error and self._asked_anything())
+        # A permanent error fails the call through what it left queued (or unlisted): jobs
+        # that left on their own meanwhile are absent all the same.
+        result.failed = bool(result.remaining)
         result.msg = note or self._message(listed)
         if self.permanent_error and not note:
             result.msg = "%s: %s" % (self.permanent_error, result.msg)
@@ -935,9 +942,6 @@ class _Canceller:
         result.diff_after = _lines(self._queue_after())
         result.elapsed = round(self.clock.now() - self.started, 3)
         return result
-
-    def _asked_anything(self) -> bool:
-        return bool(self.request.names or self.request.job_ids)
 
     def _kinds_sent(self) -> Dict[str, Set[str]]:
         """job id -> the kinds of scancel it got; in check mode, the kind a real run would send it first."""
@@ -999,7 +1003,8 @@ class _Canceller:
             if jobs
         ]
         done = "%s Slurm job(s)" % ", ".join(counts) if counts else "no Slurm job needed an scancel"
-        if not counts and (result.permission_denied or any(job.sent for job in self.jobs.values())):
+        sent_any = any(job.sent for job in self.jobs.values())
+        if not counts and (result.permission_denied or sent_any or self.permanent_error):
             done = "no Slurm job cancelled"
         if counts and self.request.check_mode:
             done = "would have " + done

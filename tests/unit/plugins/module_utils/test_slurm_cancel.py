@@ -652,3 +652,14 @@ def test_transient_failures_are_still_retried_until_the_timeout(slurm):
     result = run(slurm, names=[uuid(1)], timeout=30)
     assert result.failed and slurm.clock.elapsed() >= 30
     assert "not tried again" not in result.msg
+
+
+def test_after_a_permanent_scancel_error_a_job_that_left_on_its_own_is_not_called_cancelled(slurm):
+    # The job ends on its own while the refused scancel runs: the last look finds it gone.
+    slurm.add(11, uuid(1), "RUNNING", gone_at=slurm.clock.start + 0.05)
+    slurm.script("scancel", Scripted(returncode=1, stderr="scancel: error: Invalid job id 11x", takes_effect=False))
+    result = run(slurm, names=[uuid(1)], grace_period=0)
+    assert len(slurm.calls("scancel")) == 1
+    assert not result.failed and result.remaining == [] and result.cancelled == []
+    assert result.msg.startswith("scancel refused its command line: scancel: error: Invalid job id 11x")
+    assert result.msg.endswith("; not tried again: no Slurm job cancelled")
