@@ -107,6 +107,19 @@ def _first(uuids: List[str], shown: int = 5) -> str:
     return text + (" and %d more" % (len(uuids) - shown) if len(uuids) > shown else "")
 
 
+def held_by_other_users(uuids: List[str], slurm: Dict[str, Any]) -> List[Dict[str, str]]:
+    """{uuid, job_id, user, state} for each Slurm job of another user than the Slurm step's
+    (its option slurm_user) named after one of `uuids`: that job runs on, so the job it is
+    named after must stay Running (a job is never failed while a Slurm job of its name is
+    queued, whoever owns it)."""
+    wanted = set(uuids)
+    held = []
+    for job in slurm.get("skipped_other_user") or ():
+        if job.get("name") in wanted:
+            held.append({"uuid": job["name"], "job_id": job["job_id"], "user": job["user"], "state": job["state"]})
+    return sorted(held, key=lambda job: (job["uuid"], job["job_id"]))
+
+
 def close_listing(cursor: Any, conn: Connection) -> None:
     """Close the listing's cursor. On a connection that died meanwhile the server dropped
     the cursor with the session, and closing fails: that failure is not raised, as the
@@ -392,12 +405,24 @@ class JobCleaner:
         opts = self.options
         if first_try and self.cancel_slurm is not None:
             try:
-                self.result.add_slurm(self.cancel_slurm(uuids, opts.check_mode))
+                slurm = self.cancel_slurm(uuids, opts.check_mode)
             except RecoveryError as error:
                 note = self._stranded_note()
                 if not note:
                     raise
                 raise RecoveryError(str(error) + note) from None
+            held_jobs = held_by_other_users(uuids, slurm)
+            self.result.add_slurm(slurm)
+            if held_jobs:
+                self.result.held_by_other_users.extend(held_jobs)
+                kept = {job["uuid"] for job in held_jobs}
+                uuids = [uuid for uuid in uuids if uuid not in kept]
+                self._note(
+                    "%d job(s) left Running: Slurm jobs of their name are queued under another user, "
+                    "whom slurm_user leaves alone: %s" % (len(kept), _first(sorted(kept)))
+                )
+            if not uuids:
+                return
         if self.cancel_slurm is not None and not opts.check_mode:
             self._slurm_done = list(uuids)
         outcome = self._batch_transaction(uuids, last)

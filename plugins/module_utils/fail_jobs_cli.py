@@ -160,6 +160,12 @@ def summary_lines(result: Dict[str, Any], check_mode: bool) -> List[str]:
     ):
         if result.get(key):
             lines.append("%s: %d (%s)" % (text, len(result[key]), ", ".join(result[key][:5])))
+    held = result.get("held_by_other_users") or []
+    if held:
+        lines.append(
+            "left Running (Slurm jobs of another user than slurm_user): %d (%s)"
+            % (len({job["uuid"] for job in held}), ", ".join("%s: %s" % (j["uuid"], j["user"]) for j in held[:5]))
+        )
     slurm = result.get("slurm") or {}
     if slurm.get("skipped"):
         lines.append("slurm: not asked (%s)" % slurm["skipped"])
@@ -192,6 +198,10 @@ def main(
         return 1
     for warning in result.get("warnings", []):
         reporter.say("warning", warning)
+    # Work the run could not finish (jobs left Running, say), reported with what it did.
+    failed = bool(result.get("failed"))
+    if failed:
+        reporter.say("error", str(result.get("msg") or "the run failed"))
     if args.json:
         json.dump(result, stdout, indent=2, sort_keys=True)
         stdout.write("\n")
@@ -199,7 +209,7 @@ def main(
         stdout.write("".join(shown(line) + "\n" for line in summary_lines(result, args.check)))
         if args.diff and result.get("diff"):
             stdout.write(result["diff"]["after"])
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -58,6 +58,9 @@ class CleanupResult:
         self.not_requeued: List[str] = []
         self.tokens_left_alone: List[Dict[str, str]] = []
         self.slurm: Dict[str, Any] = {}
+        # Jobs left Running because Slurm jobs of their name are another user's than the
+        # Slurm step's ({uuid, job_id, user, state} per Slurm job): few, always listed.
+        self.held_by_other_users: List[Dict[str, str]] = []
         self.batches = 0
         self.live: Optional[bool] = None
         # Lines for the command's progress, said and emptied at each progress call.
@@ -93,6 +96,7 @@ class CleanupResult:
             # Not `skipped`: Ansible reads that key of a result as "the task was skipped".
             "skipped_jobs": self.skipped.as_list(),
             "locked_jobs": sorted(self.locked),
+            "held_by_other_users": list(self.held_by_other_users),
             "running_with_finished_at": sorted(self.finished_set),
             "revoked_tokens": self.revoked_tokens.as_list(),
             "tokens_left_alone": sorted(self.tokens_left_alone, key=lambda token: token["uuid"]),
@@ -103,6 +107,7 @@ class CleanupResult:
                 "revoked_tokens": self.revoked_tokens.count,
                 "tokens_left_alone": len(self.tokens_left_alone),
                 "logs": self.log_uuids.count,
+                "held_by_other_users": len({job["uuid"] for job in self.held_by_other_users}),
             },
             "slurm": dict(self.slurm),
             "batches": self.batches,

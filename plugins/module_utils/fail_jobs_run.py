@@ -266,4 +266,26 @@ def run_fail_jobs(
     result["warnings"] = list(plan.slurm.warnings) if plan.slurm else []
     if plan.slurm_skipped:
         result["slurm"] = {"skipped": plan.slurm_skipped}
+    if result.get("held_by_other_users"):
+        result["failed"] = True
+        result["msg"] = held_message(result["held_by_other_users"], params.get("slurm_user"), check_mode)
     return result
+
+
+def held_message(held: List[Mapping[str, str]], slurm_user: Optional[str], check_mode: bool = False) -> str:
+    """Why jobs were left Running: Slurm jobs of their name belong to another user than
+    slurm_user, which the Slurm step leaves alone."""
+    jobs = sorted({job["uuid"] for job in held})
+    shown = ", ".join(
+        "%s (Slurm job %s of user %s, %s)" % (job["uuid"], job["job_id"], job["user"], job["state"])
+        for job in held[:10]
+    )
+    if len(held) > 10:
+        shown += " and %d more" % (len(held) - 10)
+    users = ", ".join(sorted({job["user"] for job in held}))
+    return (
+        "%d job(s) %sleft Running, not failed or requeued: Slurm jobs of their name are queued under "
+        "user(s) %s, not slurm_user=%s, and this run cancels only that user's: %s. Set slurm_user to "
+        "the user that owns them (or leave it unset, as root), or cancel them, and run again"
+        % (len(jobs), "would be " if check_mode else "", users, slurm_user, shown)
+    )

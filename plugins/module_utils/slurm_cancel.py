@@ -83,8 +83,11 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 from .option_bounds import MAX_JOB_IDS_PER_SCANCEL
 from .slurm_cancel_request import DEFAULT_NAME_PATTERN, CancelRequest, CancelRequestError
 from .slurm_queue import (
+    SQUEUE_FORMAT,
+    SQUEUE_HEADER,
     QueueEntry,
     client_environment,
+    has_header,
     id_keys,
     parse_squeue,
     scancel_command,
@@ -140,6 +143,17 @@ SIGNAL = "signal"  # scancel --signal=SIGNAL [--batch] ID...
 _KIND_ORDER = (REMOVE_PENDING, CANCEL, TERMINATE, SIGNAL)
 # Lines of a client's stderr kept in a message.
 _MAX_STDERR_LINES = 3
+# What squeue and scancel print when they refuse their own command line and exit 1 before
+# asking slurmctld anything (src/scancel/opt.c and src/squeue/opts.c, 22.05 to 25.11): an
+# option getopt does not know, a bad --signal, a malformed job id ("Invalid job id abc",
+# not the "Kill job error on job id N: Invalid job id specified" of a job that left), or
+# a --clusters entry slurmdbd does not name (_opt_clusters). Asking again cannot change
+# the answer, so the call ends at once instead of retrying until its timeout.
+_REFUSED_COMMAND_LINE = re.compile(
+    r"unrecognized option|invalid option|option requires an argument|Try \"s(?:cancel|queue) --help\"|"
+    r"Unknown job signal|^\S+: error: Invalid job id |invalid entry for --cluster",
+    re.MULTILINE,
+)
 
 
 class PollSchedule:
@@ -253,6 +267,23 @@ class _CommandOutcome:
     def ok(self) -> bool:
         return self.returncode == 0 and not self.timed_out
 
+    def permanent_reason(self) -> str:
+        """Why no retry of this failed command can succeed, or "" when one may.
+
+        Slurm's clients print a reason whenever they exit 1 (slurm_perror, error());
+        exiting 1 in silence (/bin/false) is not Slurm's client. Timeouts, "Unable to
+        contact slurm controller" and the like pass, and are retried."""
+        if self.ok or self.timed_out:
+            return ""
+        if self.returncode == 1 and not self.stdout.strip() and not self.stderr.strip():
+            return "%s exited with status 1 and printed nothing, which Slurm's %s never does" % (
+                self.program,
+                self.program,
+            )
+        if _REFUSED_COMMAND_LINE.search(self.stderr):
+            return "%s refused its command line: %s" % (self.program, _slurm_words(self.stderr))
+        return ""
+
     def error_text(self, time_limit: float) -> str:
         said = _slurm_words(self.stderr)
         if self.timed_out:
@@ -360,6 +391,9 @@ class _Canceller:
         self.result = CancelResult()
         self.squeue_error = ""
         self.scancel_error = ""
+        # A failure no retry can mend (a bad option, a program that is not Slurm's client):
+        # the call ends at once with it.
+        self.permanent_error = ""
         # Whether scancel gets --ctld: settled before the first scancel (option ctld).
         self.ctld: Optional[bool] = None
         self.one_request = False
@@ -386,7 +420,7 @@ class _Canceller:
         while True:
             self._reap_scancels()
             now = self.clock.now()
-            if self._done() or now >= self.deadline:
+            if self._done() or now >= self.deadline or self.permanent_error:
                 break
             # No look while scancels run: the call cannot end before they
             # do, and a look taken after them tells more.
@@ -396,6 +430,9 @@ class _Canceller:
             left_waiting = self._start_due_scancels(now)
             self._sleep_until_next_event(now, left_waiting)
         self._let_live_scancels_end()
+        if self.permanent_error and self.listing is not None and self.squeue_error == "":
+            # An scancel failed for good: one more look says what is still queued.
+            self._list_queue()
         return self._finish()
 
     def _check(self) -> CancelResult:
@@ -453,6 +490,16 @@ class _Canceller:
         if not outcome.ok:
             self.squeue_error = outcome.error_text(request.command_timeout)
             self._log_error("squeue", "squeue failed: " + self.squeue_error)
+            self._note_permanent(outcome.permanent_reason())
+            return False
+        if not has_header(outcome.stdout):
+            said = _slurm_words(outcome.stdout) or "nothing"
+            self.squeue_error = (
+                "squeue exited 0 without the line %s that Slurm's squeue prints first for --format=%s, "
+                "even with no job queued (it printed %s): not a listing of Slurm's queue"
+                % (SQUEUE_HEADER, SQUEUE_FORMAT, said[:200])
+            )
+            self._note_permanent(self.squeue_error)
             return False
         self.squeue_error = ""
         self._absorb(parse_squeue(outcome.stdout), began)
@@ -787,6 +834,12 @@ class _Canceller:
         if not outcome.ok:
             self.scancel_error = outcome.error_text(call.time_limit)
             self._log_error("scancel", "scancel of %d job(s) failed: %s" % (len(call.job_ids), self.scancel_error))
+            permanent = outcome.permanent_reason()
+            if permanent:
+                # It never reached Slurm: a job of it that left, left on its own.
+                for job_id in call.job_ids:
+                    self.jobs[job_id].sent.discard(call.kind)
+            self._note_permanent(permanent)
         elif refused:
             self.scancel_error = _slurm_words(outcome.stderr)
             self._log_error(
@@ -824,6 +877,17 @@ class _Canceller:
             handle.kill()
         stdout, stderr = handle.output()
         return _CommandOutcome(program, returncode, stdout, stderr, timed_out)
+
+    def _note_permanent(self, reason: str) -> None:
+        """End the call at once: a failure no retry can mend, with the settings behind it."""
+        if not reason or self.permanent_error:
+            return
+        request = self.request
+        program = reason.split(" ", 1)[0]
+        settings = ["%s_path=%s" % (program, getattr(request, program + "_path", program))]
+        if request.clusters:
+            settings.append("clusters=%s" % request.clusters)
+        self.permanent_error = "%s (%s); not tried again" % (reason, ", ".join(settings))
 
     def _log_error(self, key: str, message: str) -> None:
         now = self.clock.now()
@@ -868,8 +932,12 @@ class _Canceller:
             result.remaining = self._unknown_remaining()
         result.skipped_other_user = [entry.describe() for entry in self.others.values()]
         result.slurm_error = "; ".join(error for error in (self.squeue_error, self.scancel_error) if error)
+        # A permanent error fails the call through what it left queued (or unlisted): jobs
+        # that left on their own meanwhile are absent all the same.
         result.failed = bool(result.remaining)
         result.msg = note or self._message(listed)
+        if self.permanent_error and not note:
+            result.msg = "%s: %s" % (self.permanent_error, result.msg)
         result.diff_before = _lines(self.first_listing or ())
         result.diff_after = _lines(self._queue_after())
         result.elapsed = round(self.clock.now() - self.started, 3)
@@ -879,7 +947,14 @@ class _Canceller:
         """job id -> the kinds of scancel it got; in check mode, the kind a real run would send it first."""
         if self.request.check_mode:
             return {entry.job_id: {kind} for entry, kind in self._next_actions()}
-        return {job_id: job.sent for job_id, job in self.jobs.items() if not job.denied}
+        # Only the queue tells what a failed scancel did: a kind counts when Slurm took it
+        # (scancel exited 0) or the job has left the queue (or is leaving) since it was sent.
+        queued = {entry.job_id for entry in self.listing or () if not entry.is_leaving}
+        return {
+            job_id: set(job.acknowledged) | (set() if job_id in queued else set(job.sent))
+            for job_id, job in self.jobs.items()
+            if not job.denied
+        }
 
     def _acted(self, kinds: Dict[str, Set[str]], wanted: Tuple[str, ...]) -> List[Dict[str, str]]:
         return [self.jobs[job_id].action_entry() for job_id, sent in kinds.items() if sent.intersection(wanted)]
@@ -915,6 +990,8 @@ class _Canceller:
     def _message(self, listed: bool) -> str:
         result = self.result
         if not listed:
+            if self.permanent_error:
+                return "Slurm's queue was not listed, no job was cancelled"
             return "could not list Slurm's queue within %g s: %s" % (self.request.call_timeout, result.slurm_error)
         counts = [
             "%s %d" % (verb, len(jobs))
@@ -926,7 +1003,8 @@ class _Canceller:
             if jobs
         ]
         done = "%s Slurm job(s)" % ", ".join(counts) if counts else "no Slurm job needed an scancel"
-        if not counts and result.permission_denied:
+        sent_any = any(job.sent for job in self.jobs.values())
+        if not counts and (result.permission_denied or sent_any or self.permanent_error):
             done = "no Slurm job cancelled"
         if counts and self.request.check_mode:
             done = "would have " + done

@@ -16,6 +16,12 @@ from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence
 # else's job) still parses.
 FIELD_SEPARATOR = "|"
 SQUEUE_FORMAT = FIELD_SEPARATOR.join(("%i", "%T", "%u", "%j"))
+# The line squeue prints first for that format (the column titles of %i, %T, %u and %j,
+# src/squeue/print.c, 22.05 to 25.11), even when no job is queued, once per cluster with
+# --clusters. A listing without it is not squeue's answer to the format asked: /bin/true
+# or a wrapper that prints nothing exits 0 as an empty queue would, and taking that for
+# "no job queued" would fail jobs whose Slurm jobs run on.
+SQUEUE_HEADER = FIELD_SEPARATOR.join(("JOBID", "STATE", "USER", "NAME"))
 
 # A longer --name argument risks the kernel's per-argument limit (128 KiB);
 # beyond it the whole queue is listed and filtered here instead.
@@ -111,8 +117,9 @@ def squeue_command(squeue: str, names: Sequence[str], job_ids: Sequence[str], cl
     squeue ANDs --name with --jobs, and a single unknown --jobs id makes it
     exit 1 like an unreachable controller; so ids are never passed and,
     when ids are requested, the whole queue is listed and filtered here.
+    The header is asked for (no --noheader): see SQUEUE_HEADER and has_header.
     """
-    argv = [squeue, "--noheader", "--all", "--array", "--format=" + SQUEUE_FORMAT]
+    argv = [squeue, "--all", "--array", "--format=" + SQUEUE_FORMAT]
     if clusters:
         argv.append("--clusters=" + clusters)
     name_filter = ",".join(names)
@@ -154,12 +161,23 @@ def parse_squeue(stdout: str) -> List[QueueEntry]:
     # appear inside other users' job names.
     for line in stdout.split("\n"):
         fields = line.rstrip("\r").split(FIELD_SEPARATOR, 3)
-        # With --clusters squeue adds "CLUSTER: name" lines; they have no separator.
-        if len(fields) != 4 or not fields[0].strip():
+        # With --clusters squeue adds "CLUSTER: name" lines; they have no separator. The
+        # header's first field is no job id.
+        if len(fields) != 4 or not fields[0].strip() or _is_header(line):
             continue
         job_id, state, user, name = fields
         entries.append(QueueEntry(job_id.strip(), state.strip(), user.strip(), name))
     return entries
+
+
+def _is_header(line: str) -> bool:
+    return line.strip() == SQUEUE_HEADER
+
+
+def has_header(stdout: str) -> bool:
+    """Whether a listing holds squeue's header line for SQUEUE_FORMAT: what tells an empty
+    queue from a program that printed nothing."""
+    return any(_is_header(line) for line in stdout.split("\n"))
 
 
 def id_keys(listed: str) -> Tuple[str, ...]:

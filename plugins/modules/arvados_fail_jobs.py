@@ -198,6 +198,11 @@ options:
   slurm_user:
     description:
       - Only Slurm jobs of this user (the dispatcher's) are cancelled, for example V(crunch).
+      - A job never has its row changed while a Slurm job of its name is queued, whoever owns
+        it. A job whose Slurm job belongs to another user is left C(Running), untouched (token
+        and row), and listed in RV(held_by_other_users); the run goes on with the others and
+        then fails, naming O(slurm_user), its value, the jobs and the users that own their
+        Slurm jobs.
     type: str
   slurm_max_scancel_per_second:
     description:
@@ -344,6 +349,19 @@ locked_jobs:
   type: list
   elements: str
   sample: ["zzzzz-8i9sb-0v4xh2ebj7l1m0c"]
+held_by_other_users:
+  description: The Slurm jobs, queued under another user than O(slurm_user), named after a
+    qualifying job, which was therefore left C(Running) and untouched (in check mode, would
+    be); the run then fails. One entry per Slurm job.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    uuid: {description: The job left Running, type: str, returned: always, sample: zzzzz-8i9sb-0v4xh2ebj7l1m0c}
+    job_id: {description: The Slurm job's id, type: str, returned: always, sample: "4242"}
+    user: {description: The user that owns the Slurm job, type: str, returned: always, sample: root}
+    state: {description: Its state as squeue said it, type: str, returned: always, sample: RUNNING}
+  sample: []
 running_with_finished_at:
   description: C(Running) jobs whose C(finished_at) is set (inconsistent rows), found with
     O(full_scan) or O(uuids); cleaned up like the others when they qualify.
@@ -385,11 +403,11 @@ log_uuids:
   elements: str
   sample: ["zzzzz-57u5n-6y0f4x4fmaz7w0e", "zzzzz-57u5n-9a0d0l1k2mxz7w1"]
 counts:
-  description: How many jobs were done, skipped, tokens revoked and left alone, and log rows
-    written (in check mode, would be).
+  description: How many jobs were done, skipped, tokens revoked and left alone, log rows
+    written (in check mode, would be), and jobs held by another user's Slurm jobs.
   returned: always
   type: dict
-  sample: {"jobs": 19, "skipped_jobs": 0, "revoked_tokens": 19, "tokens_left_alone": 0, "logs": 38}
+  sample: {"jobs": 19, "skipped_jobs": 0, "revoked_tokens": 19, "tokens_left_alone": 0, "logs": 38, "held_by_other_users": 0}
 slurm:
   description:
     - The results of the Slurm cancel engine, summed over the batches (the keys of

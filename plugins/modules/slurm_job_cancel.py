@@ -32,6 +32,12 @@ description:
     successful run changes nothing. When C(slurmctld) or C(munged) does not answer, the
     module keeps trying until O(timeout), then fails with Slurm's own error text and the
     jobs still queued in RV(remaining).
+  - A failure no retry can mend ends the task at once, naming the setting behind it, be it C(squeue)
+    or C(scancel) refusing its own command line (an unknown O(clusters) entry, an option the
+    release lacks), a client that exits 1 printing nothing (C(/bin/false) as O(scancel_path)),
+    or an C(squeue) listing without the header line Slurm's C(squeue) prints even for an empty
+    queue (C(/bin/true) as O(squeue_path)), which is not taken for an empty queue.
+    RV(cancelled) lists only jobs Slurm took the C(scancel) of, or that have left the queue.
 author:
   - Arvados Ops recovery maintainers (@arvados-ops)
 extends_documentation_fragment:

@@ -425,6 +425,83 @@ def test_unreachable_slurm_fails_before_any_database_change(fresh_db, lab_env, t
     assert h.pg_dump(fresh_db, lab_env) == dump_before
 
 
+def test_a_slurm_user_owning_none_of_the_jobs_leaves_them_running_and_fails(fresh_db, lab_env, tmp_path):
+    # The Slurm jobs are root's (sbatch as root); slurm_user names crunch.
+    summary = h.load(fresh_db, running=4, running_after_boot=1, decoys=False)
+    stale = sorted(summary.running_before_boot)
+    submitted = {}
+    try:
+        for job_uuid in stale[:2]:
+            submitted[h.sbatch(lab_env, job_uuid)] = job_uuid
+        args = base_args(fresh_db, tmp_path, summary, cancel_slurm_jobs=True, slurm_user="crunch", slurm_timeout=60)
+        dump_before = h.pg_dump(fresh_db, lab_env)
+
+        # Only the held jobs: nothing at all changes, in check mode or not.
+        for check in (True, False):
+            held_only = h.run_module(lab_env, tmp_path, dict(args, uuids=stale[:2]), check=check)
+            assert held_only.get("failed") is True, held_only
+            assert h.pg_dump(fresh_db, lab_env) == dump_before
+            assert h.squeue_names(lab_env, list(submitted)) == submitted
+            assert held_only["failed_jobs"] == [] and held_only["changed"] is False
+            assert held_only["msg"].startswith(
+                "2 job(s) %sleft Running, not failed or requeued: Slurm jobs of their name are queued under "
+                "user(s) root, not slurm_user=crunch" % ("would be " if check else "")
+            )
+
+        result = h.run_module(lab_env, tmp_path, args)
+
+        assert result.get("failed") is True
+        assert sorted((j["uuid"], j["job_id"], j["user"]) for j in result["held_by_other_users"]) == sorted(
+            (u, i, "root") for i, u in submitted.items()
+        )
+        for job_id, job_uuid in submitted.items():
+            assert "%s (Slurm job %s of user root, " % (job_uuid, job_id) in result["msg"]
+        # The others, with no Slurm job, were failed; the held ones kept their rows and tokens.
+        assert result["failed_jobs"] == stale[2:]
+        assert result["counts"]["held_by_other_users"] == 2
+        with fresh_db.connect() as conn:
+            jobs = h.jobs(conn)
+        assert {u: jobs[u]["state"] for u in stale} == {u: "Running" if u in stale[:2] else "Failed" for u in stale}
+        assert not set(result["revoked_tokens"]) & {summary.job_token_uuids[u] for u in stale[:2]}
+        assert h.squeue_names(lab_env, list(submitted)) == submitted
+    finally:
+        h.scancel(lab_env, list(submitted))
+
+
+def test_an_squeue_that_lists_nothing_or_an_scancel_that_is_not_slurms_is_refused_at_once(fresh_db, lab_env, tmp_path):
+    summary = h.load(fresh_db, running=3, running_after_boot=1, decoys=False)
+    stale = sorted(summary.running_before_boot)
+    silent = tmp_path / "silent-squeue"
+    silent.write_text("#!/bin/sh\nexit 0\n")
+    silent.chmod(0o755)
+    submitted = {}
+    try:
+        for job_uuid in stale[:2]:
+            submitted[h.sbatch(lab_env, job_uuid)] = job_uuid
+        dump_before = h.pg_dump(fresh_db, lab_env)
+        cases = [
+            ({"squeue_path": "/bin/true"}, "squeue exited 0 without the line JOBID|STATE|USER|NAME"),
+            ({"squeue_path": str(silent)}, "squeue exited 0 without the line JOBID|STATE|USER|NAME"),
+            ({"scancel_path": "/bin/false"}, "scancel exited with status 1 and printed nothing"),
+        ]
+        for extra, reason in cases:
+            began = time.monotonic()
+            args = base_args(fresh_db, tmp_path, summary, cancel_slurm_jobs=True, slurm_timeout=120, **extra)
+
+            result = h.run_module(lab_env, tmp_path, args)
+
+            assert result.get("failed") is True, result
+            setting = "%s=%s" % next(iter(extra.items()))
+            assert reason in result["msg"] and setting in result["msg"], result["msg"]
+            assert "not tried again" in result["msg"] and "nothing of this batch was changed" in result["msg"]
+            assert "cancelled 2" not in result["msg"]
+            assert time.monotonic() - began < 60
+            assert h.pg_dump(fresh_db, lab_env) == dump_before
+            assert h.squeue_names(lab_env, list(submitted)) == submitted
+    finally:
+        h.scancel(lab_env, list(submitted))
+
+
 # -- 5 and 6. check mode, rerun -----------------------------------------------------------
 
 

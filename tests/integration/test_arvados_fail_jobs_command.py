@@ -469,3 +469,35 @@ def test_batches_leave_no_trigram_index_merge_for_the_next_writer(fresh_db, lab_
 
     assert sorted(result["failed_jobs"]) == sorted(summary.running_before_boot)
     assert gin_pending_pages(fresh_db) * 8 <= 64 + 8  # the limit, and the row that passed it
+
+
+def test_a_slurm_user_owning_none_of_the_jobs_exits_1_and_changes_nothing(fresh_db, lab_env, tmp_path):
+    summary = h.load(fresh_db, running=3, running_after_boot=1, decoys=False)
+    stale = sorted(summary.running_before_boot)
+    submitted = {}
+    try:
+        for job_uuid in stale:
+            submitted[h.sbatch(lab_env, job_uuid)] = job_uuid
+        dump_before = h.pg_dump(fresh_db, lab_env)
+        values = options(fresh_db, tmp_path, cancel_slurm_jobs=True, slurm_timeout=60)
+
+        completed = h.run_cli(lab_env, tmp_path, values, before_flag(summary) + ["--slurm-user", "crunch", "--json"])
+
+        assert completed.returncode == 1, (completed.stdout, completed.stderr)
+        result = json.loads(completed.stdout)
+        assert result["failed"] is True and result["failed_jobs"] == []
+        assert sorted(j["uuid"] for j in result["held_by_other_users"]) == stale
+        assert "not slurm_user=crunch" in result["msg"] and "not slurm_user=crunch" in completed.stderr
+        assert h.pg_dump(fresh_db, lab_env) == dump_before
+        assert h.squeue_names(lab_env, list(submitted)) == submitted
+
+        # An squeue that lists nothing is no empty queue.
+        completed = h.run_cli(lab_env, tmp_path, dict(values, squeue_path="/bin/true"), before_flag(summary))
+        assert one_line_reason(completed).startswith(
+            "Slurm jobs of %d job(s) could not be made absent: squeue exited 0 without the line "
+            "JOBID|STATE|USER|NAME" % len(stale)
+        )
+        assert h.pg_dump(fresh_db, lab_env) == dump_before
+        assert h.squeue_names(lab_env, list(submitted)) == submitted
+    finally:
+        h.scancel(lab_env, list(submitted))

@@ -189,12 +189,114 @@ def test_recover_slurm_user_is_read_as_the_node_reboot_playbook_reads_it(
     summary = stale_cluster(fresh_db)
     stale = summary.running_before_boot[:2]
     owners = {slurm.submit(stale[0], hold=True): "root", slurm.submit(stale[1], hold=True, user="nobody"): "nobody"}
+    extra = recover_vars(fresh_db, tmp_path, summary, recover_slurm_user=slurm_user)
 
-    run = ansible_playbook(lab_env, RECOVER, recover_vars(fresh_db, tmp_path, summary, recover_slurm_user=slurm_user))
+    # root's Slurm job is left alone when only nobody's are cancelled: its job stays Running
+    # and the run fails, saying so (test_a_slurm_user_owning_none_of_the_jobs_...).
+    held = "root" not in cancelled_as
+    outcome = ansible_playbook(lab_env, RECOVER, extra, expect_rc=2 if held else 0)
+    run = Run(outcome) if held else outcome
 
     left = {owner for job_id, owner in owners.items() if job_id in queued_ids(slurm, stale)}
     assert left == set(owners.values()) - set(cancelled_as)
     assert run.summary()[3].startswith("%d Slurm jobs cancelled" % len(cancelled_as))
+    with fresh_db.connect() as conn:
+        assert states(conn, stale) == {stale[0]: "Running" if held else "Failed", stale[1]: "Failed"}
+
+
+def test_a_slurm_user_owning_none_of_the_jobs_leaves_them_running_and_fails(fresh_db, lab_env, slurm, tmp_path):
+    summary = stale_cluster(fresh_db, running=4, running_after_boot=1, running_unstarted=0)
+    stale = summary.running_before_boot
+    # The Slurm jobs are root's; the run is told to cancel only crunch's.
+    slurm_ids = submit_for(slurm, stale[:2])
+    dump_before = helpers.pg_dump(fresh_db, lab_env)
+    queue_before = slurm.queue(stale)
+    extra = recover_vars(fresh_db, tmp_path, summary, recover_slurm_user="crunch")
+
+    completed = ansible_playbook(lab_env, RECOVER, extra, expect_rc=2)
+
+    assert slurm.queue(stale) == queue_before
+    failed = [m for m in re.findall(r'"msg": "((?:[^"\\]|\\.)*)"', completed.stdout) if "left Running" in m]
+    assert failed, completed.stdout[-3000:]
+    message = json.loads('"%s"' % failed[-1])
+    assert message.startswith("2 stale job(s) left Running, not failed or requeued")
+    assert "user(s) root, not recover_slurm_user=crunch" in message
+    for job_uuid in stale[:2]:
+        assert "%s (Slurm job %s of user root, PENDING)" % (job_uuid, slurm_ids[job_uuid]) in message
+    # The other stale jobs, with no Slurm job, were failed; those two were left as they were.
+    with fresh_db.connect() as conn:
+        assert states(conn, stale) == {u: "Running" if u in stale[:2] else "Failed" for u in stale}
+    lines = Run(completed).summary()
+    assert lines[1].startswith("%d jobs failed" % (len(stale) - 2))
+    assert lines[7].startswith("2 jobs left Running, as Slurm jobs of their name belong to another user")
+
+    # All held: nothing at all is changed.
+    dump_before = helpers.pg_dump(fresh_db, lab_env)
+    completed = ansible_playbook(lab_env, RECOVER, extra, expect_rc=2)
+    assert helpers.pg_dump(fresh_db, lab_env) == dump_before
+    assert slurm.queue(stale) == queue_before
+    assert "2 stale job(s) left Running" in completed.stdout
+
+
+def test_an_squeue_that_lists_nothing_is_refused_before_any_change(fresh_db, lab_env, slurm, tmp_path):
+    summary = stale_cluster(fresh_db, running=3, running_after_boot=1, running_unstarted=0)
+    slurm_ids = submit_for(slurm, summary.running_before_boot[:2])
+    silent = tmp_path / "silent-squeue"
+    silent.write_text("#!/bin/sh\nexit 0\n")
+    silent.chmod(0o755)
+    dump_before = helpers.pg_dump(fresh_db, lab_env)
+    for squeue in ("/bin/true", str(silent)):
+        extra = recover_vars(fresh_db, tmp_path, summary, recover_squeue_path=squeue)
+
+        completed = ansible_playbook(lab_env, RECOVER, extra, expect_rc=2)
+
+        assert "squeue exited 0 without the line JOBID|STATE|USER|NAME" in completed.stdout
+        assert "squeue_path=%s" % squeue in completed.stdout
+        assert "Fail or requeue the stale jobs and revoke" not in completed.stdout
+        assert helpers.pg_dump(fresh_db, lab_env) == dump_before
+        assert sorted(queued_ids(slurm, list(slurm_ids))) == sorted(slurm_ids.values())
+
+
+def api_only_inventory(directory: Path, slurm_group: bool) -> Path:
+    """This machine as the arvados_api host, with no slurm_controllers group or an empty one."""
+    local = {"ansible_connection": "local", "ansible_python_interpreter": str(helpers.PYTHON)}
+    children: dict[str, Any] = {"arvados_api": {"hosts": {"api-host": local}}}
+    if slurm_group:
+        children["slurm_controllers"] = {"hosts": {}}
+    path = directory / ("api-and-empty-slurm-group.yml" if slurm_group else "api-only.yml")
+    path.write_text(json.dumps({"all": {"children": children}}))
+    return path
+
+
+@pytest.mark.parametrize("slurm_group", [False, True], ids=["no-group", "empty-group"])
+def test_no_slurm_host_is_refused_unless_the_site_has_no_slurm(fresh_db, lab_env, slurm, tmp_path, slurm_group):
+    summary = stale_cluster(fresh_db, running=3, running_after_boot=1, running_unstarted=0)
+    stale = summary.running_before_boot
+    slurm_ids = submit_for(slurm, stale[:2])
+    inventory = api_only_inventory(tmp_path, slurm_group)
+    extra = recover_vars(fresh_db, tmp_path, summary)
+    dump_before = helpers.pg_dump(fresh_db, lab_env)
+
+    refused = ansible_playbook(lab_env, RECOVER, extra, inventory=inventory, expect_rc=2)
+
+    assert "The inventory names no slurm_controllers host (%s)" % (
+        "the group is empty" if slurm_group else "no such group"
+    ) in refused.stdout.replace("\n", " ")
+    assert "recover_site_has_no_slurm=true" in refused.stdout
+    assert "List the stale jobs (a look" not in refused.stdout
+    assert helpers.pg_dump(fresh_db, lab_env) == dump_before
+    assert sorted(queued_ids(slurm, list(slurm_ids))) == sorted(slurm_ids.values())
+    # A value that is not true does not open the way.
+    refused = ansible_playbook(
+        lab_env, RECOVER, dict(extra, recover_site_has_no_slurm="no"), inventory=inventory, expect_rc=2
+    )
+    assert helpers.pg_dump(fresh_db, lab_env) == dump_before
+
+    run = ansible_playbook(lab_env, RECOVER, dict(extra, recover_site_has_no_slurm=True), inventory=inventory)
+
+    with fresh_db.connect() as conn:
+        assert states(conn, stale) == {u: "Failed" for u in stale}
+    assert run.summary()[3].startswith("0 Slurm jobs cancelled, 0 already absent (on no slurm_controllers host)")
 
 
 def test_check_mode_predicts_and_changes_nothing(fresh_db, lab_env, slurm, tmp_path):

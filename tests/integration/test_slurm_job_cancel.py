@@ -412,6 +412,52 @@ def test_a_missing_or_unusable_client_fails_at_once_with_a_clear_message(shared_
     assert shared_slurm.queue([name])[job_id].state == "PENDING"
 
 
+def test_permanent_slurm_errors_fail_at_once_and_never_claim_a_cancel(shared_slurm: Slurm, lab_env, tmp_path: Path):
+    """A bad --clusters, /bin/false as scancel, /bin/true or a silent script as squeue: no
+    retry can mend them, so each task ends at once (not after its 120 s timeout), says so
+    with the option and its value, and never says it cancelled what is still queued."""
+    name = job_name()
+    job_id = shared_slurm.submit(name, hold=True)
+    silent = tmp_path / "silent-squeue"
+    silent.write_text("#!/bin/sh\nexit 0\n")
+    silent.chmod(0o755)
+    cases = [
+        (
+            dict(clusters="a"),
+            "squeue refused its command line: squeue: error: Problem talking to database",
+            "clusters=a",
+        ),
+        (
+            dict(scancel_path="/bin/false"),
+            "scancel exited with status 1 and printed nothing",
+            "scancel_path=/bin/false",
+        ),
+        (
+            dict(squeue_path="/bin/true"),
+            "squeue exited 0 without the line JOBID|STATE|USER|NAME",
+            "squeue_path=/bin/true",
+        ),
+        (dict(squeue_path=str(silent)), "squeue exited 0 without the line JOBID|STATE|USER|NAME", str(silent)),
+    ]
+    queue_before = shared_slurm.queue([name])
+    results, wall = run_playbook(
+        lab_env, tmp_path, [{"args": dict(name=[name], stop="cancel", timeout=120, **extra)} for extra, _, _ in cases]
+    )
+
+    for (extra, reason, setting), result in zip(cases, results, strict=True):
+        case = "%s: %s" % (extra, result)
+        assert result.get("failed") is True, case
+        assert result["msg"].startswith(reason), case
+        assert setting in result["msg"] and "not tried again" in result["msg"], case
+        assert result["cancelled"] == [] and result["changed"] is False, case
+        assert "cancelled 1" not in result["msg"], case
+        assert result["elapsed"] < 10, case
+    # Four tasks of a 120 s timeout each: none waited for it.
+    assert wall < 120
+    assert shared_slurm.queue([name]) == queue_before
+    assert queue_before[job_id].state == "PENDING"
+
+
 def test_a_job_slurm_refuses_to_the_user_is_reported_at_once_and_not_tried_again(
     shared_slurm: Slurm, lab_env, tmp_path: Path
 ):

@@ -107,6 +107,9 @@ class Scripted:
     duration: Optional[float] = None
     # Whether a scancel with this outcome still cancels (a hung slurmctld does, later).
     takes_effect: bool = True
+    # What the program prints instead of the fake queue's listing (a program that is not
+    # Slurm's squeue, say); None: the listing.
+    stdout: Optional[str] = None
 
 
 @dataclass
@@ -230,7 +233,9 @@ class FakeSlurm:
         process = FakeProcess(
             self.clock, argv, dict(env), now, now + duration, outcome.returncode, stderr=outcome.stderr
         )
-        if program == "squeue" and outcome.returncode == 0:
+        if outcome.stdout is not None:
+            process.stdout = outcome.stdout
+        elif program == "squeue" and outcome.returncode == 0:
             process.stdout = self._listing(argv, now)
         if program == "scancel" and outcome.takes_effect:
             self._answer(process, self._cancel(argv, now + duration))
@@ -275,7 +280,9 @@ class FakeSlurm:
             if state is None or (names is not None and job.name not in names):
                 continue
             lines.append("%s|%s|%s|%s\n" % (job.job_id, state, job.user, job.name))
-        return "".join(lines)
+        # As squeue: the header first, even for an empty queue, unless --noheader.
+        header = "" if "--noheader" in argv else "JOBID|STATE|USER|NAME\n"
+        return header + "".join(lines)
 
     def _cancel(self, argv: List[str], effective_at: float) -> List[str]:
         """Act on the jobs; the lines scancel prints for those Slurm does not take."""

@@ -106,7 +106,9 @@ def test_result_dict_names_the_job_list_after_the_mode_and_diffs_each_job():
         "revoked_tokens": 0,
         "tokens_left_alone": 0,
         "logs": 0,
+        "held_by_other_users": 0,
     }
+    assert as_dict["held_by_other_users"] == []
     # A job retry could not requeue is failed, and the diff says so.
     assert as_dict["diff"] == {
         "before": "%s: Running\n%s: Running\n%s: Running\n" % (JOB % 1, JOB % 2, JOB % 4),

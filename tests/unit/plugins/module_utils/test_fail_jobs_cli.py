@@ -481,3 +481,15 @@ def test_a_control_character_in_cluster_id_is_shown_escaped_in_the_error(tmp_pat
         "arvados-fail-jobs: cluster_id zz\\nzz\\x1b[31m given but no config.yml is read "
         "(/etc/arvados/config.yml does not exist or config_file is '')\n"
     )
+
+
+def test_jobs_left_running_behind_another_users_slurm_jobs_fail_the_command_with_what_it_did(monkeypatch):
+    held = [{"uuid": JOB % 3, "job_id": "41", "user": "root", "state": "RUNNING"}]
+    values = result(held_by_other_users=held, failed=True, msg="1 job(s) left Running, not failed or requeued: ...")
+    monkeypatch.setattr(fail_jobs_cli, "run_fail_jobs", lambda *a, **k: dict(values))
+    stdout, stderr = io.StringIO(), io.StringIO()
+    code = fail_jobs_cli.main([], stdout=stdout, reporter=fail_jobs_cli.Reporter(stream=stderr, journald=False))
+    assert code == 1
+    assert stderr.getvalue() == "arvados-fail-jobs: 1 job(s) left Running, not failed or requeued: ...\n"
+    assert "left Running (Slurm jobs of another user than slurm_user): 1 (%s: root)" % (JOB % 3) in stdout.getvalue()
+    assert "jobs failed: 2" in stdout.getvalue()

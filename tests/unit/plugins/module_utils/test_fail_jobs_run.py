@@ -413,3 +413,38 @@ def test_a_value_of_the_wrong_type_is_shown_unless_it_is_the_password():
     with pytest.raises(ConfigError) as raised:
         fail_jobs_run.with_defaults(dict(NO_FILES, db_password=["hunter2"]))
     assert str(raised.value) == "option db_password must be of type str"
+
+
+def test_held_by_other_users_names_the_jobs_of_the_batch_whose_slurm_jobs_another_user_owns():
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs import held_by_other_users
+
+    job = "zzzzz-8i9sb-%015d"
+    slurm = {
+        "skipped_other_user": [
+            {"name": job % 2, "job_id": "12", "state": "RUNNING", "user": "root"},
+            # Not of this batch (a name the listing matched for another reason): not held here.
+            {"name": job % 9, "job_id": "19", "state": "RUNNING", "user": "root"},
+            {"name": job % 1, "job_id": "11", "state": "PENDING", "user": "alice"},
+        ],
+        "cancelled": [{"name": job % 3, "job_id": "13"}],
+    }
+    assert held_by_other_users([job % 1, job % 2, job % 3], slurm) == [
+        {"uuid": job % 1, "job_id": "11", "user": "alice", "state": "PENDING"},
+        {"uuid": job % 2, "job_id": "12", "user": "root", "state": "RUNNING"},
+    ]
+    assert held_by_other_users([job % 1], {"cancelled": []}) == []
+
+
+def test_the_message_of_held_jobs_names_the_option_its_value_the_users_and_the_slurm_jobs():
+    job = "zzzzz-8i9sb-%015d"
+    held = [
+        {"uuid": job % 1, "job_id": "11", "user": "root", "state": "RUNNING"},
+        {"uuid": job % 2, "job_id": "12", "user": "alice", "state": "PENDING"},
+    ]
+    assert fail_jobs_run.held_message(held, "crunch") == (
+        "2 job(s) left Running, not failed or requeued: Slurm jobs of their name are queued under user(s) "
+        "alice, root, not slurm_user=crunch, and this run cancels only that user's: "
+        "%s (Slurm job 11 of user root, RUNNING), %s (Slurm job 12 of user alice, PENDING). Set slurm_user "
+        "to the user that owns them (or leave it unset, as root), or cancel them, and run again" % (job % 1, job % 2)
+    )
+    assert fail_jobs_run.held_message(held[:1], "crunch", check_mode=True).startswith("1 job(s) would be left Running")

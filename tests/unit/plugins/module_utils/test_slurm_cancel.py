@@ -17,9 +17,14 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_cancel 
     TokenBucket,
     cancel_jobs,
 )
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_queue import (
+    QueueEntry,
+    has_header,
+    parse_squeue,
+)
 from tests.unit.plugins.module_utils.slurm_fakes import UNREACHABLE, FakeClock, FakeSlurm, Scripted
 
-SQUEUE = ["squeue", "--noheader", "--all", "--array", "--format=%i|%T|%u|%j"]
+SQUEUE = ["squeue", "--all", "--array", "--format=%i|%T|%u|%j"]
 ENVIRON = {"PATH": "/usr/bin:/bin", "SLURM_CONF": "/lab/slurm.conf", "SQUEUE_STATES": "PD", "LC_ALL": "de_DE.UTF-8"}
 
 
@@ -525,3 +530,136 @@ def test_token_bucket_spaces_starts_and_holds_no_burst():
     assert bucket.next_available(0.1) == pytest.approx(0.25)
     assert bucket.take(0.25)
     assert bucket.take(10.0) and not bucket.take(10.0)
+
+
+# -- failures no retry can mend: the call ends at once, and says only what the queue shows --
+
+
+@pytest.mark.parametrize(
+    "printed", ["", "\n", "12|RUNNING|crunch|%s\n" % uuid(1)], ids=["nothing", "a-newline", "no-header"]
+)
+def test_an_squeue_listing_without_its_header_is_no_listing_and_ends_the_call_at_once(slurm, printed):
+    # /bin/true, a wrapper that prints nothing, a listing of another format: all exit 0.
+    slurm.add(11, uuid(1), "RUNNING")
+    slurm.script("squeue", Scripted(stdout=printed))
+    result = run(slurm, names=[uuid(1)], squeue_path="/srv/wrapper/squeue", timeout=120)
+
+    assert len(slurm.calls("squeue")) == 1 and slurm.calls("scancel") == []
+    assert slurm.clock.elapsed() < 1
+    assert result.failed and not result.changed and result.cancelled == [] and result.already_absent == []
+    assert result.remaining == [{"name": uuid(1), "job_id": None, "state": "UNKNOWN", "user": None}]
+    assert result.msg.startswith(
+        "squeue exited 0 without the line JOBID|STATE|USER|NAME that Slurm's squeue prints first for "
+        "--format=%i|%T|%u|%j, even with no job queued"
+    )
+    assert (
+        "(squeue_path=/srv/wrapper/squeue); not tried again: Slurm's queue was not listed, no job was cancelled"
+        in result.msg
+    )
+
+
+def test_an_empty_queue_with_its_header_is_an_empty_queue(slurm):
+    result = run(slurm, names=[uuid(1)])
+    assert not result.failed and result.already_absent == [uuid(1)]
+    assert slurm.calls("squeue")[0].stdout == "JOBID|STATE|USER|NAME\n"
+
+
+def test_the_header_is_not_read_as_a_job_and_cluster_lines_are_skipped():
+    listing = "CLUSTER: east\nJOBID|STATE|USER|NAME\n12|RUNNING|root|%s\n" % uuid(1)
+    assert parse_squeue(listing) == [QueueEntry("12", "RUNNING", "root", uuid(1))]
+    assert has_header(listing) and not has_header("") and not has_header("12|RUNNING|root|x\n")
+
+
+def test_an_scancel_that_exits_1_in_silence_is_not_slurms_and_is_not_retried(slurm):
+    # /bin/false: Slurm's scancel prints a reason whenever it exits 1 (src/scancel/scancel.c).
+    for number in range(1, 4):
+        slurm.add(10 + number, uuid(number), "RUNNING")
+    slurm.script("scancel", *[Scripted(returncode=1, takes_effect=False)] * 3)
+    result = run(slurm, names=[uuid(n) for n in range(1, 4)], scancel_path="/srv/wrapper/scancel", timeout=120)
+
+    assert len(slurm.calls("scancel")) == 1
+    assert slurm.clock.elapsed() < 1
+    assert result.failed and not result.changed and result.cancelled == []
+    assert [entry["job_id"] for entry in result.remaining] == ["11", "12", "13"]
+    assert "cancelled 3" not in result.msg
+    assert result.msg.startswith(
+        "scancel exited with status 1 and printed nothing, which Slurm's scancel never does "
+        "(scancel_path=/srv/wrapper/scancel); not tried again: no Slurm job cancelled; 3 still queued after "
+    )
+
+
+@pytest.mark.parametrize(
+    "program, stderr",
+    [
+        (
+            "squeue",
+            "squeue: error: Problem talking to database\nsqueue: error: 'a' can't be reached now, or it is an "
+            "invalid entry for --cluster.  Use 'sacctmgr list clusters' to see available clusters.",
+        ),
+        ("squeue", "squeue: unrecognized option '--array'\nTry \"squeue --help\" for more information"),
+    ],
+)
+def test_an_squeue_that_refuses_its_command_line_ends_the_call_at_once(slurm, program, stderr):
+    slurm.add(11, uuid(1), "RUNNING")
+    slurm.script(program, Scripted(returncode=1, stderr=stderr))
+    result = run(slurm, names=[uuid(1)], clusters="a", timeout=120)
+    assert len(slurm.calls("squeue")) == 1 and slurm.clock.elapsed() < 1
+    assert result.failed and result.cancelled == []
+    assert result.msg.startswith("squeue refused its command line: " + stderr.split("\n")[0])
+    assert "(squeue_path=squeue, clusters=a); not tried again" in result.msg
+
+
+@pytest.mark.parametrize(
+    "stderr",
+    [
+        "scancel: error: Problem talking to database\nscancel: error: 'a' can't be reached now, or it is an "
+        "invalid entry for --cluster.  Use 'sacctmgr list clusters' to see available clusters.",
+        "scancel: unrecognized option '--ctld'\nTry \"scancel --help\" for more information",
+        "scancel: error: Invalid job id 11x",
+    ],
+)
+def test_an_scancel_that_refuses_its_command_line_ends_the_call_at_once(slurm, stderr):
+    slurm.add(11, uuid(1), "RUNNING")
+    slurm.add(12, uuid(2), "PENDING")
+    slurm.script("scancel", Scripted(returncode=1, stderr=stderr, takes_effect=False))
+    result = run(slurm, names=[uuid(1), uuid(2)], timeout=120)
+    assert len(slurm.calls("scancel")) == 1 and slurm.clock.elapsed() < 1
+    assert result.failed and not result.changed and result.cancelled == []
+    assert result.msg.startswith("scancel refused its command line: ")
+    assert "not tried again: no Slurm job cancelled; 2 still queued" in result.msg
+    # A last look says what is still queued.
+    assert len(slurm.calls("squeue")) == 2
+
+
+def test_a_job_that_left_after_a_failed_scancel_counts_as_cancelled_one_still_queued_does_not(slurm):
+    # A per-job scancel that fails for one id while Slurm took the other: only the queue tells.
+    slurm.add(11, uuid(1), "RUNNING")
+    slurm.add(12, uuid(2), "RUNNING")
+    slurm.unkillable.add("12")
+    slurm.script(
+        "scancel",
+        *[Scripted(returncode=1, stderr="scancel: error: Kill job error on job id 12: Socket timed out")] * 50,
+    )
+    result = run(slurm, names=[uuid(1), uuid(2)], timeout=3, error_retry_delay=1)
+    assert [entry["job_id"] for entry in result.cancelled] == ["11"]
+    assert [entry["job_id"] for entry in result.remaining] == ["12"]
+    assert result.msg.startswith("cancelled 1 Slurm job(s); 1 still queued after 3 s")
+
+
+def test_transient_failures_are_still_retried_until_the_timeout(slurm):
+    slurm.add(11, uuid(1), "RUNNING")
+    slurm.down_since = slurm.clock.start + 0.01
+    result = run(slurm, names=[uuid(1)], timeout=30)
+    assert result.failed and slurm.clock.elapsed() >= 30
+    assert "not tried again" not in result.msg
+
+
+def test_after_a_permanent_scancel_error_a_job_that_left_on_its_own_is_not_called_cancelled(slurm):
+    # The job ends on its own while the refused scancel runs: the last look finds it gone.
+    slurm.add(11, uuid(1), "RUNNING", gone_at=slurm.clock.start + 0.05)
+    slurm.script("scancel", Scripted(returncode=1, stderr="scancel: error: Invalid job id 11x", takes_effect=False))
+    result = run(slurm, names=[uuid(1)], grace_period=0)
+    assert len(slurm.calls("scancel")) == 1
+    assert not result.failed and result.remaining == [] and result.cancelled == []
+    assert result.msg.startswith("scancel refused its command line: scancel: error: Invalid job id 11x")
+    assert result.msg.endswith("; not tried again: no Slurm job cancelled")

@@ -22,7 +22,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_queue i
 
 A = "zzzzz-8i9sb-aaaaaaaaaaaaaaa"
 B = "zzzzz-8i9sb-bbbbbbbbbbbbbbb"
-SQUEUE_BASE = ["squeue", "--noheader", "--all", "--array", "--format=%i|%T|%u|%j"]
+SQUEUE_BASE = ["squeue", "--all", "--array", "--format=%i|%T|%u|%j"]
 
 
 def test_names_alone_are_filtered_by_squeue_in_one_call():
