@@ -13,9 +13,10 @@ How a run goes (nothing is ever written, so check mode is the same run):
 3. Listing 1: one ``squeue --all`` (only the cluster's UUID-named jobs are kept) and, with
    ``report_nodes``, one ``scontrol --all show node`` (the nodes down or drained), and while
    they run one scan per kind of the live records (``Running`` jobs; ``Locked`` and
-   ``Running`` containers), each row telling whether its ``modified_at`` is within
-   ``orphan_grace`` of the database's clock. Those named in listing 1 are counted, the
-   recently modified set aside, the others kept as candidates.
+   ``Running`` containers), each row with the age of its ``modified_at`` by the
+   database's clock and, for containers, whether that is within ``orphan_grace``. Those
+   named in listing 1 are counted, the ``Locked`` containers modified within the grace
+   set aside, the others kept as candidates.
 4. Once ``settle`` seconds have passed since listing 1 began, listing 2, and while it runs
    the candidates' row versions (``xmin``) are read again, set-based: by UUID
    (``uuid = ANY``, ``batch_size`` a statement) while they are at most half the live
@@ -94,7 +95,8 @@ RECONCILE_OPTIONS: Dict[str, Option] = {
     "crunch_v1_dispatcher": Option("str", UNKNOWN, choices=V1_DISPATCHER_EVIDENCE),
     # A longer grace hides real orphans.
     "orphan_grace": Option("float", DEFAULT_ORPHAN_GRACE, check=seconds(MAX_ORPHAN_GRACE)),
-    "missing_are_stray": Option("bool", False),
+    # None: each kind as Arvados treats it (reconcile.py); true or false: both kinds.
+    "missing_are_stray": Option("bool"),
     "allow_standby": Option("bool", False),
     "slurm_user": Option("str"),
     "slurm_users": Option("dict"),
@@ -147,7 +149,7 @@ class ReconcileOptions:
     batch_size: int
     crunch_v1_dispatcher: str = UNKNOWN
     orphan_grace: float = DEFAULT_ORPHAN_GRACE
-    missing_are_stray: bool = False
+    missing_are_stray: Optional[bool] = None
     allow_standby: bool = False
     report_nodes: bool = False
     scontrol_path: Optional[str] = None
@@ -155,6 +157,12 @@ class ReconcileOptions:
     arvados_version: Optional[Tuple[int, int, int]] = None
     # Per kind, overriding slurm_user: the Slurm user whose jobs of that kind may be stray.
     slurm_users: Mapping[str, str] = field(default_factory=dict)
+
+    def missing_stray(self, kind: str) -> bool:
+        """Whether Slurm jobs of `kind` named after UUIDs the database lacks are stray: the
+        caller's word, else as Arvados does (1.4.3:services/api/lib/crunch_dispatch.rb:892-900
+        cancels them for jobs; crunch-dispatch-slurm leaves them alone for containers)."""
+        return kind == JOBS if self.missing_are_stray is None else self.missing_are_stray
 
     def user_of(self, kind: str) -> Optional[str]:
         """The Slurm user whose jobs of `kind` may be stray; None: every user's."""
@@ -260,6 +268,7 @@ _uuid_of_entry = operator.itemgetter("uuid")
 # The result's lists, counted in its `counts`.
 COUNTED = (
     "stray_slurm_jobs",
+    "jobs_ending",
     "missing_from_database",
     "orphaned_jobs",
     "jobs_awaiting_retry",
@@ -340,8 +349,10 @@ class Reconciler:
             "orphan_grace": options.orphan_grace,
             "crunch_v1_dispatcher": options.crunch_v1_dispatcher,
             "missing_are_stray": options.missing_are_stray,
+            "missing_are_stray_by_kind": {kind: options.missing_stray(kind) for kind in options.kinds},
             "database_is_standby": standby,
             "stray_slurm_jobs": [],
+            "jobs_ending": [],
             "missing_from_database": [],
             "skipped_other_user": [],
             "orphaned_jobs": [],
@@ -458,8 +469,9 @@ class Reconciler:
         changed = poll.changed[kind]
         present = search.drop_present(second)
         options = self.options
-        strays = strays_of(kind, second, poll.named[kind], options.user_of(kind), options.missing_are_stray)
+        strays = strays_of(kind, second, poll.named[kind], options.user_of(kind), options.missing_stray(kind))
         result["stray_slurm_jobs"].extend(strays.stray)
+        result["jobs_ending"].extend(strays.ending)
         result["missing_from_database"].extend(strays.missing)
         result["skipped_other_user"].extend(strays.other_user)
         result["ending_slurm_jobs"] += strays.leaving
