@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 from .arvados_db_config import CONNECTION_OPTIONS, cluster_setting, resolve_database_settings
+from .dispatcher_state import lock_expected
 from .errors import ConfigError, RecoveryError
 from .locked_containers import (
     MAX_DISPATCH_ATTEMPTS_KEY,
@@ -368,7 +369,7 @@ class Reconciler:
         if CONTAINERS in searches:
             self._diagnose_locks(result["orphaned_containers"], prefix)
             result["max_dispatch_attempts"] = self.dispatch_limit.describe()
-        result["dispatcher"] = _dispatcher(poll.holders)
+        result["dispatcher"] = _dispatcher(poll.holders, lock_expected(options.arvados_version))
         result["slurm"] = {
             "squeue_calls": self.lister.calls,
             "scontrol_calls": self.nodes.calls if self.nodes else 0,
@@ -509,11 +510,26 @@ class Reconciler:
             self.time.database += self.clock.now() - began
 
 
-def _dispatcher(holders: List[Dict[str, Any]]) -> Dict[str, Any]:
+def _dispatcher(holders: List[Dict[str, Any]], expected: Optional[bool]) -> Dict[str, Any]:
     alive = bool(holders)
+    if expected is False and not alive:
+        # 2.5.0:lib/controller/dblock/dblock.go:24 adds the Dispatch lock; 2.4.4's has none.
+        reason = (
+            "no session holds the Dispatch advisory lock (%d), and none is expected: dispatchers "
+            "before Arvados 2.5 (arvados_version) take no lock; ask the service manager of the "
+            "dispatcher's host" % DISPATCH_LOCK_KEY
+        )
+        return {
+            "lock_key": DISPATCH_LOCK_KEY,
+            "lock_held": False,
+            "lock_expected": False,
+            "holders": holders,
+            "reason": reason,
+        }
     return {
         "lock_key": DISPATCH_LOCK_KEY,
         "lock_held": alive,
+        "lock_expected": expected,
         "holders": holders,
         "reason": (
             "a session holds the Dispatch advisory lock (%d): a dispatcher of Arvados "

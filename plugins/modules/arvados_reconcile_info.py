@@ -162,6 +162,9 @@ options:
         C(Containers.MaxDispatchAttempts) when the C(config.yml) the database settings come
         from does not set it - 5 up to 2.6, 10 from 2.7.0 (C(lib/config/config.default.yml)).
         Unset and not in C(config.yml), the limit is reported unknown (null).
+      - It also says whether the dispatcher should hold the C(Dispatch) lock
+        (C(lock_expected) in RV(dispatcher)) - only from 2.5.0 (C(lib/controller/dblock/dblock.go));
+        before, a healthy dispatcher never holds it. Unset, the lock is taken to be expected.
     type: str
   command_timeout:
     description:
@@ -488,11 +491,14 @@ dispatcher:
   contains:
     lock_key: {description: The advisory lock key, type: int, returned: always, sample: 10005}
     lock_held: {description: True when a session holds it, type: bool, returned: always, sample: true}
+    lock_expected: {description: "True when O(arvados_version) is 2.5.0 or later (its dispatchers take the lock),
+                                  false before (they never do); null when O(arvados_version) is unset",
+                    type: bool, returned: always, sample: true}
     holders: {description: "The holding sessions: pid, application_name, client_addr, backend_start", type: list,
               elements: dict, returned: always, sample: [{"pid": 4242, "application_name": "", "client_addr": "10.0.0.5/32",
                                                            "backend_start": "2026-11-30T10:00:00+00:00"}]}
     reason: {description: What that means, type: str, returned: always, sample: "a session holds the Dispatch advisory lock ..."}
-  sample: {"lock_key": 10005, "lock_held": false, "holders": [],
+  sample: {"lock_key": 10005, "lock_held": false, "lock_expected": null, "holders": [],
            "reason": "no session holds the Dispatch advisory lock (10005), which alone cannot tell ..."}
 slurm:
   description: C(squeue_calls) (always 2), C(scontrol_calls) (1 with O(report_nodes), else 0),

@@ -344,6 +344,34 @@ def test_a_dispatcher_without_the_lock_is_reported_and_no_second_one_is_started(
     assert task_outcome(run.stdout, START_TASK) == "skipping"
     # Only the stand-in: nothing else named crunch-dispatch-slurm was started.
     assert alive == [str(dispatcher.pid)]
+
+
+@pytest.mark.parametrize("release", ["2.4.4", "1.4.3"])
+def test_before_2_5_a_live_dispatcher_without_the_lock_is_running(fresh_db, lab_env, records, tmp_path, release):
+    # 2.4.4 lib/controller/dblock/dblock.go:18 has only TrashSweep; 2.5.0 dblock.go:24 adds
+    # Dispatch, taken at 2.5.0 crunch-dispatch-slurm.go:144. An older dispatcher never
+    # holds it: "restart it so that it takes the lock again" could never work there.
+    inventory = lab_inventory(tmp_path, "crunch_v1_dispatcher", "arvados_dispatchers")
+    variables = playbook_vars(fresh_db, tmp_path, recover_arvados_version=release)
+
+    with stand_in(tmp_path, "crunch-dispatch-slurm") as dispatcher:
+        run = ansible_playbook(lab_env, NODE_REBOOT, variables, inventory=inventory)
+
+    line = run.summary()[6]
+    assert line == (
+        "Dispatcher: running: before Arvados 2.5 dispatchers take no Dispatch lock, so the unit and the process"
+        " alone tell: crunch-dispatch-slurm is alive (localhost: no systemd (no unit to ask);"
+        " crunch-dispatch-slurm: process %d)" % dispatcher.pid
+    )
+    assert "running_without_lock" not in run.stdout.split("TASK [Summarize]")[1]
+    assert task_outcome(run.stdout, START_TASK) == "skipping"
+
+    gone = ansible_playbook(lab_env, NODE_REBOOT, dict(variables, recover_start_dispatcher=False), inventory=inventory)
+
+    assert gone.summary()[6].startswith(
+        "Dispatcher: not_running: before Arvados 2.5 dispatchers take no Dispatch lock, so the unit and the process"
+        " alone tell: no arvados_dispatchers host runs crunch-dispatch-slurm"
+    )
     assert run.changed == 0
 
 

@@ -126,3 +126,22 @@ def test_a_stray_job_and_an_orphan_become_gauges_and_a_failed_read_keeps_them(
     )
     check = promtool_check(prom)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+@pytest.mark.parametrize(("release", "expected"), [("2.4.4", 0), ("1.4.3", 0), ("2.5.0", 1), (None, None)])
+def test_the_release_says_whether_a_dispatch_lock_is_expected(lab_env, options, tmp_path, release, expected):
+    # 2.5.0 lib/controller/dblock/dblock.go:24 adds the Dispatch lock (2.4.4's dblock.go has
+    # none): on older releases the watch must not call a healthy dispatcher lockless.
+    given = dict(options, arvados_version=release) if release else options
+    result_file = tmp_path / "result.json"
+
+    completed = run_watch(lab_env, tmp_path, given, "--json", str(result_file))
+
+    assert completed.returncode == 0, completed.stderr
+    dispatcher = json.loads(result_file.read_text())["dispatcher"]
+    assert dispatcher["lock_held"] is False
+    assert dispatcher["lock_expected"] is (None if expected is None else bool(expected))
+    read = samples(Path(options["metrics_file"]).read_text())
+    assert read.get((P + "dispatcher_lock_expected", ())) == expected
+    # The lab has no systemd to ask about the unit: no claim either way.
+    assert (P + "dispatcher_running_without_lock", ()) not in read

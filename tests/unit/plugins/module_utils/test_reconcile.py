@@ -503,6 +503,15 @@ def test_the_dispatcher_lock_is_reported():
     db.holders = []
     dispatcher = reconcile(db, [[], []])["dispatcher"]
     assert dispatcher["lock_held"] is False and dispatcher["lock_key"] == 10005
+    assert dispatcher["lock_expected"] is None
+
+
+@pytest.mark.parametrize(("release", "expected"), [((2, 4, 4), False), ((2, 5, 0), True), ((1, 4, 3), False)])
+def test_the_release_says_whether_the_lock_is_expected(release, expected):
+    # 2.5.0 lib/controller/dblock/dblock.go:24 adds the Dispatch lock; 2.4.4's has none.
+    dispatcher = reconcile(FakeDatabase([]), [[], []], arvados_version=release)["dispatcher"]
+    assert dispatcher["lock_expected"] is expected
+    assert ("none is expected: dispatchers before Arvados 2.5" in dispatcher["reason"]) is not expected
 
 
 # -- options and failures -----------------------------------------------------------------
