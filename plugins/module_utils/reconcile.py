@@ -63,6 +63,11 @@ The rules, and the Arvados source they follow:
   until idle nodes return ("Only this crunch-dispatch process can retry the job",
   ``reap_children``, 1.4.3 crunch_dispatch.rb). Such jobs are *awaiting retry* unless the
   caller has evidence that crunch-dispatch.rb is stopped (:data:`V1_DISPATCHER_EVIDENCE`).
+* A job awaiting retry longer than ``retry_overdue_after`` (its age: since ``modified_at``,
+  by the database's clock) is *overdue*: ``@todo_job_retries`` lives in crunch-dispatch.rb's
+  memory only (1.4.3:services/api/lib/crunch_dispatch.rb:50), so one that was restarted
+  (or killed: a clean stop fails them, lines 838-845) has forgotten the job and never
+  retries it. See :data:`DEFAULT_RETRY_OVERDUE_AFTER` for the default.
 * Absence from Slurm means orphaned only with evidence that the kind runs under this
   Slurm (see :data:`ORPHAN_RULES`): a cluster whose crunch v1 jobs never ran under Slurm,
   or a squeue that sees another Slurm cluster, would otherwise call every live
@@ -103,6 +108,19 @@ GRACE_STATES = ("Locked",)
 # Slurm job of a job `modified_at > (Time.now - 60)`, whatever its state. Not an option:
 # crunch-dispatch.rb has no setting for it.
 V1_ENDING_SECONDS = 60.0
+
+# How long a job may await crunch-dispatch.rb's retry before it is overdue. 1.4.3
+# services/api/lib/crunch_dispatch.rb: the retry list is tried every second (refresh_todo
+# and start_jobs, lines 822-826, 61) as soon as an idle node fits (nodes_available_for_job_now,
+# 152-199, node states refreshed every second, 823); with none, it holds off up to 5 minutes
+# for Node Manager (214-218, `@node_wait_deadline = Time.now + 5.minutes`), and after
+# RETRY_UNLOCKED_LIMIT = 3 interruptions it fails the job (15, 684-706). So RETRY_UNLOCKED_LIMIT
+# such waits, 15 minutes, is the longest its own timing keeps a job it remembers waiting;
+# longer, it has most likely forgotten it (a restart) or has no node at all to give it,
+# and either way someone should look. A day bounds the option: past it nothing waits.
+RETRY_UNLOCKED_LIMIT = 3
+NODE_WAIT_SECONDS = 300.0
+DEFAULT_RETRY_OVERDUE_AFTER = RETRY_UNLOCKED_LIMIT * NODE_WAIT_SECONDS
 
 RUNNING = "running"
 STOPPED = "stopped"
@@ -342,6 +360,20 @@ def orphan_reason(kind: str, state: str, settle: float) -> str:
         "%s, but no Slurm job of its name was queued in two listings %g s apart, and "
         "its row was not updated when read again after the second" % (what, settle)
     )
+
+
+def retry_overdue_reason(age: float, bound: float) -> str:
+    return (
+        "awaiting crunch-dispatch.rb's retry for %.0f s, longer than retry_overdue_after (%g s): "
+        "it retries a job it remembers as soon as a node is idle and gives up after %d tries, but "
+        "keeps the list in memory only, so after a restart it never retries it; make sure, then "
+        "fail it (arvados_fail_jobs uuids)" % (age, bound, RETRY_UNLOCKED_LIMIT)
+    )
+
+
+def is_overdue(age: Optional[float], bound: float) -> bool:
+    """A NULL modified_at gives no age: nothing says how long the job has waited."""
+    return age is not None and age > bound
 
 
 def orphan_awaiting_retry_reason(settle: float, evidence: str) -> str:

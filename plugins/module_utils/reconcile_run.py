@@ -63,6 +63,7 @@ from .pg_driver import error_text, load_driver
 from .reconcile import (
     CONTAINERS,
     DEFAULT_ORPHAN_GRACE,
+    DEFAULT_RETRY_OVERDUE_AFTER,
     EVIDENCE,
     JOBS,
     KINDS,
@@ -75,9 +76,11 @@ from .reconcile import (
     OrphanSearch,
     Record,
     changed_since_read,
+    is_overdue,
     orphan_awaiting_retry_reason,
     orphan_reason,
     parse_listing,
+    retry_overdue_reason,
     squeue_command,
     strays_of,
 )
@@ -98,6 +101,7 @@ RECONCILE_OPTIONS: Dict[str, Option] = {
     "orphan_grace": Option("float", DEFAULT_ORPHAN_GRACE, check=seconds(MAX_ORPHAN_GRACE)),
     # None: each kind as Arvados treats it (reconcile.py); true or false: both kinds.
     "missing_are_stray": Option("bool"),
+    "retry_overdue_after": Option("float", DEFAULT_RETRY_OVERDUE_AFTER, check=seconds(MAX_SLEEP_SECONDS)),
     "allow_standby": Option("bool", False),
     "slurm_user": Option("str"),
     "slurm_users": Option("dict"),
@@ -126,6 +130,7 @@ _AS_PARSED = (
     "crunch_v1_dispatcher",
     "orphan_grace",
     "missing_are_stray",
+    "retry_overdue_after",
     "allow_standby",
     "report_nodes",
 )
@@ -151,6 +156,7 @@ class ReconcileOptions:
     crunch_v1_dispatcher: str = UNKNOWN
     orphan_grace: float = DEFAULT_ORPHAN_GRACE
     missing_are_stray: Optional[bool] = None
+    retry_overdue_after: float = DEFAULT_RETRY_OVERDUE_AFTER
     allow_standby: bool = False
     report_nodes: bool = False
     scontrol_path: Optional[str] = None
@@ -351,6 +357,7 @@ class Reconciler:
             "crunch_v1_dispatcher": options.crunch_v1_dispatcher,
             "missing_are_stray": options.missing_are_stray,
             "missing_are_stray_by_kind": {kind: options.missing_stray(kind) for kind in options.kinds},
+            "retry_overdue_after": options.retry_overdue_after,
             "database_is_standby": standby,
             "stray_slurm_jobs": [],
             "jobs_ending": [],
@@ -378,6 +385,7 @@ class Reconciler:
             "other_clusters_jobs": second.other_clusters,
         }
         result["counts"] = {key: len(result[key]) for key in COUNTED}
+        result["counts"]["jobs_retry_overdue"] = sum(1 for entry in result["jobs_awaiting_retry"] if entry["overdue"])
         result["database_statements"] = self.db.statements
         result["seconds"] = {"squeue": round(self.time.squeue, 6), "database": round(self.time.database, 6)}
         return result
@@ -498,8 +506,13 @@ class Reconciler:
             result["orphaned_jobs"] = entries
             return
         reason = orphan_awaiting_retry_reason(options.settle, awaiting)
+        bound = options.retry_overdue_after
         for entry in entries:
-            entry["reason"] = reason
+            # The age at the first read, by the database's clock (reconcile_db's age column).
+            age = search.candidates[entry["uuid"]].age
+            entry["age_seconds"] = None if age is None else round(age, 1)
+            entry["overdue"] = is_overdue(age, bound)
+            entry["reason"] = retry_overdue_reason(age, bound) + "; " + reason if entry["overdue"] else reason  # type: ignore[arg-type]
         result["jobs_awaiting_retry"] = entries
 
     def _timed_db(self, function, *arguments):

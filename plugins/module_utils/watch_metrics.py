@@ -140,6 +140,13 @@ def reconcile_metrics(
             (((), float(len(result.get("jobs_awaiting_retry") or ()))),),
         ),
         Metric(
+            "jobs_retry_overdue",
+            "Crunch v1 jobs awaiting crunch-dispatch.rb's retry longer than retry_overdue_after "
+            "(a restarted crunch-dispatch.rb has forgotten them).",
+            (),
+            (((), float(sum(1 for entry in result.get("jobs_awaiting_retry") or () if entry.get("overdue")))),),
+        ),
+        Metric(
             "slurm_jobs_ending",
             "Stray Slurm jobs left out because Slurm is already ending them.",
             (),

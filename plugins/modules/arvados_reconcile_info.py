@@ -226,6 +226,20 @@ options:
         primary and up to date. V(false) - neither is (read from a lagging replica or the
         wrong database, live work looks missing).
     type: bool
+  retry_overdue_after:
+    description:
+      - Seconds. A job in RV(jobs_awaiting_retry) whose C(modified_at) is older than this
+        (the database's clock, at the first read) is C(overdue) there, counted in
+        RV(counts) (C(jobs_retry_overdue)). crunch-dispatch.rb keeps the jobs it will retry
+        in memory only, so a restarted one never retries them and they stay C(Running) for
+        ever.
+      - The default is how long crunch-dispatch.rb 1.4.3 itself keeps a job it remembers
+        waiting - it tries the job each second once a node is idle, holds off at most 5
+        minutes for new nodes, and gives up after C(RETRY_UNLOCKED_LIMIT) (3) tries - 3 x
+        300 s. Longer, it has forgotten the job or has no node to give it.
+      - At most V(86400) (a day).
+    type: float
+    default: 900
   allow_standby:
     description:
       - Read a standby server (C(pg_is_in_recovery()) true) instead of failing. Its rows may
@@ -386,13 +400,16 @@ orphaned_jobs:
 jobs_awaiting_retry:
   description: Crunch v1 jobs that would be orphaned but that crunch-dispatch.rb may still
     retry (O(crunch_v1_dispatcher=running) or V(unknown)), shaped as RV(orphaned_jobs)'
-    entries; C(reason) names the evidence. Empty when withheld, see RV(orphans_withheld).
+    entries plus C(age_seconds) (seconds since C(modified_at) at the first read, by the
+    database's clock; null without one) and C(overdue) (true past
+    O(retry_overdue_after)); C(reason) names the evidence, and for an overdue job says so
+    first. Empty when withheld, see RV(orphans_withheld).
   returned: success
   type: list
   elements: dict
   sample: [{"uuid": "zzzzz-8i9sb-0123456789abcde", "state": "Running", "started_at": "2026-11-30T10:00:00.12",
-            "is_locked_by_uuid": "zzzzz-tpzed-0123456789abcde",
-            "reason": "job is Running without a Slurm job ..., but crunch-dispatch.rb runs and may retry it: ..."}]
+            "is_locked_by_uuid": "zzzzz-tpzed-0123456789abcde", "age_seconds": 1250.3, "overdue": true,
+            "reason": "awaiting crunch-dispatch.rb's retry for 1250 s, longer than retry_overdue_after (900 s): ..."}]
 orphaned_containers:
   description: Containers Locked or Running without a Slurm job (empty when withheld).
   returned: success
@@ -507,11 +524,12 @@ slurm:
   type: dict
   sample: {"squeue_calls": 2, "scontrol_calls": 1, "first_listing": 5, "second_listing": 5, "other_clusters_jobs": 0}
 counts:
-  description: The length of each list above.
+  description: The length of each list above, and C(jobs_retry_overdue), the jobs of
+    RV(jobs_awaiting_retry) that are C(overdue).
   returned: success
   type: dict
   sample: {"stray_slurm_jobs": 1, "jobs_ending": 0, "missing_from_database": 0, "orphaned_jobs": 2, "jobs_awaiting_retry": 0,
-           "orphaned_containers": 0, "skipped_other_user": 0, "slurm_nodes": 1}
+           "orphaned_containers": 0, "skipped_other_user": 0, "slurm_nodes": 1, "jobs_retry_overdue": 0}
 database_statements:
   description: SQL statements run (none per UUID).
   returned: success
@@ -542,6 +560,11 @@ missing_are_stray:
   returned: success
   type: bool
   sample: null
+retry_overdue_after:
+  description: The O(retry_overdue_after) used.
+  returned: success
+  type: float
+  sample: 900.0
 missing_are_stray_by_kind:
   description: Per kind reconciled, whether its Slurm jobs named after UUIDs the database
     lacks were stray in this run (O(missing_are_stray), else as Arvados does).

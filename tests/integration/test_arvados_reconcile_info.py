@@ -214,6 +214,36 @@ def test_a_v1_job_without_a_slurm_job_awaits_a_running_dispatcher_s_retry(lab_en
     assert records.state("jobs", retrying) == "Running"
 
 
+def test_a_job_awaiting_retry_too_long_is_overdue_with_its_age(lab_env, slurm, records, config, tmp_path):
+    # 1.4.3 services/api/lib/crunch_dispatch.rb:50: @todo_job_retries is in memory only, so a
+    # restarted crunch-dispatch.rb never retries the job. Default bound: 3 retries x its
+    # 5-minute wait for nodes (lines 15, 214-218), 900 s.
+    witness = records.job("Running")
+    recent = records.job("Running", modified_ago=100)
+    forgotten = records.job("Running", modified_ago=100)
+    slurm.submit(witness, hold=True)
+    # Moved back in the database rather than waited for.
+    records.modified("jobs", forgotten, 1000)
+    args = rh.reconcile_args(config, kinds=["jobs"], crunch_v1_dispatcher="running")
+
+    default = rh.run_reconcile(lab_env, tmp_path, args)
+    tighter = rh.run_reconcile(lab_env, tmp_path, dict(args, retry_overdue_after=50))
+
+    assert not default.get("failed"), default.get("msg")
+    entries = {entry["uuid"]: entry for entry in default["jobs_awaiting_retry"]}
+    assert sorted(entries) == sorted([recent, forgotten])
+    assert entries[forgotten]["overdue"] is True and entries[recent]["overdue"] is False
+    # The ages by the database's clock, at the first read (ansible-playbook's start aside).
+    assert 1000 <= entries[forgotten]["age_seconds"] < 1060, entries[forgotten]
+    assert 100 <= entries[recent]["age_seconds"] < 160, entries[recent]
+    assert entries[forgotten]["reason"].startswith("awaiting crunch-dispatch.rb's retry for 10")
+    assert "longer than retry_overdue_after (900 s)" in entries[forgotten]["reason"]
+    assert default["retry_overdue_after"] == 900.0
+    assert default["counts"]["jobs_retry_overdue"] == 1 and default["counts"]["jobs_awaiting_retry"] == 2
+    assert tighter["counts"]["jobs_retry_overdue"] == 2
+    assert records.state("jobs", forgotten) == "Running"
+
+
 def test_only_a_locked_container_modified_within_the_grace_is_spared(lab_env, slurm, records, config, tmp_path):
     # No Arvados rule spares orphans: the grace stands for crunch-dispatch-slurm's wait for
     # its next squeue poll between its lock and its sbatch (3.2.1

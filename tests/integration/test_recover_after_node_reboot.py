@@ -288,6 +288,37 @@ def test_a_v1_job_is_left_to_the_running_crunch_dispatch_rb(fresh_db, lab_env, s
     assert run.changed == 0
 
 
+def test_a_v1_job_awaiting_the_retry_too_long_is_reported_overdue_not_failed(
+    fresh_db, lab_env, slurm, records, tmp_path
+):
+    # 1.4.3 services/api/lib/crunch_dispatch.rb:50: @todo_job_retries is in memory only; a
+    # restarted crunch-dispatch.rb never retries the job, which stays Running for ever.
+    lost_job = v1_job_without_its_slurm_job(slurm, records)
+    records.modified("jobs", lost_job, 1200)
+    inventory = lab_inventory(tmp_path, "crunch_v1_dispatcher")
+
+    with stand_in(tmp_path, "script/crunch-dispatch.rb") as dispatcher:
+        run = ansible_playbook(lab_env, NODE_REBOOT, playbook_vars(fresh_db, tmp_path), inventory=inventory)
+        tolerant = ansible_playbook(
+            lab_env,
+            NODE_REBOOT,
+            playbook_vars(fresh_db, tmp_path, reconcile_retry_overdue_after=7200),
+            inventory=inventory,
+        )
+
+    line = run.summary()[2]
+    head = (
+        "1 crunch v1 jobs awaiting crunch-dispatch.rb's retry, left Running, not failed (whether crunch-dispatch.rb"
+        " runs: running; localhost: crunch-dispatch.rb: process %d): %s" % (dispatcher.pid, lost_job)
+    )
+    assert line.startswith(head + "; 1 overdue, awaiting it longer than 900.0 s (a restarted crunch-dispatch.rb")
+    age = re.search(r": %s (\d+) s$" % lost_job, line)
+    assert age and 1200 <= int(age.group(1)) < 1260, line
+    assert tolerant.summary()[2] == head
+    assert records.state("jobs", lost_job) == "Running"
+    assert run.changed == 0
+
+
 def test_without_crunch_dispatch_rb_the_v1_job_is_failed(fresh_db, lab_env, slurm, records, tmp_path):
     lost_job = v1_job_without_its_slurm_job(slurm, records)
     inventory = lab_inventory(tmp_path, "crunch_v1_dispatcher")

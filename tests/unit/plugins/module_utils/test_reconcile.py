@@ -727,8 +727,42 @@ def test_a_v1_job_without_a_slurm_job_awaits_the_retry_of_a_dispatcher_that_may_
     assert uuids(result["jobs_awaiting_retry"]) == [JOB_B]
     entry = result["jobs_awaiting_retry"][0]
     assert reason in entry["reason"] and "exit 93" in entry["reason"]
-    assert set(entry) == {"uuid", "state", "started_at", "is_locked_by_uuid", "reason"}
+    assert set(entry) == {"uuid", "state", "started_at", "is_locked_by_uuid", "reason", "age_seconds", "overdue"}
+    assert (entry["age_seconds"], entry["overdue"]) == (600.0, False)
     assert result["counts"]["jobs_awaiting_retry"] == 1 and result["counts"]["orphaned_jobs"] == 0
+    assert result["counts"]["jobs_retry_overdue"] == 0
+
+
+@pytest.mark.parametrize("evidence", ["running", "unknown"])
+def test_a_job_awaiting_retry_longer_than_the_bound_is_overdue_with_its_age(evidence):
+    # 1.4.3 services/api/lib/crunch_dispatch.rb:50: @todo_job_retries is in memory only; a
+    # restarted crunch-dispatch.rb never retries the job. 3 retries x the 5-minute hold-off
+    # for Node Manager (lines 15, 214-218): 900 s by default.
+    db = FakeDatabase([job(JOB_A, age=899.9), job(JOB_B, age=900.5), job(JOB_C, age=None)])
+    result = reconcile(db, [[], []], orphans="always", crunch_v1_dispatcher=evidence, retry_overdue_after=900.0)
+    entries = {entry["uuid"]: entry for entry in result["jobs_awaiting_retry"]}
+    assert {uuid: (entry["age_seconds"], entry["overdue"]) for uuid, entry in entries.items()} == {
+        JOB_A: (899.9, False),
+        JOB_B: (900.5, True),
+        # No modified_at: nothing says how long it has waited.
+        JOB_C: (None, False),
+    }
+    assert entries[JOB_B]["reason"].startswith(
+        "awaiting crunch-dispatch.rb's retry for 900 s, longer than retry_overdue_after (900 s)"
+    )
+    assert "exit 93" in entries[JOB_B]["reason"] and "retry_overdue_after" not in entries[JOB_A]["reason"]
+    assert result["counts"]["jobs_retry_overdue"] == 1 and result["retry_overdue_after"] == 900.0
+    tighter = reconcile(db, [[], []], orphans="always", crunch_v1_dispatcher=evidence, retry_overdue_after=60.0)
+    assert tighter["counts"]["jobs_retry_overdue"] == 2
+
+
+def test_the_default_bound_is_three_retries_of_the_node_wait():
+    opts = ReconcileOptions.from_params({"squeue_path": "/bin/true"})
+    assert opts.retry_overdue_after == 900.0
+    with pytest.raises(ConfigError, match="option retry_overdue_after must be at most 86400"):
+        ReconcileOptions.from_params({"squeue_path": "/bin/true", "retry_overdue_after": 86401})
+    with pytest.raises(ConfigError, match="option retry_overdue_after must be at least 0"):
+        ReconcileOptions.from_params({"squeue_path": "/bin/true", "retry_overdue_after": -1})
 
 
 def test_a_v1_job_without_a_slurm_job_is_orphaned_when_the_dispatcher_is_stopped():
