@@ -4,10 +4,16 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Whether a dispatcher runs, from every piece of evidence recover_after_node_reboot.yml has.
 
-The container dispatcher (crunch-dispatch-slurm, arvados-dispatch-cloud, -lsf) takes the
-``Dispatch`` advisory lock once, at start, and never checks it again, so the lock alone
-cannot say that no dispatcher runs: after a PostgreSQL restart a running dispatcher holds
-nothing. Its unit (``systemctl is-active``, where systemd runs) and its process on each
+The container dispatcher (crunch-dispatch-slurm, arvados-dispatch-cloud, -lsf) of Arvados
+2.5.0 and later takes the ``Dispatch`` advisory lock once, at start, and never checks it
+again, so the lock alone cannot say that no dispatcher runs: after a PostgreSQL restart a
+running dispatcher holds nothing. Before 2.5.0 there is no such lock
+(2.4.4:lib/controller/dblock/dblock.go:18 has only TrashSweep; 2.5.0 dblock.go:24 adds
+``Dispatch``, taken at 2.5.0:services/crunch-dispatch-slurm/crunch-dispatch-slurm.go:144):
+a healthy dispatcher of 1.1-2.4 never holds it, so there the unit and the process alone
+say whether it runs, and "running without the lock" does not exist. Which release runs
+comes from arvados_reconcile_info's ``arvados_version`` (``lock_expected`` in its
+``dispatcher`` result); unknown, the lock is taken to be expected. Its unit (``systemctl is-active``, where systemd runs) and its process on each
 ``arvados_dispatchers`` host are the rest of the evidence. crunch-dispatch.rb (crunch v1)
 takes no lock at all: its process on the ``crunch_v1_dispatcher`` host is the evidence.
 
@@ -30,6 +36,9 @@ RUNNING_WITHOUT_LOCK = "running_without_lock"
 NOT_RUNNING = "not_running"
 UNKNOWN = "unknown"
 STATES = (RUNNING, RUNNING_WITHOUT_LOCK, NOT_RUNNING, UNKNOWN)
+
+# The first release whose dispatchers take the Dispatch lock (see the docstring).
+DISPATCH_LOCK_SINCE = (2, 5, 0)
 
 # crunch_v1_dispatcher, as arvados_reconcile_info takes it.
 V1_RUNNING = "running"
@@ -136,6 +145,12 @@ def _combine(host: str, parts: Sequence[Evidence]) -> Evidence:
     return Evidence(host, None, detail)
 
 
+def lock_expected(release: Optional[Tuple[int, int, int]]) -> Optional[bool]:
+    """Whether a running dispatcher of this Arvados release holds the Dispatch lock; None
+    when the release is unknown."""
+    return None if release is None else tuple(release) >= DISPATCH_LOCK_SINCE
+
+
 def _lock_text(lock: Mapping[str, Any]) -> str:
     return "the Dispatch advisory lock (%s)" % lock.get("lock_key", 10005)
 
@@ -147,7 +162,8 @@ def container_dispatcher(
 ) -> Dict[str, Any]:
     """The container dispatcher's state.
 
-    lock: arvados_reconcile_info's ``dispatcher`` result (``lock_held``, ``lock_key``).
+    lock: arvados_reconcile_info's ``dispatcher`` result (``lock_held``, ``lock_key``, and
+    ``lock_expected``: False for a release before 2.5.0, whose dispatcher takes no lock).
     hosts: each arvados_dispatchers host with its probes ``systemd`` (stat of
     /run/systemd/system), ``unit`` (systemctl is-active) and ``process`` (pgrep).
     """
@@ -169,7 +185,8 @@ def container_dispatcher(
     up_on = [item.host for item in evidence if item.up]
     unknown_on = [item.host for item in evidence if item.up is None]
     systemd_hosts = [host for host, probes in hosts if host_has_systemd(probes.get("systemd"))]
-    if lock["lock_held"]:
+    expected = lock.get("lock_expected") is not False
+    if lock["lock_held"] or (up_on and not expected):
         state = RUNNING
     elif up_on:
         state = RUNNING_WITHOUT_LOCK
@@ -185,7 +202,10 @@ def container_dispatcher(
         "evidence": {item.host: item.detail for item in evidence},
         # One dispatcher, never more: the first host where systemd can start the unit.
         "start_on": systemd_hosts[0] if state == NOT_RUNNING and systemd_hosts else None,
-        "reason": _container_reason(state, lock, evidence, unit),
+        "lock_expected": lock.get("lock_expected"),
+        "reason": _container_reason(state, lock, evidence, unit)
+        if expected
+        else _lockless_reason(state, evidence, unit),
         "fix": _container_fix(state, unit, up_on, systemd_hosts),
     }
 
@@ -204,7 +224,8 @@ def _container_reason(state: str, lock: Mapping[str, Any], evidence: List[Eviden
             "%s, but %s is alive (%s): a dispatcher takes the lock once at start and never "
             "again, so after a PostgreSQL restart it runs without it, and a second dispatcher "
             "started now would take it and submit the same containers (before Arvados 2.5 "
-            "dispatchers take no lock at all)" % (free, unit, seen)
+            "dispatchers take no lock at all: if this cluster runs one, say so with its release, "
+            "arvados_version or recover_arvados_version)" % (free, unit, seen)
         )
     if state == NOT_RUNNING:
         return "%s and no arvados_dispatchers host runs %s (%s)" % (free, unit, seen)
@@ -214,6 +235,19 @@ def _container_reason(state: str, lock: Mapping[str, Any], evidence: List[Eviden
             "run there without the lock (a PostgreSQL restart drops it) or not at all" % free
         )
     return "%s, and not every arvados_dispatchers host could be asked (%s)" % (free, seen)
+
+
+def _lockless_reason(state: str, evidence: List[Evidence], unit: str) -> str:
+    """The reason on a release whose dispatchers take no lock: the units and processes alone."""
+    seen = "; ".join("%s: %s" % (item.host, item.detail) for item in evidence)
+    release = "before Arvados 2.5 dispatchers take no Dispatch lock, so the unit and the process alone tell"
+    if state == RUNNING:
+        return "%s: %s is alive (%s)" % (release, unit, seen)
+    if state == NOT_RUNNING:
+        return "%s: no arvados_dispatchers host runs %s (%s)" % (release, unit, seen)
+    if not evidence:
+        return "%s, and the inventory has no arvados_dispatchers host to ask" % release
+    return "%s, and not every arvados_dispatchers host could be asked (%s)" % (release, seen)
 
 
 def _container_fix(state: str, unit: str, up_on: List[str], systemd_hosts: List[str]) -> str:

@@ -25,10 +25,21 @@ The rules, and the Arvados source they follow:
   of a ``Queued`` container; 2.7.4 and 3.2.1); one whose container became final while no
   dispatcher ran it reaps only when it starts. Jobs already ``COMPLETING`` are ending and
   are not listed.
+* *Ending*: the Slurm job of a crunch v1 job that is neither ``Running`` nor ``Queued``
+  but whose row was modified less than 60 s before the read (the database's clock) is not
+  stray: crunch-job is still cancelling its tasks and saving its log, and
+  crunch-dispatch.rb's ``check_orphaned_slurm_jobs`` spares exactly those
+  (1.4.3:services/api/lib/crunch_dispatch.rb:892-896, ``modified_at > Time.now - 60``). They
+  are reported as ending (``jobs_ending``), with their age. Containers have no such rule:
+  crunch-dispatch-slurm cancels at once when the tracker closes.
 * *Missing from the database*: a Slurm job named after a UUID of the cluster that the
-  database lacks. Arvados leaves it alone (``TrackContainer``'s GET fails and nothing is
-  cancelled, 2.7.4 and 3.2.1); read from a lagging replica or the wrong database, such a
-  job is live work. It is stray only when the caller says so (``missing_are_stray``).
+  database lacks. For crunch v1 jobs it is stray by default, as crunch-dispatch.rb cancels
+  it (1.4.3:services/api/lib/crunch_dispatch.rb:892-900: ``squeue_uuids`` minus the UUIDs
+  found in ``jobs``). For containers Arvados leaves it alone (``TrackContainer``'s GET
+  fails and nothing is cancelled, 2.7.4 and 3.2.1
+  services/crunch-dispatch-slurm/crunch-dispatch-slurm.go ``checkSqueueForOrphans``). The
+  caller may say otherwise for both kinds (``missing_are_stray``): read from a lagging
+  replica or the wrong database, such a job is live work.
 * *Orphaned*: a live record (job ``Running``; container ``Locked`` or ``Running``,
   services/api/app/models/container.rb ``State_transitions``) with no Slurm job of its
   name in two listings at least ``settle`` seconds apart, and its row not updated since
@@ -36,16 +47,27 @@ The rules, and the Arvados source they follow:
   second listing is taken. A job submitted between the listings is in the second one and
   never reported; a record something updated meanwhile (a new state, a restart, another
   lock, or progress written by a process still at work) is not reported either.
-* A record whose ``modified_at`` is within ``orphan_grace`` seconds before the first read
-  (the database's clock) is never orphaned: crunch-dispatch.rb's
-  ``check_orphaned_slurm_jobs`` spares jobs modified in the last 60 s
-  (services/api/lib/crunch_dispatch.rb, 1.4.3).
+* A ``Locked`` container whose ``modified_at`` is within ``orphan_grace`` seconds before
+  the first read (the database's clock) is never orphaned. No dispatcher has such a rule
+  for orphans; the grace stands for the dispatcher's own delay: crunch-dispatch-slurm
+  locks a container, then waits for its next squeue poll before it submits it
+  (3.2.1:services/crunch-dispatch-slurm/crunch-dispatch-slurm.go:269-273 and
+  squeue.go:43-52, ``HasUUID`` blocks until the next poll; ``CloudVMs.PollInterval``,
+  10 s by default, may be set longer than ``settle``), so a container locked just before
+  the first read may rightly have no Slurm job yet. A ``Running`` container or crunch v1
+  job gets no grace: crunch-run and crunch-job set ``Running`` from inside their Slurm
+  job, so it existed first; crunch-dispatch.rb's 60 s is a rule about strays (above).
 * A crunch v1 job ``Running`` without a Slurm job is not orphaned while crunch-dispatch.rb
   may still run: when crunch-job exits 93 (its nodes failed) the dispatcher keeps the job
   ``Running``, without a Slurm job and without updating its row, in ``@todo_job_retries``
   until idle nodes return ("Only this crunch-dispatch process can retry the job",
   ``reap_children``, 1.4.3 crunch_dispatch.rb). Such jobs are *awaiting retry* unless the
   caller has evidence that crunch-dispatch.rb is stopped (:data:`V1_DISPATCHER_EVIDENCE`).
+* A job awaiting retry longer than ``retry_overdue_after`` (its age: since ``modified_at``,
+  by the database's clock) is *overdue*: ``@todo_job_retries`` lives in crunch-dispatch.rb's
+  memory only (1.4.3:services/api/lib/crunch_dispatch.rb:50), so one that was restarted
+  (or killed: a clean stop fails them, lines 838-845) has forgotten the job and never
+  retries it. See :data:`DEFAULT_RETRY_OVERDUE_AFTER` for the default.
 * Absence from Slurm means orphaned only with evidence that the kind runs under this
   Slurm (see :data:`ORPHAN_RULES`): a cluster whose crunch v1 jobs never ran under Slurm,
   or a squeue that sees another Slurm cluster, would otherwise call every live
@@ -76,10 +98,29 @@ LIVE_STATES = {JOBS: ("Running",), CONTAINERS: ("Locked", "Running")}
 JOB_STATES_WANTING_SLURM = ("Running", "Queued")
 CONTAINER_STATES_CLOSING_THE_TRACKER = ("Queued", "Complete", "Cancelled")
 
-# crunch-dispatch.rb's own grace (1.4.3 crunch_dispatch.rb, check_orphaned_slurm_jobs:
-# `modified_at > Time.now - 60`); past an hour a grace hides real orphans: a typo.
+# For Locked containers only (see the module's docstring): six of crunch-dispatch-slurm's
+# default squeue polls between its lock and its sbatch; past an hour a grace hides real
+# orphans: a typo.
 DEFAULT_ORPHAN_GRACE = 60.0
 MAX_ORPHAN_GRACE = 3600.0
+GRACE_STATES = ("Locked",)
+# 1.4.3:services/api/lib/crunch_dispatch.rb:892-896: check_orphaned_slurm_jobs keeps the
+# Slurm job of a job `modified_at > (Time.now - 60)`, whatever its state. Not an option:
+# crunch-dispatch.rb has no setting for it.
+V1_ENDING_SECONDS = 60.0
+
+# How long a job may await crunch-dispatch.rb's retry before it is overdue. 1.4.3
+# services/api/lib/crunch_dispatch.rb: the retry list is tried every second (refresh_todo
+# and start_jobs, lines 822-826, 61) as soon as an idle node fits (nodes_available_for_job_now,
+# 152-199, node states refreshed every second, 823); with none, it holds off up to 5 minutes
+# for Node Manager (214-218, `@node_wait_deadline = Time.now + 5.minutes`), and after
+# RETRY_UNLOCKED_LIMIT = 3 interruptions it fails the job (15, 684-706). So RETRY_UNLOCKED_LIMIT
+# such waits, 15 minutes, is the longest its own timing keeps a job it remembers waiting;
+# longer, it has most likely forgotten it (a restart) or has no node at all to give it,
+# and either way someone should look. A day bounds the option: past it nothing waits.
+RETRY_UNLOCKED_LIMIT = 3
+NODE_WAIT_SECONDS = 300.0
+DEFAULT_RETRY_OVERDUE_AFTER = RETRY_UNLOCKED_LIMIT * NODE_WAIT_SECONDS
 
 RUNNING = "running"
 STOPPED = "stopped"
@@ -129,8 +170,12 @@ class Record(NamedTuple):
     priority: Optional[int]
     # Live, yet finished_at is set: an inconsistent row (the re-read looks it up by UUID).
     finished: bool = False
-    # modified_at within the orphan grace before the read (the database's clock).
+    # modified_at within the orphan grace before the read (the database's clock); only a
+    # Locked container's counts (GRACE_STATES).
     recent: bool = False
+    # Seconds from modified_at to the read, by the database's clock (negative when
+    # modified_at is ahead of it); None when modified_at is NULL.
+    age: Optional[float] = None
     # The row's version (xmin, as text): any update of the row gives it another, so an
     # equal version read again means the very row of the first read, every column alike.
     version: Optional[str] = None
@@ -204,9 +249,29 @@ def parse_listing(stdout: str, prefix: str, kinds: Sequence[str]) -> Listing:
 
 
 def missing_reason(kind: str) -> str:
+    if kind == JOBS:
+        return (
+            "no job of this UUID in the database: crunch-dispatch.rb cancels such a Slurm job "
+            "(check_orphaned_slurm_jobs); read from a lagging replica or the wrong database it is live work"
+        )
     return (
-        "no %s of this UUID in the database: Arvados leaves such a Slurm job alone (its "
-        "tracker's GET fails); read from a lagging replica or the wrong database it is live work" % kind[:-1]
+        "no container of this UUID in the database: Arvados leaves such a Slurm job alone (its "
+        "tracker's GET fails); read from a lagging replica or the wrong database it is live work"
+    )
+
+
+def is_ending(kind: str, record: Record) -> bool:
+    """Whether a crunch v1 job's Slurm job, though unwanted by its state, is still ending
+    (crunch-job saving its work): modified less than V1_ENDING_SECONDS ago. A NULL
+    modified_at is never recent, as `modified_at > ?` is not true for it in SQL."""
+    return kind == JOBS and record.age is not None and record.age < V1_ENDING_SECONDS
+
+
+def ending_reason(record: Record) -> str:
+    return (
+        "job is %s, modified %.1f s ago: crunch-job is still saving its work, and crunch-dispatch.rb "
+        "never cancels the Slurm job of a job modified in the last %g s; stray after that"
+        % (record.state, record.age or 0.0, V1_ENDING_SECONDS)
     )
 
 
@@ -243,7 +308,9 @@ class OrphanSearch:
         for uuid in listed:
             del self.candidates[uuid]
         self.with_slurm_job = len(listed)
-        self.recent: Set[str] = set(map(uuid_of, compress(records, map(is_recent, records))))
+        # Only Locked containers have a grace (the module's docstring), whatever the rows say.
+        spared = compress(records, map(is_recent, records))
+        self.recent: Set[str] = {record.uuid for record in spared if record.state in GRACE_STATES}
         self.recent.difference_update(listed)
         for uuid in self.recent:
             del self.candidates[uuid]
@@ -295,6 +362,20 @@ def orphan_reason(kind: str, state: str, settle: float) -> str:
     )
 
 
+def retry_overdue_reason(age: float, bound: float) -> str:
+    return (
+        "awaiting crunch-dispatch.rb's retry for %.0f s, longer than retry_overdue_after (%g s): "
+        "it retries a job it remembers as soon as a node is idle and gives up after %d tries, but "
+        "keeps the list in memory only, so after a restart it never retries it; make sure, then "
+        "fail it (arvados_fail_jobs uuids)" % (age, bound, RETRY_UNLOCKED_LIMIT)
+    )
+
+
+def is_overdue(age: Optional[float], bound: float) -> bool:
+    """A NULL modified_at gives no age: nothing says how long the job has waited."""
+    return age is not None and age > bound
+
+
 def orphan_awaiting_retry_reason(settle: float, evidence: str) -> str:
     return (
         "job is Running without a Slurm job in two listings %g s apart, its row not updated, "
@@ -313,19 +394,33 @@ class StrayJobs(NamedTuple):
     leaving: int
     # Would be stray, but another Slurm user's than the one whose jobs may be stopped.
     other_user: List[Dict[str, object]]
+    # The Slurm jobs of crunch v1 jobs still ending (is_ending): never stray.
+    ending: List[Dict[str, object]]
 
 
 def strays_of(
     kind: str, listing: Listing, records: Mapping[str, Record], slurm_user: Optional[str], missing_are_stray: bool
 ) -> StrayJobs:
-    """The stray Slurm jobs of `kind` in `listing`, those the database has no record of, and
-    those that would be stray but belong to another Slurm user than `slurm_user` (None: any)."""
-    result = StrayJobs([], [], 0, [])
+    """The stray Slurm jobs of `kind` in `listing`, those the database has no record of, those
+    that would be stray but belong to another Slurm user than `slurm_user` (None: any), and
+    those of crunch v1 jobs still ending. `missing_are_stray`: this kind's, already decided."""
+    result = StrayJobs([], [], 0, [], [])
     leaving = 0
     for name in sorted(listing.names(kind)):
         record = records.get(name)
         reason = missing_reason(kind) if record is None else stray_reason(kind, record)
         if reason is None:
+            continue
+        if record is not None and is_ending(kind, record):
+            for job in listing.by_name[name]:
+                spared: Dict[str, object] = dict(job.describe())
+                spared.update(
+                    kind=kind[:-1],
+                    record_state=record.state,
+                    age_seconds=_seconds(record.age),
+                    reason=ending_reason(record),
+                )
+                result.ending.append(spared)
             continue
         for job in listing.by_name[name]:
             ours = slurm_user is None or job.user == slurm_user
@@ -345,3 +440,7 @@ def strays_of(
             if record is not None or missing_are_stray:
                 (result.stray if ours else result.other_user).append(entry)
     return result._replace(leaving=leaving)
+
+
+def _seconds(age: Optional[float]) -> Optional[float]:
+    return None if age is None else round(age, 1)

@@ -40,21 +40,26 @@ SQL_DISPATCH_LOCK = """
 
 # The sixth column tells a live row whose finished_at is set: an inconsistent row, which the
 # re-read's scan of unfinished rows cannot see (it is read again by UUID instead). The
-# seventh, a row modified within the orphan grace (%(grace)s seconds) before the database's
-# now() in UTC, as Arvados writes modified_at: crunch-dispatch.rb's own 60 s (1.4.3
-# crunch_dispatch.rb, check_orphaned_slurm_jobs); a modified_at ahead of the database's
-# clock is recent too. The last is the row's version: xmin, the transaction that wrote this
-# version of the row.
+# seventh, for containers, a row modified within the orphan grace (%(grace)s seconds) before
+# the database's now() in UTC, as Arvados writes modified_at (a modified_at ahead of the
+# database's clock is recent too); jobs have no grace (reconcile.py), so false. The eighth,
+# the seconds from modified_at to the database's now(): the 60 s in which a crunch v1 job's
+# Slurm job is ending, not stray (1.4.3:services/api/lib/crunch_dispatch.rb:892-896, which
+# compares with its own clock; the database's is the one every writer of modified_at
+# shares), and the age of a job awaiting crunch-dispatch.rb's retry. The last is the row's
+# version: xmin, the transaction that wrote this version of the row.
 # The third is started_at as the report shows it, ISO 8601 (the session's DateStyle is ISO,
 # see make_read_only): made by the server in C, it spares a datetime built by the driver and
 # formatted again in Python for each of up to 100,000s of records (0.1 s of a 1.2 s run).
 _STARTED_AT = "replace(started_at::text, ' ', 'T')"
 _RECENT = "modified_at IS NOT NULL AND modified_at > %s - %%(grace)s * interval '1 second'" % SQL_NOW_UTC
+# "from" in lower case: " FROM " ends the column list where the tests read it.
+_AGE = "extract(epoch from %s - modified_at)::float8" % SQL_NOW_UTC
 _COLUMNS = {
-    JOBS: "uuid, state, %s, is_locked_by_uuid, NULL::bigint, finished_at IS NOT NULL, %s, xmin::text"
-    % (_STARTED_AT, _RECENT),
-    CONTAINERS: "uuid, state, %s, locked_by_uuid, priority, finished_at IS NOT NULL, %s, xmin::text"
-    % (_STARTED_AT, _RECENT),
+    JOBS: "uuid, state, %s, is_locked_by_uuid, NULL::bigint, finished_at IS NOT NULL, false, %s, xmin::text"
+    % (_STARTED_AT, _AGE),
+    CONTAINERS: "uuid, state, %s, locked_by_uuid, priority, finished_at IS NOT NULL, %s, %s, xmin::text"
+    % (_STARTED_AT, _RECENT, _AGE),
 }
 _LIVE = {JOBS: "state = 'Running'", CONTAINERS: "state IN ('Locked', 'Running')"}
 # The live records: the same predicate as arvados_fail_jobs for jobs.

@@ -13,9 +13,10 @@ How a run goes (nothing is ever written, so check mode is the same run):
 3. Listing 1: one ``squeue --all`` (only the cluster's UUID-named jobs are kept) and, with
    ``report_nodes``, one ``scontrol --all show node`` (the nodes down or drained), and while
    they run one scan per kind of the live records (``Running`` jobs; ``Locked`` and
-   ``Running`` containers), each row telling whether its ``modified_at`` is within
-   ``orphan_grace`` of the database's clock. Those named in listing 1 are counted, the
-   recently modified set aside, the others kept as candidates.
+   ``Running`` containers), each row with the age of its ``modified_at`` by the
+   database's clock and, for containers, whether that is within ``orphan_grace``. Those
+   named in listing 1 are counted, the ``Locked`` containers modified within the grace
+   set aside, the others kept as candidates.
 4. Once ``settle`` seconds have passed since listing 1 began, listing 2, and while it runs
    the candidates' row versions (``xmin``) are read again, set-based: by UUID
    (``uuid = ANY``, ``batch_size`` a statement) while they are at most half the live
@@ -45,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 from .arvados_db_config import CONNECTION_OPTIONS, cluster_setting, resolve_database_settings
+from .dispatcher_state import lock_expected
 from .errors import ConfigError, RecoveryError
 from .locked_containers import (
     MAX_DISPATCH_ATTEMPTS_KEY,
@@ -61,6 +63,7 @@ from .pg_driver import error_text, load_driver
 from .reconcile import (
     CONTAINERS,
     DEFAULT_ORPHAN_GRACE,
+    DEFAULT_RETRY_OVERDUE_AFTER,
     EVIDENCE,
     JOBS,
     KINDS,
@@ -73,9 +76,11 @@ from .reconcile import (
     OrphanSearch,
     Record,
     changed_since_read,
+    is_overdue,
     orphan_awaiting_retry_reason,
     orphan_reason,
     parse_listing,
+    retry_overdue_reason,
     squeue_command,
     strays_of,
 )
@@ -94,7 +99,9 @@ RECONCILE_OPTIONS: Dict[str, Option] = {
     "crunch_v1_dispatcher": Option("str", UNKNOWN, choices=V1_DISPATCHER_EVIDENCE),
     # A longer grace hides real orphans.
     "orphan_grace": Option("float", DEFAULT_ORPHAN_GRACE, check=seconds(MAX_ORPHAN_GRACE)),
-    "missing_are_stray": Option("bool", False),
+    # None: each kind as Arvados treats it (reconcile.py); true or false: both kinds.
+    "missing_are_stray": Option("bool"),
+    "retry_overdue_after": Option("float", DEFAULT_RETRY_OVERDUE_AFTER, check=seconds(MAX_SLEEP_SECONDS)),
     "allow_standby": Option("bool", False),
     "slurm_user": Option("str"),
     "slurm_users": Option("dict"),
@@ -123,6 +130,7 @@ _AS_PARSED = (
     "crunch_v1_dispatcher",
     "orphan_grace",
     "missing_are_stray",
+    "retry_overdue_after",
     "allow_standby",
     "report_nodes",
 )
@@ -147,7 +155,8 @@ class ReconcileOptions:
     batch_size: int
     crunch_v1_dispatcher: str = UNKNOWN
     orphan_grace: float = DEFAULT_ORPHAN_GRACE
-    missing_are_stray: bool = False
+    missing_are_stray: Optional[bool] = None
+    retry_overdue_after: float = DEFAULT_RETRY_OVERDUE_AFTER
     allow_standby: bool = False
     report_nodes: bool = False
     scontrol_path: Optional[str] = None
@@ -155,6 +164,12 @@ class ReconcileOptions:
     arvados_version: Optional[Tuple[int, int, int]] = None
     # Per kind, overriding slurm_user: the Slurm user whose jobs of that kind may be stray.
     slurm_users: Mapping[str, str] = field(default_factory=dict)
+
+    def missing_stray(self, kind: str) -> bool:
+        """Whether Slurm jobs of `kind` named after UUIDs the database lacks are stray: the
+        caller's word, else as Arvados does (1.4.3:services/api/lib/crunch_dispatch.rb:892-900
+        cancels them for jobs; crunch-dispatch-slurm leaves them alone for containers)."""
+        return kind == JOBS if self.missing_are_stray is None else self.missing_are_stray
 
     def user_of(self, kind: str) -> Optional[str]:
         """The Slurm user whose jobs of `kind` may be stray; None: every user's."""
@@ -260,6 +275,7 @@ _uuid_of_entry = operator.itemgetter("uuid")
 # The result's lists, counted in its `counts`.
 COUNTED = (
     "stray_slurm_jobs",
+    "jobs_ending",
     "missing_from_database",
     "orphaned_jobs",
     "jobs_awaiting_retry",
@@ -340,8 +356,11 @@ class Reconciler:
             "orphan_grace": options.orphan_grace,
             "crunch_v1_dispatcher": options.crunch_v1_dispatcher,
             "missing_are_stray": options.missing_are_stray,
+            "missing_are_stray_by_kind": {kind: options.missing_stray(kind) for kind in options.kinds},
+            "retry_overdue_after": options.retry_overdue_after,
             "database_is_standby": standby,
             "stray_slurm_jobs": [],
+            "jobs_ending": [],
             "missing_from_database": [],
             "skipped_other_user": [],
             "orphaned_jobs": [],
@@ -357,7 +376,7 @@ class Reconciler:
         if CONTAINERS in searches:
             self._diagnose_locks(result["orphaned_containers"], prefix)
             result["max_dispatch_attempts"] = self.dispatch_limit.describe()
-        result["dispatcher"] = _dispatcher(poll.holders)
+        result["dispatcher"] = _dispatcher(poll.holders, lock_expected(options.arvados_version))
         result["slurm"] = {
             "squeue_calls": self.lister.calls,
             "scontrol_calls": self.nodes.calls if self.nodes else 0,
@@ -366,6 +385,7 @@ class Reconciler:
             "other_clusters_jobs": second.other_clusters,
         }
         result["counts"] = {key: len(result[key]) for key in COUNTED}
+        result["counts"]["jobs_retry_overdue"] = sum(1 for entry in result["jobs_awaiting_retry"] if entry["overdue"])
         result["database_statements"] = self.db.statements
         result["seconds"] = {"squeue": round(self.time.squeue, 6), "database": round(self.time.database, 6)}
         return result
@@ -458,8 +478,9 @@ class Reconciler:
         changed = poll.changed[kind]
         present = search.drop_present(second)
         options = self.options
-        strays = strays_of(kind, second, poll.named[kind], options.user_of(kind), options.missing_are_stray)
+        strays = strays_of(kind, second, poll.named[kind], options.user_of(kind), options.missing_stray(kind))
         result["stray_slurm_jobs"].extend(strays.stray)
+        result["jobs_ending"].extend(strays.ending)
         result["missing_from_database"].extend(strays.missing)
         result["skipped_other_user"].extend(strays.other_user)
         result["ending_slurm_jobs"] += strays.leaving
@@ -485,8 +506,13 @@ class Reconciler:
             result["orphaned_jobs"] = entries
             return
         reason = orphan_awaiting_retry_reason(options.settle, awaiting)
+        bound = options.retry_overdue_after
         for entry in entries:
-            entry["reason"] = reason
+            # The age at the first read, by the database's clock (reconcile_db's age column).
+            age = search.candidates[entry["uuid"]].age
+            entry["age_seconds"] = None if age is None else round(age, 1)
+            entry["overdue"] = is_overdue(age, bound)
+            entry["reason"] = retry_overdue_reason(age, bound) + "; " + reason if entry["overdue"] else reason  # type: ignore[arg-type]
         result["jobs_awaiting_retry"] = entries
 
     def _timed_db(self, function, *arguments):
@@ -497,11 +523,26 @@ class Reconciler:
             self.time.database += self.clock.now() - began
 
 
-def _dispatcher(holders: List[Dict[str, Any]]) -> Dict[str, Any]:
+def _dispatcher(holders: List[Dict[str, Any]], expected: Optional[bool]) -> Dict[str, Any]:
     alive = bool(holders)
+    if expected is False and not alive:
+        # 2.5.0:lib/controller/dblock/dblock.go:24 adds the Dispatch lock; 2.4.4's has none.
+        reason = (
+            "no session holds the Dispatch advisory lock (%d), and none is expected: dispatchers "
+            "before Arvados 2.5 (arvados_version) take no lock; ask the service manager of the "
+            "dispatcher's host" % DISPATCH_LOCK_KEY
+        )
+        return {
+            "lock_key": DISPATCH_LOCK_KEY,
+            "lock_held": False,
+            "lock_expected": False,
+            "holders": holders,
+            "reason": reason,
+        }
     return {
         "lock_key": DISPATCH_LOCK_KEY,
         "lock_held": alive,
+        "lock_expected": expected,
         "holders": holders,
         "reason": (
             "a session holds the Dispatch advisory lock (%d): a dispatcher of Arvados "

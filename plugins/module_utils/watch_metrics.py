@@ -102,7 +102,12 @@ def reconcile_metrics(
     Slurm's nodes that are down or drained: {"state": "down"|"drain", "reason": ...}, or
     None when they were not asked (the family then has no sample).
     """
-    lock_held = bool((result.get("dispatcher") or {}).get("lock_held"))
+    dispatcher = result.get("dispatcher") or {}
+    lock_held = bool(dispatcher.get("lock_held"))
+    # False on releases before 2.5.0, whose dispatchers take no Dispatch lock
+    # (2.5.0:lib/controller/dblock/dblock.go:24); None when the release is unknown.
+    expected = dispatcher.get("lock_expected")
+    without_lock = None if dispatcher_active is None else dispatcher_active and not lock_held and expected is not False
     return [
         Metric(
             "stray_slurm_jobs",
@@ -135,6 +140,13 @@ def reconcile_metrics(
             (((), float(len(result.get("jobs_awaiting_retry") or ()))),),
         ),
         Metric(
+            "jobs_retry_overdue",
+            "Crunch v1 jobs awaiting crunch-dispatch.rb's retry longer than retry_overdue_after "
+            "(a restarted crunch-dispatch.rb has forgotten them).",
+            (),
+            (((), float(sum(1 for entry in result.get("jobs_awaiting_retry") or () if entry.get("overdue")))),),
+        ),
+        Metric(
             "slurm_jobs_ending",
             "Stray Slurm jobs left out because Slurm is already ending them.",
             (),
@@ -147,6 +159,13 @@ def reconcile_metrics(
             _flag(lock_held),
         ),
         Metric(
+            "dispatcher_lock_expected",
+            "1 when the cluster's Arvados release (2.5 and later) has dispatchers take the Dispatch lock, "
+            "0 before 2.5; no sample when the release is unknown (arvados_version unset).",
+            (),
+            _flag(expected),
+        ),
+        Metric(
             "dispatcher_unit_active",
             "1 when the dispatcher's systemd unit is active on this host.",
             (),
@@ -154,9 +173,10 @@ def reconcile_metrics(
         ),
         Metric(
             "dispatcher_running_without_lock",
-            "1 when the dispatcher's unit is active but no session holds the Dispatch lock.",
+            "1 when the dispatcher's unit is active but no session holds the Dispatch lock it should hold "
+            "(always 0 where dispatcher_lock_expected is 0).",
             (),
-            _flag(None if dispatcher_active is None else dispatcher_active and not lock_held),
+            _flag(without_lock),
         ),
         Metric(
             "slurm_nodes",

@@ -23,12 +23,18 @@ description:
   - I(Stray Slurm jobs) (RV(stray_slurm_jobs)) are those whose job is neither C(Running) nor
     C(Queued), or whose container is C(Queued), C(Complete) or C(Cancelled) or has priority
     0 - the ones crunch-dispatch-slurm cancels. Slurm jobs already C(COMPLETING) are only
-    counted (RV(ending_slurm_jobs)). A Slurm job named after a UUID the database lacks is
-    listed in RV(missing_from_database), and as stray only with O(missing_are_stray).
+    counted (RV(ending_slurm_jobs)). The Slurm job of a crunch v1 job modified less than 60
+    seconds before the read (the database's clock) is never stray, whatever the job's state
+    - crunch-job is still saving its work, and crunch-dispatch.rb spares it
+    (C(check_orphaned_slurm_jobs), 1.4.3); it is listed in RV(jobs_ending) with its age.
+  - A Slurm job named after a UUID the database lacks is listed in
+    RV(missing_from_database). By default one named after a crunch v1 job is stray too, as
+    crunch-dispatch.rb cancels it (1.4.3), and one named after a container is left alone, as
+    crunch-dispatch-slurm leaves it; O(missing_are_stray) decides for both kinds instead.
   - I(Orphaned) jobs and containers (RV(orphaned_jobs), RV(orphaned_containers)) are live
     records (jobs C(Running); containers C(Locked) or C(Running)) with no Slurm job in two
-    listings O(settle) seconds apart, whose row nothing changed meanwhile and which were not
-    modified in the last O(orphan_grace) seconds. A crunch v1 job is orphaned only when
+    listings O(settle) seconds apart and whose row nothing changed meanwhile; a C(Locked)
+    container modified in the last O(orphan_grace) seconds is not one. A crunch v1 job is orphaned only when
     crunch-dispatch.rb is known to be stopped (O(crunch_v1_dispatcher)); otherwise it is
     listed in RV(jobs_awaiting_retry). By default orphans of a kind are reported only when
     Slurm shows some work of that kind (see O(orphans)).
@@ -156,6 +162,9 @@ options:
         C(Containers.MaxDispatchAttempts) when the C(config.yml) the database settings come
         from does not set it - 5 up to 2.6, 10 from 2.7.0 (C(lib/config/config.default.yml)).
         Unset and not in C(config.yml), the limit is reported unknown (null).
+      - It also says whether the dispatcher should hold the C(Dispatch) lock
+        (C(lock_expected) in RV(dispatcher)) - only from 2.5.0 (C(lib/controller/dblock/dblock.go));
+        before, a healthy dispatcher never holds it. Unset, the lock is taken to be expected.
     type: str
   command_timeout:
     description:
@@ -196,19 +205,41 @@ options:
     default: unknown
   orphan_grace:
     description:
-      - Seconds. A job or container modified within this long before the first read (the
+      - Seconds. A C(Locked) container modified within this long before the first read (the
         database's clock) is never orphaned; RV(evidence) counts them
-        (C(recently_modified)). The default is crunch-dispatch.rb's own grace.
+        (C(recently_modified)). crunch-dispatch-slurm locks a container, then waits for its
+        next C(squeue) poll (C(Containers.CloudVMs.PollInterval), 10 s by default) before it
+        submits it, so a container locked just before the read may rightly have no Slurm job
+        yet. Arvados has no such grace for orphans, and C(Running) containers and crunch v1
+        jobs get none (their Slurm job existed before they were C(Running)).
       - At most V(3600).
     type: float
     default: 60
   missing_are_stray:
     description:
-      - Also report as stray (RV(stray_slurm_jobs)) the Slurm jobs named after a UUID of the
-        cluster that the database lacks (RV(missing_from_database)). Arvados never cancels
-        them; set it only when this database is the cluster's primary and up to date.
+      - Whether the Slurm jobs named after a UUID of the cluster that the database lacks
+        (RV(missing_from_database)) are also stray (RV(stray_slurm_jobs)).
+      - Unset - as Arvados does, per kind - those of crunch v1 jobs are stray
+        (crunch-dispatch.rb's C(check_orphaned_slurm_jobs) cancels them, 1.4.3), those of
+        containers are not (crunch-dispatch-slurm leaves them alone).
+      - V(true) - both kinds are stray; set it only when this database is the cluster's
+        primary and up to date. V(false) - neither is (read from a lagging replica or the
+        wrong database, live work looks missing).
     type: bool
-    default: false
+  retry_overdue_after:
+    description:
+      - Seconds. A job in RV(jobs_awaiting_retry) whose C(modified_at) is older than this
+        (the database's clock, at the first read) is C(overdue) there, counted in
+        RV(counts) (C(jobs_retry_overdue)). crunch-dispatch.rb keeps the jobs it will retry
+        in memory only, so a restarted one never retries them and they stay C(Running) for
+        ever.
+      - The default is how long crunch-dispatch.rb 1.4.3 itself keeps a job it remembers
+        waiting - it tries the job each second once a node is idle, holds off at most 5
+        minutes for new nodes, and gives up after C(RETRY_UNLOCKED_LIMIT) (3) tries - 3 x
+        300 s. Longer, it has forgotten the job or has no node to give it.
+      - At most V(86400) (a day).
+    type: float
+    default: 900
   allow_standby:
     description:
       - Read a standby server (C(pg_is_in_recovery()) true) instead of failing. Its rows may
@@ -320,10 +351,22 @@ stray_slurm_jobs:
     reason: {description: Why it is stray, type: str, returned: always,
              sample: "container is Cancelled: crunch-dispatch-slurm cancels the Slurm job of a final container"}
   sample: []
+jobs_ending:
+  description: The Slurm jobs of crunch v1 jobs neither C(Running) nor C(Queued) but modified
+    less than 60 seconds before the read (the database's clock), one entry per Slurm job,
+    shaped as RV(stray_slurm_jobs)' entries with C(age_seconds) (seconds since the job's
+    C(modified_at)) instead of C(priority). crunch-job is still saving their work; they are
+    stray once 60 seconds have passed.
+  returned: success
+  type: list
+  elements: dict
+  sample: [{"job_id": "4244", "name": "zzzzz-8i9sb-0123456789abcde", "state": "RUNNING", "nodes": "compute1",
+            "user": "crunch", "kind": "job", "record_state": "Cancelled", "age_seconds": 5.2,
+            "reason": "job is Cancelled, modified 5.2 s ago: crunch-job is still saving its work, ..."}]
 missing_from_database:
   description: The cluster's Slurm jobs named after a UUID the database lacks, one entry per
     Slurm job, shaped as RV(stray_slurm_jobs)' entries (C(record_state) and C(priority) null).
-    Arvados leaves them alone; they are in RV(stray_slurm_jobs) too only with O(missing_are_stray=true).
+    They are in RV(stray_slurm_jobs) too where RV(missing_are_stray_by_kind) says so.
   returned: success
   type: list
   elements: dict
@@ -357,13 +400,16 @@ orphaned_jobs:
 jobs_awaiting_retry:
   description: Crunch v1 jobs that would be orphaned but that crunch-dispatch.rb may still
     retry (O(crunch_v1_dispatcher=running) or V(unknown)), shaped as RV(orphaned_jobs)'
-    entries; C(reason) names the evidence. Empty when withheld, see RV(orphans_withheld).
+    entries plus C(age_seconds) (seconds since C(modified_at) at the first read, by the
+    database's clock; null without one) and C(overdue) (true past
+    O(retry_overdue_after)); C(reason) names the evidence, and for an overdue job says so
+    first. Empty when withheld, see RV(orphans_withheld).
   returned: success
   type: list
   elements: dict
   sample: [{"uuid": "zzzzz-8i9sb-0123456789abcde", "state": "Running", "started_at": "2026-11-30T10:00:00.12",
-            "is_locked_by_uuid": "zzzzz-tpzed-0123456789abcde",
-            "reason": "job is Running without a Slurm job ..., but crunch-dispatch.rb runs and may retry it: ..."}]
+            "is_locked_by_uuid": "zzzzz-tpzed-0123456789abcde", "age_seconds": 1250.3, "overdue": true,
+            "reason": "awaiting crunch-dispatch.rb's retry for 1250 s, longer than retry_overdue_after (900 s): ..."}]
 orphaned_containers:
   description: Containers Locked or Running without a Slurm job (empty when withheld).
   returned: success
@@ -444,8 +490,8 @@ orphans_rule_means:
 evidence:
   description: Per kind, live records (C(live)), how many had a Slurm job in a listing
     (C(with_slurm_job)), how many had none in either (C(without_slurm_job), before the
-    re-read), and how many had none in the first but were spared as modified within
-    O(orphan_grace) (C(recently_modified)).
+    re-read), and how many had none in the first but were spared as C(Locked) containers
+    modified within O(orphan_grace) (C(recently_modified), always 0 for jobs).
   returned: success
   type: dict
   sample: {"jobs": {"live": 12, "with_slurm_job": 9, "without_slurm_job": 2, "recently_modified": 1}}
@@ -462,11 +508,14 @@ dispatcher:
   contains:
     lock_key: {description: The advisory lock key, type: int, returned: always, sample: 10005}
     lock_held: {description: True when a session holds it, type: bool, returned: always, sample: true}
+    lock_expected: {description: "True when O(arvados_version) is 2.5.0 or later (its dispatchers take the lock),
+                                  false before (they never do); null when O(arvados_version) is unset",
+                    type: bool, returned: always, sample: true}
     holders: {description: "The holding sessions: pid, application_name, client_addr, backend_start", type: list,
               elements: dict, returned: always, sample: [{"pid": 4242, "application_name": "", "client_addr": "10.0.0.5/32",
                                                            "backend_start": "2026-11-30T10:00:00+00:00"}]}
     reason: {description: What that means, type: str, returned: always, sample: "a session holds the Dispatch advisory lock ..."}
-  sample: {"lock_key": 10005, "lock_held": false, "holders": [],
+  sample: {"lock_key": 10005, "lock_held": false, "lock_expected": null, "holders": [],
            "reason": "no session holds the Dispatch advisory lock (10005), which alone cannot tell ..."}
 slurm:
   description: C(squeue_calls) (always 2), C(scontrol_calls) (1 with O(report_nodes), else 0),
@@ -475,11 +524,12 @@ slurm:
   type: dict
   sample: {"squeue_calls": 2, "scontrol_calls": 1, "first_listing": 5, "second_listing": 5, "other_clusters_jobs": 0}
 counts:
-  description: The length of each list above.
+  description: The length of each list above, and C(jobs_retry_overdue), the jobs of
+    RV(jobs_awaiting_retry) that are C(overdue).
   returned: success
   type: dict
-  sample: {"stray_slurm_jobs": 1, "missing_from_database": 0, "orphaned_jobs": 2, "jobs_awaiting_retry": 0,
-           "orphaned_containers": 0, "skipped_other_user": 0, "slurm_nodes": 1}
+  sample: {"stray_slurm_jobs": 1, "jobs_ending": 0, "missing_from_database": 0, "orphaned_jobs": 2, "jobs_awaiting_retry": 0,
+           "orphaned_containers": 0, "skipped_other_user": 0, "slurm_nodes": 1, "jobs_retry_overdue": 0}
 database_statements:
   description: SQL statements run (none per UUID).
   returned: success
@@ -506,10 +556,21 @@ crunch_v1_dispatcher:
   type: str
   sample: unknown
 missing_are_stray:
-  description: The O(missing_are_stray) used.
+  description: The O(missing_are_stray) given (null when unset).
   returned: success
   type: bool
-  sample: false
+  sample: null
+retry_overdue_after:
+  description: The O(retry_overdue_after) used.
+  returned: success
+  type: float
+  sample: 900.0
+missing_are_stray_by_kind:
+  description: Per kind reconciled, whether its Slurm jobs named after UUIDs the database
+    lacks were stray in this run (O(missing_are_stray), else as Arvados does).
+  returned: success
+  type: dict
+  sample: {"jobs": true, "containers": false}
 database_is_standby:
   description: Whether the server read was a standby (only ever true with O(allow_standby=true)).
   returned: success

@@ -132,9 +132,12 @@ def test_each_kind_has_its_slurm_user_and_the_other_users_jobs_are_listed(lab_en
     assert result["counts"]["skipped_other_user"] == 2
 
 
-def test_a_uuid_missing_from_the_database_is_left_alone_unless_asked(lab_env, slurm, records, config, tmp_path):
-    # 2.7.4 and 3.2.1 sdk/go/dispatch/dispatch.go, TrackContainer: the dispatcher's GET of
-    # an unknown UUID fails and nothing is cancelled.
+def test_a_missing_uuid_is_stray_for_jobs_left_alone_for_containers_unless_told(
+    lab_env, slurm, records, config, tmp_path
+):
+    # 1.4.3 services/api/lib/crunch_dispatch.rb:892-900: squeue's job UUIDs minus those in
+    # the jobs table are scancelled. 2.7.4 and 3.2.1 sdk/go/dispatch/dispatch.go,
+    # TrackContainer: the dispatcher's GET of an unknown UUID fails and nothing is cancelled.
     unknown_container = records.container("Queued")
     unknown_job = records.job("Queued")
     records.conn.execute("DELETE FROM containers WHERE uuid = %s", (unknown_container,))
@@ -143,17 +146,24 @@ def test_a_uuid_missing_from_the_database_is_left_alone_unless_asked(lab_env, sl
     ids = {uuid: slurm.submit(uuid, hold=True) for uuid in (unknown_container, unknown_job)}
 
     default = rh.run_reconcile(lab_env, tmp_path, rh.reconcile_args(config, orphans="never"))
+    refused = rh.run_reconcile(lab_env, tmp_path, rh.reconcile_args(config, orphans="never", missing_are_stray=False))
     asked = rh.run_reconcile(lab_env, tmp_path, rh.reconcile_args(config, orphans="never", missing_are_stray=True))
 
     assert not default.get("failed"), default.get("msg")
     missing = {entry["name"]: entry for entry in default["missing_from_database"]}
     assert set(ids) <= set(missing)
-    assert not {entry["name"] for entry in default["stray_slurm_jobs"]} & set(ids)
+    strays = {entry["name"]: entry for entry in default["stray_slurm_jobs"]}
+    assert unknown_job in strays and unknown_container not in strays
+    assert strays[unknown_job]["reason"].startswith("no job of this UUID in the database: crunch-dispatch.rb cancels")
+    assert default["missing_are_stray"] is None
+    assert default["missing_are_stray_by_kind"] == {"jobs": True, "containers": False}
     for uuid, job_id in ids.items():
         assert missing[uuid]["job_id"] == job_id and missing[uuid]["record_state"] is None
     assert missing[unknown_container]["kind"] == "container" and missing[unknown_job]["kind"] == "job"
     assert "no container of this UUID in the database" in missing[unknown_container]["reason"]
     assert default["counts"]["missing_from_database"] >= 2
+    assert not {entry["name"] for entry in refused["stray_slurm_jobs"]} & set(ids)
+    assert refused["missing_are_stray_by_kind"] == {"jobs": False, "containers": False}
     assert set(ids) <= {entry["name"] for entry in asked["stray_slurm_jobs"]}
     assert set(ids) <= {entry["name"] for entry in asked["missing_from_database"]}
 
@@ -204,10 +214,41 @@ def test_a_v1_job_without_a_slurm_job_awaits_a_running_dispatcher_s_retry(lab_en
     assert records.state("jobs", retrying) == "Running"
 
 
-def test_a_row_modified_within_the_grace_is_never_orphaned(lab_env, slurm, records, config, tmp_path):
-    # 1.4.3 services/api/lib/crunch_dispatch.rb, check_orphaned_slurm_jobs: jobs modified in
-    # the last 60 s are spared. modified_at is UTC; the database's session writes dates
-    # in another zone here, so a comparison in local time would be off by hours.
+def test_a_job_awaiting_retry_too_long_is_overdue_with_its_age(lab_env, slurm, records, config, tmp_path):
+    # 1.4.3 services/api/lib/crunch_dispatch.rb:50: @todo_job_retries is in memory only, so a
+    # restarted crunch-dispatch.rb never retries the job. Default bound: 3 retries x its
+    # 5-minute wait for nodes (lines 15, 214-218), 900 s.
+    witness = records.job("Running")
+    recent = records.job("Running", modified_ago=100)
+    forgotten = records.job("Running", modified_ago=100)
+    slurm.submit(witness, hold=True)
+    # Moved back in the database rather than waited for.
+    records.modified("jobs", forgotten, 1000)
+    args = rh.reconcile_args(config, kinds=["jobs"], crunch_v1_dispatcher="running")
+
+    default = rh.run_reconcile(lab_env, tmp_path, args)
+    tighter = rh.run_reconcile(lab_env, tmp_path, dict(args, retry_overdue_after=50))
+
+    assert not default.get("failed"), default.get("msg")
+    entries = {entry["uuid"]: entry for entry in default["jobs_awaiting_retry"]}
+    assert sorted(entries) == sorted([recent, forgotten])
+    assert entries[forgotten]["overdue"] is True and entries[recent]["overdue"] is False
+    # The ages by the database's clock, at the first read (ansible-playbook's start aside).
+    assert 1000 <= entries[forgotten]["age_seconds"] < 1060, entries[forgotten]
+    assert 100 <= entries[recent]["age_seconds"] < 160, entries[recent]
+    assert entries[forgotten]["reason"].startswith("awaiting crunch-dispatch.rb's retry for 10")
+    assert "longer than retry_overdue_after (900 s)" in entries[forgotten]["reason"]
+    assert default["retry_overdue_after"] == 900.0
+    assert default["counts"]["jobs_retry_overdue"] == 1 and default["counts"]["jobs_awaiting_retry"] == 2
+    assert tighter["counts"]["jobs_retry_overdue"] == 2
+    assert records.state("jobs", forgotten) == "Running"
+
+
+def test_only_a_locked_container_modified_within_the_grace_is_spared(lab_env, slurm, records, config, tmp_path):
+    # No Arvados rule spares orphans: the grace stands for crunch-dispatch-slurm's wait for
+    # its next squeue poll between its lock and its sbatch (3.2.1
+    # crunch-dispatch-slurm.go:269-273). modified_at is UTC; the database's session writes
+    # dates in another zone here, so a comparison in local time would be off by hours.
     records.conn.execute(
         sql.SQL("ALTER DATABASE {} SET TimeZone = 'America/Los_Angeles'").format(
             sql.Identifier(records.conn.info.dbname)
@@ -218,6 +259,7 @@ def test_a_row_modified_within_the_grace_is_never_orphaned(lab_env, slurm, recor
     witness_container = records.container("Running")
     fresh_job = records.job("Running", modified_ago=5)
     fresh_container = records.container("Locked", modified_ago=5)
+    fresh_running_container = records.container("Running", modified_ago=5)
     old_job = records.job("Running", modified_ago=120)
     slurm.submit(witness_job, hold=True)
     slurm.submit(witness_container, hold=True)
@@ -227,13 +269,49 @@ def test_a_row_modified_within_the_grace_is_never_orphaned(lab_env, slurm, recor
     no_grace = rh.run_reconcile(lab_env, tmp_path, dict(args, orphan_grace=0))
 
     assert not spared.get("failed"), spared.get("msg")
-    assert rh.names(spared["orphaned_jobs"]) == [old_job]
-    assert spared["orphaned_containers"] == []
-    assert spared["evidence"]["jobs"]["recently_modified"] == 1
+    assert rh.names(spared["orphaned_jobs"]) == sorted([fresh_job, old_job])
+    assert rh.names(spared["orphaned_containers"]) == [fresh_running_container]
+    assert spared["evidence"]["jobs"]["recently_modified"] == 0
     assert spared["evidence"]["containers"]["recently_modified"] == 1
-    assert rh.names(no_grace["orphaned_jobs"]) == sorted([fresh_job, old_job])
-    assert rh.names(no_grace["orphaned_containers"]) == [fresh_container]
-    assert no_grace["evidence"]["jobs"]["recently_modified"] == 0
+    assert rh.names(no_grace["orphaned_containers"]) == sorted([fresh_container, fresh_running_container])
+    assert no_grace["evidence"]["containers"]["recently_modified"] == 0
+
+
+@pytest.mark.parametrize("state", ["Cancelled", "Complete"])
+def test_a_v1_job_ended_seconds_ago_is_ending_then_stray_after_60_s(lab_env, slurm, records, config, tmp_path, state):
+    # 1.4.3 services/api/lib/crunch_dispatch.rb:892-896: check_orphaned_slurm_jobs never
+    # scancels the Slurm job of a job modified in the last 60 s: crunch-job is still saving
+    # its work. A session zone other than UTC must not shift the age by hours.
+    records.conn.execute(
+        sql.SQL("ALTER DATABASE {} SET TimeZone = 'Asia/Kolkata'").format(sql.Identifier(records.conn.info.dbname))
+    )
+    records.conn.commit()
+    ended = records.job(state, modified_ago=5)
+    slurm_id = slurm.submit(ended)
+    slurm.wait_for_state(slurm_id, "RUNNING")
+    args = rh.reconcile_args(config, kinds=["jobs"], orphans="never")
+
+    fresh = rh.run_reconcile(lab_env, tmp_path, args)
+
+    assert not fresh.get("failed"), fresh.get("msg")
+    assert ended not in {entry["name"] for entry in fresh["stray_slurm_jobs"]}
+    [entry] = [entry for entry in fresh["jobs_ending"] if entry["name"] == ended]
+    assert (entry["job_id"], entry["record_state"], entry["kind"]) == (slurm_id, state, "job")
+    # 5 s ago at insertion, plus the run's own seconds (settle 1, ansible-playbook's start).
+    assert 5 <= entry["age_seconds"] < 60, entry
+    assert entry["reason"].startswith("job is %s, modified " % state)
+    assert fresh["counts"]["jobs_ending"] >= 1
+
+    records.modified("jobs", ended, 61)
+    later = rh.run_reconcile(lab_env, tmp_path, args)
+
+    assert not later.get("failed"), later.get("msg")
+    assert ended not in {entry["name"] for entry in later["jobs_ending"]}
+    [stray] = [entry for entry in later["stray_slurm_jobs"] if entry["name"] == ended]
+    assert stray["job_id"] == slurm_id and stray["reason"] == (
+        "job is %s: only Running and Queued jobs have a Slurm job" % state
+    )
+    assert slurm.final_state(slurm_id) == "RUNNING"
 
 
 def test_without_evidence_orphans_are_withheld_unless_told(lab_env, records, config, tmp_path):

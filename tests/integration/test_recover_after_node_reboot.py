@@ -24,15 +24,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.uuids import CONTAINER_INFIX, new_uuid
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.uuids import CONTAINER_INFIX, JOB_INFIX, new_uuid
 from tests.integration import reconcile_helpers as rh
 from tests.integration.fail_jobs_helpers import write_config
 from tests.integration.test_playbooks import LAB_INVENTORY, PLAYBOOKS, ansible_playbook
 
 NODE_REBOOT = PLAYBOOKS / "recover_after_node_reboot.yml"
 START_TASK = "Start the dispatcher (it then recovers the containers through the API)"
-# The summary's line of whose Slurm jobs were touched, and of the other users' left alone.
-TOUCHED, OTHERS = 7, 8
+# The summary's line of whose Slurm jobs were touched, of the other users' left alone, and
+# of the crunch v1 jobs' Slurm jobs left alone while they end.
+TOUCHED, OTHERS, ENDING = 7, 8, 9
 NO_DISPATCHER_HOST = (
     "no arvados_dispatchers host in the inventory to ask; root, as Arvados' crunch-dispatch-slurm.service"
     " runs it (no User=, 1.4.3 to 3.2.1)"
@@ -115,9 +116,18 @@ def test_after_a_node_reboot_exactly_the_lost_work_is_recovered(fresh_db, lab_en
     cancelled_container = records.container("Cancelled", priority=0)
     queued_container = records.container("Queued")
     missing_container = new_uuid(rh.PREFIX, CONTAINER_INFIX)
+    missing_job = new_uuid(rh.PREFIX, JOB_INFIX)
     held = {
         uuid: slurm.submit(uuid, hold=True)
-        for uuid in (live_job, complete_job, live_container, cancelled_container, queued_container, missing_container)
+        for uuid in (
+            live_job,
+            complete_job,
+            live_container,
+            cancelled_container,
+            queued_container,
+            missing_container,
+            missing_job,
+        )
     }
     killed_id = slurm.submit(killed_job)
     node_id = rh.submit_like_the_dispatcher(slurm, node_job)
@@ -146,11 +156,12 @@ def test_after_a_node_reboot_exactly_the_lost_work_is_recovered(fresh_db, lab_en
 
     summary = first.summary()
     # 3.2.1 sdk/go/dispatch/dispatch.go: the tracker closes on Queued, final or priority 0
-    # and the dispatcher cancels the Slurm job; a UUID the API lacks is left alone.
-    assert predicted.summary()[0].startswith("3 stray Slurm jobs would be stopped")
-    assert summary[0].startswith("3 stray Slurm jobs stopped")
+    # and the dispatcher cancels the Slurm job; a container UUID the API lacks is left
+    # alone. 1.4.3 crunch_dispatch.rb:892-900 cancels the Slurm job of a missing job UUID.
+    assert predicted.summary()[0].startswith("4 stray Slurm jobs would be stopped")
+    assert summary[0].startswith("4 stray Slurm jobs stopped")
     assert sorted(summary[0].split(": ")[1].split(" (")[0].split(", ")) == sorted(
-        [complete_job, cancelled_container, queued_container]
+        [complete_job, cancelled_container, queued_container, missing_job]
     )
     assert summary[1].startswith("2 orphaned crunch v1 jobs failed")
     assert summary[2].startswith("0 crunch v1 jobs awaiting crunch-dispatch.rb's retry")
@@ -158,10 +169,11 @@ def test_after_a_node_reboot_exactly_the_lost_work_is_recovered(fresh_db, lab_en
     assert lost_container in summary[4] and live_container not in summary[4]
     # Other tests' Slurm jobs on the shared lab are named after UUIDs this database lacks too.
     assert re.match(
-        r"[1-9][0-9]* Slurm jobs named after UUIDs the database lacks left alone, as Arvados leaves them"
-        r" \(recover_stop_missing=true stops them\)",
+        r"[2-9][0-9]* Slurm jobs named after UUIDs the database lacks: jobs stopped with the strays,"
+        r" containers left alone \(as Arvados: crunch-dispatch.rb cancels them, crunch-dispatch-slurm does not\)",
         summary[5],
     ), summary[5]
+    assert "jobs would be stopped with the strays, containers left alone" in predicted.summary()[5]
     # No arvados_dispatchers host: the state is unknown, never "not running".
     assert summary[6].startswith("Dispatcher: unknown: no session holds the Dispatch advisory lock (10005)")
     assert "the inventory has no arvados_dispatchers host to ask" in summary[6]
@@ -179,7 +191,7 @@ def test_after_a_node_reboot_exactly_the_lost_work_is_recovered(fresh_db, lab_en
     }
     queued = {job.name for job in slurm.queue().values()}
     assert {live_job, live_container, missing_container} <= queued
-    assert not {complete_job, cancelled_container, queued_container} & queued
+    assert not {complete_job, cancelled_container, queued_container, missing_job} & queued
     assert records.state("containers", lost_container) == "Running"
     assert first.changed >= 2
     assert second.changed == 0, second.stdout[-3000:]
@@ -276,6 +288,37 @@ def test_a_v1_job_is_left_to_the_running_crunch_dispatch_rb(fresh_db, lab_env, s
     assert run.changed == 0
 
 
+def test_a_v1_job_awaiting_the_retry_too_long_is_reported_overdue_not_failed(
+    fresh_db, lab_env, slurm, records, tmp_path
+):
+    # 1.4.3 services/api/lib/crunch_dispatch.rb:50: @todo_job_retries is in memory only; a
+    # restarted crunch-dispatch.rb never retries the job, which stays Running for ever.
+    lost_job = v1_job_without_its_slurm_job(slurm, records)
+    records.modified("jobs", lost_job, 1200)
+    inventory = lab_inventory(tmp_path, "crunch_v1_dispatcher")
+
+    with stand_in(tmp_path, "script/crunch-dispatch.rb") as dispatcher:
+        run = ansible_playbook(lab_env, NODE_REBOOT, playbook_vars(fresh_db, tmp_path), inventory=inventory)
+        tolerant = ansible_playbook(
+            lab_env,
+            NODE_REBOOT,
+            playbook_vars(fresh_db, tmp_path, reconcile_retry_overdue_after=7200),
+            inventory=inventory,
+        )
+
+    line = run.summary()[2]
+    head = (
+        "1 crunch v1 jobs awaiting crunch-dispatch.rb's retry, left Running, not failed (whether crunch-dispatch.rb"
+        " runs: running; localhost: crunch-dispatch.rb: process %d): %s" % (dispatcher.pid, lost_job)
+    )
+    assert line.startswith(head + "; 1 overdue, awaiting it longer than 900.0 s (a restarted crunch-dispatch.rb")
+    age = re.search(r": %s (\d+) s$" % lost_job, line)
+    assert age and 1200 <= int(age.group(1)) < 1260, line
+    assert tolerant.summary()[2] == head
+    assert records.state("jobs", lost_job) == "Running"
+    assert run.changed == 0
+
+
 def test_without_crunch_dispatch_rb_the_v1_job_is_failed(fresh_db, lab_env, slurm, records, tmp_path):
     lost_job = v1_job_without_its_slurm_job(slurm, records)
     inventory = lab_inventory(tmp_path, "crunch_v1_dispatcher")
@@ -332,6 +375,34 @@ def test_a_dispatcher_without_the_lock_is_reported_and_no_second_one_is_started(
     assert task_outcome(run.stdout, START_TASK) == "skipping"
     # Only the stand-in: nothing else named crunch-dispatch-slurm was started.
     assert alive == [str(dispatcher.pid)]
+
+
+@pytest.mark.parametrize("release", ["2.4.4", "1.4.3"])
+def test_before_2_5_a_live_dispatcher_without_the_lock_is_running(fresh_db, lab_env, records, tmp_path, release):
+    # 2.4.4 lib/controller/dblock/dblock.go:18 has only TrashSweep; 2.5.0 dblock.go:24 adds
+    # Dispatch, taken at 2.5.0 crunch-dispatch-slurm.go:144. An older dispatcher never
+    # holds it: "restart it so that it takes the lock again" could never work there.
+    inventory = lab_inventory(tmp_path, "crunch_v1_dispatcher", "arvados_dispatchers")
+    variables = playbook_vars(fresh_db, tmp_path, recover_arvados_version=release)
+
+    with stand_in(tmp_path, "crunch-dispatch-slurm") as dispatcher:
+        run = ansible_playbook(lab_env, NODE_REBOOT, variables, inventory=inventory)
+
+    line = run.summary()[6]
+    assert line == (
+        "Dispatcher: running: before Arvados 2.5 dispatchers take no Dispatch lock, so the unit and the process"
+        " alone tell: crunch-dispatch-slurm is alive (localhost: no systemd (no unit to ask);"
+        " crunch-dispatch-slurm: process %d)" % dispatcher.pid
+    )
+    assert "running_without_lock" not in run.stdout.split("TASK [Summarize]")[1]
+    assert task_outcome(run.stdout, START_TASK) == "skipping"
+
+    gone = ansible_playbook(lab_env, NODE_REBOOT, dict(variables, recover_start_dispatcher=False), inventory=inventory)
+
+    assert gone.summary()[6].startswith(
+        "Dispatcher: not_running: before Arvados 2.5 dispatchers take no Dispatch lock, so the unit and the process"
+        " alone tell: no arvados_dispatchers host runs crunch-dispatch-slurm"
+    )
     assert run.changed == 0
 
 
@@ -388,29 +459,78 @@ def test_a_dispatcher_host_that_cannot_be_asked_makes_it_unknown(fresh_db, lab_e
     assert task_outcome(run.stdout, START_TASK) == "skipping"
 
 
-def test_a_uuid_missing_from_the_database_is_stopped_only_when_asked(fresh_db, lab_env, slurm, tmp_path):
-    # 3.2.1 sdk/go/dispatch/dispatch.go: the tracker's GET fails, nothing is cancelled.
-    # A cluster prefix of this test's own: other tests' jobs on the shared lab are missing
-    # from this database too, and must not be stopped.
+def test_a_missing_uuid_is_stopped_as_arvados_does_unless_told(fresh_db, lab_env, slurm, tmp_path):
+    # 1.4.3 crunch_dispatch.rb:892-900 cancels a Slurm job named after a job UUID the jobs
+    # table lacks; 3.2.1 sdk/go/dispatch/dispatch.go: the tracker's GET fails, nothing is
+    # cancelled. A cluster prefix of this test's own: other tests' jobs on the shared lab
+    # are missing from this database too, and must not be stopped.
     prefix = new_uuid(rh.PREFIX, CONTAINER_INFIX)[-5:]
     missing_container = new_uuid(prefix, CONTAINER_INFIX)
+    missing_job = new_uuid(prefix, JOB_INFIX)
+    kept_job = new_uuid(prefix, JOB_INFIX)
     slurm.submit(missing_container, hold=True)
-    variables = playbook_vars(fresh_db, tmp_path, reconcile_cluster_prefix=prefix)
+    slurm.submit(missing_job, hold=True)
+    # The lab's Slurm jobs are root's; crunch v1 jobs' Slurm user defaults to crunch.
+    variables = playbook_vars(fresh_db, tmp_path, reconcile_cluster_prefix=prefix, recover_slurm_user="*")
 
-    left = ansible_playbook(lab_env, NODE_REBOOT, variables)
+    refused = ansible_playbook(lab_env, NODE_REBOOT, dict(variables, recover_stop_missing=False))
 
-    assert left.summary()[0].startswith("0 stray Slurm jobs stopped")
-    assert left.summary()[5].startswith("1 Slurm jobs named after UUIDs the database lacks left alone")
-    assert missing_container in {job.name for job in slurm.queue().values()}
+    assert refused.summary()[0].startswith("0 stray Slurm jobs stopped")
+    assert refused.summary()[5] == (
+        "2 Slurm jobs named after UUIDs the database lacks: jobs left alone, containers left alone"
+        " (recover_stop_missing): %s" % ", ".join(sorted([missing_job, missing_container]))
+    )
+    assert {missing_job, missing_container} <= {job.name for job in slurm.queue().values()}
 
+    default = ansible_playbook(lab_env, NODE_REBOOT, variables)
+
+    assert default.summary()[0] == "1 stray Slurm jobs stopped: %s (1 found)" % missing_job
+    assert default.summary()[5].startswith(
+        "2 Slurm jobs named after UUIDs the database lacks: jobs stopped with the strays, containers left alone"
+        " (as Arvados: crunch-dispatch.rb cancels them, crunch-dispatch-slurm does not)"
+    )
+    left = {job.name for job in slurm.queue().values()}
+    assert missing_container in left and missing_job not in left
+
+    slurm.submit(kept_job, hold=True)
     stopped = ansible_playbook(lab_env, NODE_REBOOT, dict(variables, recover_stop_missing=True))
 
-    assert stopped.summary()[0] == "1 stray Slurm jobs stopped: %s (1 found)" % missing_container
-    assert stopped.summary()[5] == (
-        "1 Slurm jobs named after UUIDs the database lacks stopped with the strays (recover_stop_missing): "
-        + missing_container
+    assert stopped.summary()[0] == "2 stray Slurm jobs stopped: %s (2 found)" % ", ".join(
+        sorted([missing_container, kept_job])
     )
-    assert missing_container not in {job.name for job in slurm.queue().values()}
+    assert stopped.summary()[5] == (
+        "2 Slurm jobs named after UUIDs the database lacks: jobs stopped with the strays, containers stopped"
+        " with the strays (recover_stop_missing): %s" % ", ".join(sorted([kept_job, missing_container]))
+    )
+    assert not {missing_container, kept_job} & {job.name for job in slurm.queue().values()}
+
+
+def test_a_v1_job_ended_seconds_ago_keeps_its_slurm_job_until_60_s_have_passed(
+    fresh_db, lab_env, slurm, records, tmp_path
+):
+    # 1.4.3 crunch_dispatch.rb:892-896: check_orphaned_slurm_jobs never scancels the Slurm
+    # job of a job modified in the last 60 s, whatever its state: crunch-job is still
+    # cancelling its tasks and saving its log.
+    cancelled = records.job("Cancelled", modified_ago=5)
+    slurm_id = slurm.submit(cancelled)
+    slurm.wait_for_state(slurm_id, "RUNNING")
+    variables = playbook_vars(fresh_db, tmp_path, reconcile_kinds=["jobs"], recover_slurm_user="*")
+
+    fresh = ansible_playbook(lab_env, NODE_REBOOT, variables)
+
+    assert fresh.summary()[0].startswith("0 stray Slurm jobs stopped")
+    assert fresh.summary()[ENDING] == (
+        "1 Slurm jobs of crunch v1 jobs modified less than 60 s ago left alone, ending (crunch-job is still"
+        " saving their work; stray after 60 s): %s" % cancelled
+    )
+    assert slurm.final_state(slurm_id) == "RUNNING"
+
+    records.modified("jobs", cancelled, 61)
+    later = ansible_playbook(lab_env, NODE_REBOOT, variables)
+
+    assert later.summary()[0] == "1 stray Slurm jobs stopped: %s (1 found)" % cancelled
+    assert later.summary()[ENDING].startswith("0 Slurm jobs of crunch v1 jobs modified less than 60 s ago")
+    assert cancelled not in {job.name for job in slurm.queue().values()}
 
 
 # -- whose Slurm jobs: the dispatchers' own user ------------------------------------------

@@ -126,3 +126,107 @@ def test_a_stray_job_and_an_orphan_become_gauges_and_a_failed_read_keeps_them(
     )
     check = promtool_check(prom)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+@pytest.mark.parametrize(("release", "expected"), [("2.4.4", 0), ("1.4.3", 0), ("2.5.0", 1), (None, None)])
+def test_the_release_says_whether_a_dispatch_lock_is_expected(lab_env, options, tmp_path, release, expected):
+    # 2.5.0 lib/controller/dblock/dblock.go:24 adds the Dispatch lock (2.4.4's dblock.go has
+    # none): on older releases the watch must not call a healthy dispatcher lockless.
+    given = dict(options, arvados_version=release) if release else options
+    result_file = tmp_path / "result.json"
+
+    completed = run_watch(lab_env, tmp_path, given, "--json", str(result_file))
+
+    assert completed.returncode == 0, completed.stderr
+    dispatcher = json.loads(result_file.read_text())["dispatcher"]
+    assert dispatcher["lock_held"] is False
+    assert dispatcher["lock_expected"] is (None if expected is None else bool(expected))
+    read = samples(Path(options["metrics_file"]).read_text())
+    assert read.get((P + "dispatcher_lock_expected", ())) == expected
+    # The lab has no systemd to ask about the unit: no claim either way.
+    assert (P + "dispatcher_running_without_lock", ()) not in read
+
+
+RULES = REPO_ROOT / "prometheus" / "arvados_recovery_rules.yml"
+
+
+def alert_fires_on(value: float, tmp_path: Path) -> subprocess.CompletedProcess:
+    """promtool test rules: ArvadosJobRetryOverdue on a series holding `value`, read after
+    read (the watch's timer), for 15 minutes, expected to fire with that value."""
+    shown = "%g" % value
+    test = {
+        "rule_files": [str(RULES)],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [
+                    {"series": 'arvados_recovery_jobs_retry_overdue{instance="w"}', "values": "%sx15" % shown}
+                ],
+                "alert_rule_test": [
+                    {
+                        "eval_time": "15m",
+                        "alertname": "ArvadosJobRetryOverdue",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {"severity": "warning", "instance": "w"},
+                                "exp_annotations": {
+                                    "summary": "%s crunch v1 job(s) awaiting a retry crunch-dispatch.rb may have"
+                                    " forgotten" % shown,
+                                    "description": (
+                                        "They are Running with no Slurm job, longer than crunch-dispatch.rb ever"
+                                        " waits to retry a job it remembers. If it was restarted (or has no node to"
+                                        " give them), fail them with arvados_fail_jobs (the watch's JSON output names"
+                                        " them: jobs_awaiting_retry, overdue)."
+                                    ),
+                                },
+                            }
+                        ],
+                    }
+                ],
+            }
+        ],
+    }
+    path = tmp_path / "overdue_test.yml"
+    path.write_text(json.dumps(test))
+    return subprocess.run(
+        ["promtool", "test", "rules", str(path)], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool (Debian's prometheus) is not installed")
+def test_an_overdue_retry_becomes_a_gauge_that_fires_the_alert(lab_env, slurm, records, options, tmp_path):
+    # 1.4.3 services/api/lib/crunch_dispatch.rb:50: a restarted crunch-dispatch.rb has
+    # forgotten the jobs it was to retry; they stay Running for ever.
+    witness = records.job("Running")
+    slurm.submit(witness, hold=True)
+    waiting = records.job("Running", modified_ago=30)
+    forgotten = records.job("Running")
+    records.modified("jobs", forgotten, 3600)
+    result_file = tmp_path / "result.json"
+    given = dict(options, kinds=["jobs"], crunch_v1_dispatcher="running")
+
+    completed = run_watch(lab_env, tmp_path, given, "--json", str(result_file))
+
+    assert completed.returncode == 0, completed.stderr
+    result = json.loads(result_file.read_text())
+    ages = {entry["uuid"]: (entry["overdue"], entry["age_seconds"]) for entry in result["jobs_awaiting_retry"]}
+    assert ages[forgotten][0] is True and 3600 <= ages[forgotten][1] < 3660
+    assert ages[waiting][0] is False
+    read = samples(Path(options["metrics_file"]).read_text())
+    assert read[(P + "jobs_retry_overdue", ())] == 1
+    assert read[(P + "jobs_awaiting_retry", ())] == 2
+    fired = alert_fires_on(read[(P + "jobs_retry_overdue", ())], tmp_path)
+    assert fired.returncode == 0, fired.stdout + fired.stderr
+
+    # Once the job is dealt with (here: its row moves), the gauge falls to 0 and the
+    # same expectation fails: the alert would not fire.
+    records.conn.execute("UPDATE jobs SET state = 'Failed' WHERE uuid = %s", (forgotten,))
+    records.conn.commit()
+    again = run_watch(lab_env, tmp_path, given)
+
+    assert again.returncode == 0, again.stderr
+    after = samples(Path(options["metrics_file"]).read_text())
+    assert after[(P + "jobs_retry_overdue", ())] == 0
+    silent = alert_fires_on(after[(P + "jobs_retry_overdue", ())], tmp_path)
+    assert silent.returncode != 0 and "FAILED" in silent.stdout + silent.stderr

@@ -245,3 +245,44 @@ def test_auto_asks_the_hosts(stated):
 def test_a_bad_statement_names_the_value():
     with pytest.raises(ConfigError, match=r"one of auto, running, stopped, unknown \(got 'maybe'\)"):
         ds.crunch_v1_dispatcher([], "maybe")
+
+
+# -- releases before 2.5.0: no Dispatch lock ------------------------------------------
+# 2.4.4 lib/controller/dblock/dblock.go:18 has only TrashSweep; 2.5.0 dblock.go:24 adds
+# Dispatch, which 2.5.0 crunch-dispatch-slurm.go:144 takes. A 1.1-2.4 dispatcher never holds it.
+
+NO_LOCK_EXPECTED = dict(LOCK_FREE, lock_expected=False)
+
+
+@pytest.mark.parametrize(
+    ("release", "expected"),
+    [(None, None), ((1, 4, 3), False), ((2, 4, 4), False), ((2, 5, 0), True), ((3, 2, 1), True)],
+)
+def test_the_lock_is_expected_from_2_5_0(release, expected):
+    assert ds.lock_expected(release) is expected
+
+
+@pytest.mark.parametrize(("unit", "process"), [(ACTIVE, NO_PROCESS), (INACTIVE, PROCESS), (ACTIVE, PROCESS)])
+def test_before_2_5_a_live_unit_or_process_is_running_not_running_without_lock(unit, process):
+    decision = decide(NO_LOCK_EXPECTED, d1=host(unit=unit, process=process))
+    assert decision["state"] == ds.RUNNING
+    assert decision["lock_expected"] is False
+    assert decision["reason"].startswith("before Arvados 2.5 dispatchers take no Dispatch lock")
+    assert decision["fix"] == ""
+    line = ds.container_dispatcher_line(decision, [], False)
+    assert line.startswith("Dispatcher: running: before Arvados 2.5") and "restart" not in line
+
+
+def test_before_2_5_the_other_states_come_from_the_units_and_processes_alone():
+    down = decide(NO_LOCK_EXPECTED, d1=host())
+    assert down["state"] == ds.NOT_RUNNING and down["start_on"] == "d1"
+    assert "no arvados_dispatchers host runs crunch-dispatch-slurm" in down["reason"]
+    unknown = decide(NO_LOCK_EXPECTED, d1=host(systemd=UNREACHABLE, unit=UNREACHABLE, process=UNREACHABLE))
+    assert unknown["state"] == ds.UNKNOWN
+    assert ds.container_dispatcher(NO_LOCK_EXPECTED, [])["state"] == ds.UNKNOWN
+
+
+def test_an_unknown_release_keeps_the_lock_expected_and_says_how_to_tell():
+    decision = decide(dict(LOCK_FREE, lock_expected=None), d1=host(unit=ACTIVE))
+    assert decision["state"] == ds.RUNNING_WITHOUT_LOCK
+    assert "arvados_version or recover_arvados_version" in decision["reason"]

@@ -56,12 +56,14 @@ def line(job_id, name, state="RUNNING", user="crunch", nodes="compute1"):
     return "|".join((job_id, state, user, nodes, name))
 
 
-def job(uuid, state="Running", recent=False):
-    return Record(uuid, state, STARTED if state == "Running" else None, P + "-tpzed-u", None, recent=recent)
+def job(uuid, state="Running", recent=False, age=600.0):
+    return Record(uuid, state, STARTED if state == "Running" else None, P + "-tpzed-u", None, recent=recent, age=age)
 
 
-def container(uuid, state="Running", priority=1, recent=False):
-    return Record(uuid, state, STARTED, LOCK if state in ("Locked", "Running") else None, priority, recent=recent)
+def container(uuid, state="Running", priority=1, recent=False, age=600.0):
+    return Record(
+        uuid, state, STARTED, LOCK if state in ("Locked", "Running") else None, priority, recent=recent, age=age
+    )
 
 
 class FakeDatabase:
@@ -309,13 +311,57 @@ def test_a_kind_without_a_slurm_user_takes_every_users_jobs():
 
 def test_another_users_job_named_after_a_missing_uuid_is_still_listed_as_missing():
     db = FakeDatabase([])
-    queue = [line("1", JOB_A, user="alice")]
+    queue = [line("1", CTR_A, user="alice")]
     left = reconcile(db, [queue, queue], slurm_user="crunch")
     assert [entry["job_id"] for entry in left["missing_from_database"]] == ["1"]
     assert left["stray_slurm_jobs"] == left["skipped_other_user"] == []
     asked = reconcile(db, [queue, queue], slurm_user="crunch", missing_are_stray=True)
     assert asked["stray_slurm_jobs"] == []
     assert [entry["job_id"] for entry in asked["skipped_other_user"]] == ["1"]
+
+
+def test_missing_job_uuids_are_stray_by_default_as_crunch_dispatch_rb_cancels_them():
+    # 1.4.3 services/api/lib/crunch_dispatch.rb:892-900: squeue's job UUIDs minus those in
+    # the jobs table are scancelled; crunch-dispatch-slurm leaves a missing container alone.
+    db = FakeDatabase([])
+    queue = [line("1", JOB_A), line("2", CTR_A)]
+    default = reconcile(db, [queue, queue])
+    assert [entry["job_id"] for entry in default["stray_slurm_jobs"]] == ["1"]
+    assert sorted(entry["job_id"] for entry in default["missing_from_database"]) == ["1", "2"]
+    assert default["missing_are_stray"] is None
+    assert default["missing_are_stray_by_kind"] == {JOBS: True, CONTAINERS: False}
+    assert default["stray_slurm_jobs"][0]["reason"].startswith(
+        "no job of this UUID in the database: crunch-dispatch.rb"
+    )
+    refused = reconcile(db, [queue, queue], missing_are_stray=False)
+    assert refused["stray_slurm_jobs"] == [] and len(refused["missing_from_database"]) == 2
+    assert refused["missing_are_stray_by_kind"] == {JOBS: False, CONTAINERS: False}
+    every = reconcile(db, [queue, queue], missing_are_stray=True)
+    assert sorted(entry["job_id"] for entry in every["stray_slurm_jobs"]) == ["1", "2"]
+
+
+@pytest.mark.parametrize("state", ["Cancelled", "Complete", "Failed"])
+def test_a_v1_job_modified_less_than_60_s_ago_is_ending_not_stray(state):
+    # 1.4.3 services/api/lib/crunch_dispatch.rb:892-896: `modified_at > Time.now - 60` spares
+    # the Slurm job of a job in any state while crunch-job saves its work.
+    db = FakeDatabase([job(JOB_A, state, age=5.0), job(JOB_B, state, age=61.0), job(JOB_C, state, age=59.9)])
+    queue = [line("1", JOB_A), line("2", JOB_B), line("3", JOB_C, state="COMPLETING")]
+    result = reconcile(db, [queue, queue])
+    assert [entry["job_id"] for entry in result["stray_slurm_jobs"]] == ["2"]
+    assert [(entry["job_id"], entry["age_seconds"], entry["record_state"]) for entry in result["jobs_ending"]] == [
+        ("1", 5.0, state),
+        ("3", 59.9, state),
+    ]
+    assert result["jobs_ending"][0]["reason"].startswith("job is %s, modified 5.0 s ago: crunch-job is still" % state)
+    assert result["counts"]["jobs_ending"] == 2 and result["ending_slurm_jobs"] == 0
+
+
+def test_a_v1_job_without_modified_at_or_a_container_is_never_ending():
+    db = FakeDatabase([job(JOB_A, "Cancelled", age=None), container(CTR_A, "Cancelled", age=1.0)])
+    queue = [line("1", JOB_A), line("2", CTR_A)]
+    result = reconcile(db, [queue, queue])
+    assert sorted(entry["job_id"] for entry in result["stray_slurm_jobs"]) == ["1", "2"]
+    assert result["jobs_ending"] == []
 
 
 def test_strays_are_judged_on_the_second_listing():
@@ -457,6 +503,15 @@ def test_the_dispatcher_lock_is_reported():
     db.holders = []
     dispatcher = reconcile(db, [[], []])["dispatcher"]
     assert dispatcher["lock_held"] is False and dispatcher["lock_key"] == 10005
+    assert dispatcher["lock_expected"] is None
+
+
+@pytest.mark.parametrize(("release", "expected"), [((2, 4, 4), False), ((2, 5, 0), True), ((1, 4, 3), False)])
+def test_the_release_says_whether_the_lock_is_expected(release, expected):
+    # 2.5.0 lib/controller/dblock/dblock.go:24 adds the Dispatch lock; 2.4.4's has none.
+    dispatcher = reconcile(FakeDatabase([]), [[], []], arvados_version=release)["dispatcher"]
+    assert dispatcher["lock_expected"] is expected
+    assert ("none is expected: dispatchers before Arvados 2.5" in dispatcher["reason"]) is not expected
 
 
 # -- options and failures -----------------------------------------------------------------
@@ -672,8 +727,42 @@ def test_a_v1_job_without_a_slurm_job_awaits_the_retry_of_a_dispatcher_that_may_
     assert uuids(result["jobs_awaiting_retry"]) == [JOB_B]
     entry = result["jobs_awaiting_retry"][0]
     assert reason in entry["reason"] and "exit 93" in entry["reason"]
-    assert set(entry) == {"uuid", "state", "started_at", "is_locked_by_uuid", "reason"}
+    assert set(entry) == {"uuid", "state", "started_at", "is_locked_by_uuid", "reason", "age_seconds", "overdue"}
+    assert (entry["age_seconds"], entry["overdue"]) == (600.0, False)
     assert result["counts"]["jobs_awaiting_retry"] == 1 and result["counts"]["orphaned_jobs"] == 0
+    assert result["counts"]["jobs_retry_overdue"] == 0
+
+
+@pytest.mark.parametrize("evidence", ["running", "unknown"])
+def test_a_job_awaiting_retry_longer_than_the_bound_is_overdue_with_its_age(evidence):
+    # 1.4.3 services/api/lib/crunch_dispatch.rb:50: @todo_job_retries is in memory only; a
+    # restarted crunch-dispatch.rb never retries the job. 3 retries x the 5-minute hold-off
+    # for Node Manager (lines 15, 214-218): 900 s by default.
+    db = FakeDatabase([job(JOB_A, age=899.9), job(JOB_B, age=900.5), job(JOB_C, age=None)])
+    result = reconcile(db, [[], []], orphans="always", crunch_v1_dispatcher=evidence, retry_overdue_after=900.0)
+    entries = {entry["uuid"]: entry for entry in result["jobs_awaiting_retry"]}
+    assert {uuid: (entry["age_seconds"], entry["overdue"]) for uuid, entry in entries.items()} == {
+        JOB_A: (899.9, False),
+        JOB_B: (900.5, True),
+        # No modified_at: nothing says how long it has waited.
+        JOB_C: (None, False),
+    }
+    assert entries[JOB_B]["reason"].startswith(
+        "awaiting crunch-dispatch.rb's retry for 900 s, longer than retry_overdue_after (900 s)"
+    )
+    assert "exit 93" in entries[JOB_B]["reason"] and "retry_overdue_after" not in entries[JOB_A]["reason"]
+    assert result["counts"]["jobs_retry_overdue"] == 1 and result["retry_overdue_after"] == 900.0
+    tighter = reconcile(db, [[], []], orphans="always", crunch_v1_dispatcher=evidence, retry_overdue_after=60.0)
+    assert tighter["counts"]["jobs_retry_overdue"] == 2
+
+
+def test_the_default_bound_is_three_retries_of_the_node_wait():
+    opts = ReconcileOptions.from_params({"squeue_path": "/bin/true"})
+    assert opts.retry_overdue_after == 900.0
+    with pytest.raises(ConfigError, match="option retry_overdue_after must be at most 86400"):
+        ReconcileOptions.from_params({"squeue_path": "/bin/true", "retry_overdue_after": 86401})
+    with pytest.raises(ConfigError, match="option retry_overdue_after must be at least 0"):
+        ReconcileOptions.from_params({"squeue_path": "/bin/true", "retry_overdue_after": -1})
 
 
 def test_a_v1_job_without_a_slurm_job_is_orphaned_when_the_dispatcher_is_stopped():
@@ -694,31 +783,39 @@ def test_withheld_orphans_withhold_the_jobs_awaiting_retry_too():
     assert result["jobs_awaiting_retry"] == [] and result["orphans_withheld"][JOBS]
 
 
-def test_a_record_modified_within_the_grace_is_never_orphaned():
-    # 1.4.3 services/api/lib/crunch_dispatch.rb, check_orphaned_slurm_jobs: jobs modified in
-    # the last 60 s are spared.
+def test_only_a_locked_container_modified_within_the_grace_is_spared():
+    # No Arvados rule spares orphans; the grace stands for crunch-dispatch-slurm's wait for
+    # its next squeue poll between its lock and its sbatch (3.2.1
+    # crunch-dispatch-slurm.go:269-273). A Running job or container had its Slurm job first.
+    ctr_c = P + "-dz642-ccccccccccccccc"
     db = FakeDatabase(
         [
             job(JOB_A),
-            job(JOB_B, recent=True),
+            job(JOB_B, recent=True, age=5.0),
             job(JOB_C),
             container(CTR_A),
             container(CTR_B, "Locked", recent=True),
+            container(ctr_c, "Running", recent=True),
         ]
     )
     queue = [line("1", JOB_A), line("2", CTR_A)]
     result = reconcile(db, [queue, queue], crunch_v1_dispatcher="stopped")
-    assert uuids(result["orphaned_jobs"]) == [JOB_C]
-    assert result["orphaned_containers"] == []
-    assert result["evidence"][JOBS] == {"live": 3, "with_slurm_job": 1, "without_slurm_job": 1, "recently_modified": 1}
+    assert uuids(result["orphaned_jobs"]) == [JOB_B, JOB_C]
+    assert uuids(result["orphaned_containers"]) == [ctr_c]
+    assert result["evidence"][JOBS] == {"live": 3, "with_slurm_job": 1, "without_slurm_job": 2, "recently_modified": 0}
     assert result["evidence"][CONTAINERS]["recently_modified"] == 1
 
 
 def test_a_recent_record_whose_slurm_job_comes_by_the_second_listing_is_evidence():
-    db = FakeDatabase([job(JOB_A, recent=True), job(JOB_B)])
-    result = reconcile(db, [[], [line("1", JOB_A)]], crunch_v1_dispatcher="stopped")
-    assert result["evidence"][JOBS] == {"live": 2, "with_slurm_job": 1, "without_slurm_job": 1, "recently_modified": 0}
-    assert uuids(result["orphaned_jobs"]) == [JOB_B]
+    db = FakeDatabase([container(CTR_A, "Locked", recent=True), container(CTR_B)])
+    result = reconcile(db, [[], [line("1", CTR_A)]], kinds=[CONTAINERS])
+    assert result["evidence"][CONTAINERS] == {
+        "live": 2,
+        "with_slurm_job": 1,
+        "without_slurm_job": 1,
+        "recently_modified": 0,
+    }
+    assert uuids(result["orphaned_containers"]) == [CTR_B]
 
 
 def test_the_slurm_job_of_a_queued_container_is_stray():
@@ -737,7 +834,7 @@ def test_a_uuid_missing_from_the_database_is_reported_not_stray_unless_asked():
     # UUID fails and nothing is cancelled.
     db = FakeDatabase([container(CTR_A, "Cancelled")])
     queue = [line("1", CTR_A), line("2", CTR_B), line("3", JOB_C), line("4", JOB_B, state="COMPLETING")]
-    default = reconcile(db, [queue, queue])
+    default = reconcile(db, [queue, queue], missing_are_stray=False)
     assert [entry["name"] for entry in default["stray_slurm_jobs"]] == [CTR_A]
     assert sorted(entry["name"] for entry in default["missing_from_database"]) == [JOB_C, CTR_B]
     missing = {entry["name"]: entry for entry in default["missing_from_database"]}
@@ -785,9 +882,10 @@ def test_the_new_options_default_to_arvados_own_caution():
     assert (opts.crunch_v1_dispatcher, opts.orphan_grace, opts.missing_are_stray, opts.allow_standby) == (
         "unknown",
         60.0,
-        False,
+        None,
         False,
     )
+    assert (opts.missing_stray(JOBS), opts.missing_stray(CONTAINERS)) == (True, False)
     assert ReconcileOptions.from_params({"squeue_path": "/bin/true", "orphan_grace": 0}).orphan_grace == 0.0
 
 
@@ -826,8 +924,13 @@ def test_the_grace_is_a_bound_parameter_compared_with_the_database_s_utc_clock()
         read_live,
     )
 
-    for statement in list(SQL_LIVE.values()) + list(SQL_BY_UUID.values()):
+    for statement in (SQL_LIVE[CONTAINERS], SQL_BY_UUID[CONTAINERS]):
         assert "modified_at > %s - %%(grace)s * interval '1 second'" % SQL_NOW_UTC in statement
+    # Jobs have no grace; every record's age is by the same clock.
+    for statement in (SQL_LIVE[JOBS], SQL_BY_UUID[JOBS]):
+        assert "grace" not in statement and ", false, " in statement
+    for statement in list(SQL_LIVE.values()) + list(SQL_BY_UUID.values()):
+        assert "extract(epoch from %s - modified_at)::float8" % SQL_NOW_UTC in statement
     conn = _ParamsConnection({})
     assert read_live(conn, SQL_LIVE[JOBS], {"grace": 12.5}) == []
     assert conn.params == [{"grace": 12.5}]

@@ -173,3 +173,16 @@ def test_promtool_accepts_the_file_as_prometheus_would_scrape_it(tmp_path):
     # exposition format and the naming conventions; it exits 0 only when it has nothing to say.
     checked = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, check=False)
     assert (checked.returncode, checked.stdout + checked.stderr) == (0, "")
+
+
+@pytest.mark.parametrize(
+    ("expected", "gauge", "without_lock"),
+    [(False, 0, 0), (True, 1, 1), (None, None, 1)],
+)
+def test_before_2_5_no_lock_is_expected_and_none_is_missing(expected, gauge, without_lock):
+    # 2.4.4 lib/controller/dblock/dblock.go has no Dispatch lock (2.5.0 dblock.go:24 adds it):
+    # a healthy 1.1-2.4 dispatcher runs without it for ever.
+    result = dict(RESULT, dispatcher={"lock_key": 10005, "lock_held": False, "lock_expected": expected})
+    read = samples(render(reconcile_metrics(result, 1.0, 1.0, dispatcher_active=True)))
+    assert read.get(("arvados_recovery_dispatcher_lock_expected", ())) == gauge
+    assert read[("arvados_recovery_dispatcher_running_without_lock", ())] == without_lock
