@@ -11,7 +11,9 @@ Anything else escaping the pure code is a bug, not an operator error.
 Every value a message, a progress line or a warning echoes goes through `shown` (and
 every RecoveryError's message through it again): a control character in a value (an
 escape sequence, a newline, a carriage return) is written as its escape, never raw, so
-a value cannot forge a line of stderr, of the journal or of Ansible's output.
+a value cannot forge a line of stderr, of the journal or of Ansible's output. A value
+that may be long (a path, a name, a setting) is echoed through `cut`: its first
+CUT_CHARACTERS characters and its length, never 100,000 characters of it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import unicodedata
 # Control and format characters, the line and paragraph separators (what a terminal or a
 # log reader acts on instead of showing) and lone surrogates (which no output can encode).
 _UNSHOWN_CATEGORIES = ("Cc", "Cf", "Zl", "Zp", "Cs")
+# How much of a path or another long value a message echoes; real paths and names fit.
+CUT_CHARACTERS = 200
 
 
 def shown(value) -> str:
@@ -28,6 +32,15 @@ def shown(value) -> str:
     newline as \\n), everything else as it is."""
     text = value if isinstance(value, str) else str(value)
     return "".join(_escaped(char) for char in text)
+
+
+def cut(value, limit: int = CUT_CHARACTERS) -> str:
+    """`value` as `shown` writes it, cut after `limit` characters with its length said:
+    ``/tmp/aaaa... (100000 characters)``."""
+    text = value if isinstance(value, str) else str(value)
+    if len(text) <= limit:
+        return shown(text)
+    return "%s... (%d characters)" % (shown(text[:limit]), len(text))
 
 
 def _escaped(char: str) -> str:
