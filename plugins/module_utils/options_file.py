@@ -38,7 +38,7 @@ import stat
 from typing import Any, Dict, Mapping, Optional, Sequence
 
 from .errors import RecoveryError, cut
-from .options import Option, excerpt
+from .options import Option
 
 # An options file is a few lines; reading more is reading some other file.
 MAX_OPTIONS_FILE_BYTES = 65536
@@ -116,7 +116,7 @@ def _link_note(path: str) -> str:
     try:
         if not os.path.islink(path):
             return ""
-        return " (a symlink to %s)" % excerpt(os.readlink(path))
+        return " (a symlink to '%s')" % cut(os.readlink(path))
     except OSError:
         return ""
 
