@@ -16,9 +16,9 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_thr
     NO_STARTED_AT,
     QUALIFIES,
     Threshold,
-    classify_running_job,
     check_not_future,
     check_threshold_on,
+    classify_running_job,
     parse_before,
     read_boot_time,
 )
