@@ -25,6 +25,8 @@ import unicodedata
 _UNSHOWN_CATEGORIES = ("Cc", "Cf", "Zl", "Zp", "Cs")
 # How much of a path or another long value a message echoes; real paths and names fit.
 CUT_CHARACTERS = 200
+# The longest message a RecoveryError keeps: a net under every echo `cut` missed.
+MAX_MESSAGE_CHARACTERS = 4000
 
 
 def shown(value) -> str:
@@ -55,11 +57,12 @@ class RecoveryError(Exception):
     The message names what is wrong and, where it helps, how to fix it. It
     is kept on one line because journald and Ansible's ``msg`` show the first
     line prominently and bury the rest. The lines of the message's own text are
-    joined with spaces; a control character left over (a value's) is escaped.
+    joined with spaces; a control character left over (a value's) is escaped; past
+    MAX_MESSAGE_CHARACTERS it is cut, its length said.
     """
 
     def __init__(self, message: str) -> None:
-        super().__init__(shown(" ".join(message.splitlines())))
+        super().__init__(cut(" ".join(message.splitlines()), MAX_MESSAGE_CHARACTERS))
 
 
 class ConfigError(RecoveryError):

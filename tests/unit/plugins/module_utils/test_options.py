@@ -8,7 +8,11 @@ import io
 import pytest
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs_cli, fail_jobs_run, reconcile_run
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import (
+    MAX_MESSAGE_CHARACTERS,
+    ConfigError,
+    RecoveryError,
+)
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_options import CleanupOptions
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import (
     EXCERPT_CHARACTERS,
@@ -270,3 +274,18 @@ def test_a_long_value_is_cut_in_the_message():
     message = message_of(parse, TABLE, {"rows": text}, from_text=True)
     assert message == "option rows must be of type int, got '%s...' (100001 characters)" % ("9" * EXCERPT_CHARACTERS)
     assert len(message) < 200
+
+
+def test_every_recovery_error_is_cut_past_its_maximum():
+    message = str(ConfigError("squeue %s is not executable" % ("x" * 100000)))
+    assert len(message) < MAX_MESSAGE_CHARACTERS + 40
+    assert message == "squeue %s... (100025 characters)" % ("x" * (MAX_MESSAGE_CHARACTERS - len("squeue ")))
+    assert str(ConfigError("short\nline")) == "short line"
+
+
+def test_a_long_job_uuid_is_cut_in_the_message():
+    with pytest.raises(RecoveryError) as raised:
+        CleanupOptions(uuids=["x" * 100000])
+    assert str(raised.value) == "not Arvados job UUIDs (<prefix>-8i9sb-<15 chars>): '%s...' (100000 characters)" % (
+        "x" * 60
+    )
