@@ -218,6 +218,9 @@ def resolve_database_settings(
     if "host" in explicit:
         check_host("option db_host", explicit["host"])
     file_values, source = _values_from_file(options, default_config_file, default_database_yml)
+    if "host" not in explicit and isinstance(file_values.get("host"), str):
+        # The file's host, checked only when it is the one used (db_host replaces it).
+        check_host("the host of %s" % source, file_values["host"])
     merged = dict(file_values)
     merged.update(explicit)
     overrides = [_LIBPQ_TO_OPTION[key] for key in explicit if key != "connect_timeout"]
@@ -386,8 +389,6 @@ def _pick_values(section: Mapping[str, Any], key_map: Mapping[str, str], path: s
                 "%s in %s must be plain text, not a list, mapping or tagged value" % (key_path, cut(path))
             )
         values[libpq_key] = _ErbValue(key_path) if "<%" in value else value
-        if libpq_key == "host" and "<%" not in value:
-            check_host("%s in %s" % (key_path, cut(path)), value)
     return values
 
 

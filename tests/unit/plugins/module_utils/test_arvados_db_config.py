@@ -527,9 +527,11 @@ def test_the_refused_host_is_what_python_fails_to_encode():
 def test_a_host_in_the_config_file_is_refused_with_its_key(files):
     path = files.write(files.config_yml, ONE_CLUSTER.replace("db.example.org", "db..example.org"))
     assert files.error_of() == (
-        "Clusters.zzzzz.PostgreSQL.Connection.host in %s must be a host name, an IP address or a socket "
+        "the host of config_file %s, cluster zzzzz must be a host name, an IP address or a socket "
         "directory (/...): an empty label (two dots in a row, or a dot first), got 'db..example.org'" % path
     )
+    # db_host replaces the file's: the file's is then not used, nor checked.
+    assert files.resolve(db_host="db.example.net").host == "db.example.net"
 
 
 def test_a_long_host_is_cut_in_the_message():
