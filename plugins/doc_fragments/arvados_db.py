@@ -23,6 +23,9 @@ options:
         V(/etc/arvados/api/database.yml) if it exists; otherwise only the C(db_*) options.
       - A file that is named or found but cannot be read is an error. Mutually exclusive
         with O(database_yml).
+      - A symlink is followed. The file (O(config_file) or O(database_yml)) must be a regular
+        file of at most 8 MiB, owned by root or the user the module runs as and writable by
+        neither its group nor others; a FIFO or device is refused without being opened.
     type: path
   cluster_id:
     description:
@@ -49,6 +52,9 @@ options:
       - Like every C(db_*) option, it wins over the value from the settings file;
         an empty string counts as not given.
       - Unset everywhere, libpq's default applies (E(PGHOST), then the local socket).
+      - A name must be ASCII labels of 1 to 63 characters (253 in all; an internationalised
+        name in its C(xn--) form), else it is refused before any connection; several hosts
+        are comma-separated, as libpq takes them.
     type: str
     aliases: [login_host]
   db_port:

@@ -39,19 +39,36 @@ whole, because only Ruby can tell what it means.
 The password never appears in a message, ``repr()`` or ``redacted()``: YAML
 syntax errors are reported by line and column only, since PyYAML quotes the
 offending text.
+
+A settings file is read as the options file of the commands is (options_file's
+``read_trusted_file``): a symlink is followed (Arvados' own loader follows it, and a site
+may link ``/etc/arvados/config.yml`` to where its configuration lives), but its target must
+be a regular file of at most :data:`MAX_CONFIG_FILE_BYTES` (a FIFO would block the read
+for ever, ``/dev/zero`` would fill the memory) owned by root or the caller and writable by
+neither its group nor others. The file chooses the server the run connects to and
+writes to, and the password (``PGPASSWORD``, a client certificate) it presents there: a
+file another user could change would choose them for a run as root, the same trust as
+the options file's. Arvados' installer writes config.yml root-owned, 0640.
+
+A host (``db_host`` or the file's ``host``) must be what libpq can resolve: a socket
+directory (``/...``), an IP address, or a DNS name of ASCII labels of 1 to 63
+characters, 253 in all; several, comma-separated, as libpq takes them. Anything else is
+refused by name before a connection is tried (Python's IDNA codec would fail on it
+with an error naming nothing).
 """
 
 from __future__ import annotations
 
-import functools
+import ipaddress
 import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from .errors import ConfigError, shown
+from .errors import ConfigError, cut
 from .option_bounds import MAX_PORT, MAX_SLEEP_SECONDS
-from .options import Option, Range, seconds
+from .options import Option, Range, excerpt, seconds, value_text
+from .options_file import check_trusted_file, read_trusted_file, text_scalar_loader
 
 DEFAULT_CONFIG_FILE = "/etc/arvados/config.yml"
 DEFAULT_DATABASE_YML = "/etc/arvados/api/database.yml"
@@ -59,6 +76,13 @@ DEFAULT_CONNECT_TIMEOUT = 10
 APPLICATION_NAME = "arvados-fail-jobs"
 SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 REDACTED = "********"
+# A config.yml with every setting of several clusters is tens of kilobytes; more is no
+# settings file (or /dev/zero behind a link).
+MAX_CONFIG_FILE_BYTES = 8 * 1024 * 1024
+# DNS: a label is 1 to 63 characters, a name at most 253 (RFC 1035, without the final dot).
+MAX_HOST_LABEL = 63
+MAX_HOST_NAME = 253
+_HOST_LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?", re.ASCII)
 
 # One source of truth for the connection options of the modules (argument_spec) and the
 # command (flags); `help` is for the command only.
@@ -190,8 +214,13 @@ def resolve_database_settings(
     where ``''`` means skip).
     """
     _check_exclusive_options(options)
-    file_values, source = _values_from_file(options, default_config_file, default_database_yml)
     explicit = _explicit_values(options)
+    if "host" in explicit:
+        check_host("option db_host", explicit["host"])
+    file_values, source = _values_from_file(options, default_config_file, default_database_yml)
+    if "host" not in explicit and isinstance(file_values.get("host"), str):
+        # The file's host, checked only when it is the one used (db_host replaces it).
+        check_host("the host of %s" % source, file_values["host"])
     merged = dict(file_values)
     merged.update(explicit)
     overrides = [_LIBPQ_TO_OPTION[key] for key in explicit if key != "connect_timeout"]
@@ -223,7 +252,7 @@ def cluster_setting(
         return None
     if value is None or isinstance(value, (dict, list)):
         return None
-    return str(value), "config_file %s, Clusters.%s.%s" % (shown(path), shown(chosen_id), ".".join(keys))
+    return str(value), "config_file %s, Clusters.%s.%s" % (cut(path), cut(chosen_id), ".".join(keys))
 
 
 def _check_exclusive_options(options: Mapping[str, Any]) -> None:
@@ -261,7 +290,7 @@ def _values_from_file(
     if cluster_id:
         raise ConfigError(
             "cluster_id %s given but no config.yml is read (%s does not exist or config_file is '')"
-            % (shown(cluster_id), default_config_file)
+            % (cut(cluster_id), default_config_file)
         )
     if found_database_yml:
         return _database_yml_values(found_database_yml)
@@ -277,7 +306,7 @@ def _required(found: Optional[Tuple[Dict[str, Any], str]], path: str) -> Tuple[D
     if found is None:
         raise ConfigError(
             "config_file %s has no Clusters.<id>.PostgreSQL.Connection settings; "
-            "give database_yml or the db_* options" % shown(path)
+            "give database_yml or the db_* options" % cut(path)
         )
     return found
 
@@ -289,13 +318,13 @@ def _config_file_values(path: str, cluster_id: Optional[str]) -> Optional[Tuple[
     if not clusters:
         return None
     chosen_id = _choose_cluster(clusters, cluster_id, path)
-    postgresql = _mapping_at(clusters[chosen_id], "PostgreSQL", path, "Clusters.%s" % shown(chosen_id))
-    connection = _mapping_at(postgresql, "Connection", path, "Clusters.%s.PostgreSQL" % shown(chosen_id))
+    postgresql = _mapping_at(clusters[chosen_id], "PostgreSQL", path, "Clusters.%s" % cut(chosen_id))
+    connection = _mapping_at(postgresql, "Connection", path, "Clusters.%s.PostgreSQL" % cut(chosen_id))
     if not connection:
         return None
-    key_prefix = "Clusters.%s.PostgreSQL.Connection" % shown(chosen_id)
+    key_prefix = "Clusters.%s.PostgreSQL.Connection" % cut(chosen_id)
     values = _pick_values(connection, _CONFIG_YML_KEYS, path, key_prefix)
-    return values, "config_file %s, cluster %s" % (shown(path), shown(chosen_id))
+    return values, "config_file %s, cluster %s" % (cut(path), cut(chosen_id))
 
 
 def _choose_cluster(clusters: Dict[str, Any], cluster_id: Optional[str], path: str) -> str:
@@ -303,11 +332,11 @@ def _choose_cluster(clusters: Dict[str, Any], cluster_id: Optional[str], path: s
     if cluster_id is not None:
         if cluster_id not in clusters:
             raise ConfigError(
-                "cluster_id %s is not in config_file %s, which defines: %s" % (shown(cluster_id), shown(path), known)
+                "cluster_id %s is not in config_file %s, which defines: %s" % (cut(cluster_id), cut(path), known)
             )
         return cluster_id
     if len(clusters) > 1:
-        raise ConfigError("config_file %s defines several clusters (%s); set cluster_id" % (shown(path), known))
+        raise ConfigError("config_file %s defines several clusters (%s); set cluster_id" % (cut(path), known))
     return next(iter(clusters))
 
 
@@ -327,11 +356,11 @@ def _database_yml_values(path: str) -> Tuple[Dict[str, Any], str]:
     document = _parse_yaml(text, path, "database_yml")
     production = _mapping_at(document, "production", path)
     if not production:
-        raise ConfigError("database_yml %s has no production section; give the db_* options" % shown(path))
+        raise ConfigError("database_yml %s has no production section; give the db_* options" % cut(path))
     adapter = production.get("adapter")
     if isinstance(adapter, str) and adapter and "postg" not in adapter.lower():
-        raise ConfigError("database_yml %s: production uses adapter %r, not PostgreSQL" % (shown(path), adapter))
-    source = "database_yml %s, production" % shown(path)
+        raise ConfigError("database_yml %s: production uses adapter %s, not PostgreSQL" % (cut(path), excerpt(adapter)))
+    source = "database_yml %s, production" % cut(path)
     return _pick_values(production, _DATABASE_YML_KEYS, path, "production"), source
 
 
@@ -344,7 +373,7 @@ def _refuse_erb_code(text: str, path: str) -> None:
     if lines:
         raise ConfigError(
             "database_yml %s holds ERB code (<%% %%>) on line %s, which only Rails can run; "
-            "give the db_* options and database_yml: '' instead" % (shown(path), ", ".join(lines))
+            "give the db_* options and database_yml: '' instead" % (cut(path), ", ".join(lines))
         )
 
 
@@ -357,10 +386,53 @@ def _pick_values(section: Mapping[str, Any], key_map: Mapping[str, str], path: s
         key_path = "%s.%s" % (key_prefix, file_key)
         if not isinstance(value, str):
             raise ConfigError(
-                "%s in %s must be plain text, not a list, mapping or tagged value" % (key_path, shown(path))
+                "%s in %s must be plain text, not a list, mapping or tagged value" % (key_path, cut(path))
             )
         values[libpq_key] = _ErbValue(key_path) if "<%" in value else value
     return values
+
+
+def check_host(what: str, value: Any) -> None:
+    """A ConfigError naming `what` (``option db_host``) and the value unless `value` is a
+    host libpq can take: a socket directory, an IP address or a DNS name (see above); a
+    comma-separated list of them."""
+    if not isinstance(value, str):
+        return
+    for host in value.split(","):
+        problem = _host_problem(host)
+        if problem:
+            raise ConfigError(
+                "%s must be a host name, an IP address or a socket directory (/...): %s, got %s"
+                % (what, problem, excerpt(value))
+            )
+
+
+def _host_problem(host: str) -> Optional[str]:
+    if host.startswith("/") or host.startswith("@"):
+        return None
+    if not host:
+        return "an empty host in the list"
+    if not host.isascii():
+        return "it has characters other than ASCII (write an internationalised name in its xn-- form)"
+    try:
+        # A scope (fe80::1%eth0) is libpq's; Python's ipaddress takes it only from 3.9.
+        ipaddress.ip_address(host.split("%", 1)[0] if ":" in host else host)
+        return None
+    except ValueError:
+        pass
+    name = host[:-1] if host.endswith(".") else host
+    if len(name) > MAX_HOST_NAME:
+        return "%d characters, more than the %d of a DNS name" % (len(name), MAX_HOST_NAME)
+    for label in name.split("."):
+        if not label:
+            return "an empty label (two dots in a row, or a dot first)"
+        if len(label) > MAX_HOST_LABEL:
+            return "a label of %d characters, more than the %d of DNS" % (len(label), MAX_HOST_LABEL)
+        if not _HOST_LABEL.fullmatch(label):
+            return "the label %s holds what no host name does (letters, digits, - and _ only; no - first or last)" % (
+                excerpt(label)
+            )
+    return None
 
 
 def _settings_from_values(values: Dict[str, Any], source: str) -> DatabaseSettings:
@@ -402,7 +474,7 @@ def _port(value: Any, source: str) -> Optional[int]:
         return None
     text = str(value).strip()
     if not re.fullmatch(r"\d{1,5}", text, re.ASCII) or not 1 <= int(text) <= MAX_PORT:
-        raise ConfigError("database port %r (%s) is not a number from 1 to %d" % (value, source, MAX_PORT))
+        raise ConfigError("database port %s (%s) is not a number from 1 to %d" % (value_text(value), source, MAX_PORT))
     return int(text)
 
 
@@ -410,7 +482,7 @@ def _sslmode(value: Any, source: str) -> Optional[str]:
     if value is None:
         return None
     if value not in SSLMODES:
-        raise ConfigError("sslmode %r (%s) is not one of %s" % (value, source, ", ".join(SSLMODES)))
+        raise ConfigError("sslmode %s (%s) is not one of %s" % (value_text(value), source, ", ".join(SSLMODES)))
     return str(value)
 
 
@@ -425,12 +497,12 @@ def _mapping_at(container: Any, key: str, path: str, parent: str = "") -> Dict[s
     if container is None:
         return {}
     if not isinstance(container, dict):
-        raise ConfigError("%s is not a YAML mapping where %s should be" % (shown(path), where))
+        raise ConfigError("%s is not a YAML mapping where %s should be" % (cut(path), where))
     value = container.get(key)
     if value is None or value == "":
         return {}
     if not isinstance(value, dict):
-        raise ConfigError("%s in %s is not a mapping" % (where, shown(path)))
+        raise ConfigError("%s in %s is not a mapping" % (where, cut(path)))
     return value
 
 
@@ -439,24 +511,23 @@ def _load_yaml_file(path: str, option: str) -> Any:
 
 
 def _read_text(path: str, option: str) -> str:
+    data, status = read_trusted_file(option, path, MAX_CONFIG_FILE_BYTES, ConfigError)
+    check_trusted_file(option, path, status, ConfigError)
     try:
-        with open(path, encoding="utf-8") as settings_file:
-            return settings_file.read()
+        return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise ConfigError("%s %s is not UTF-8 text" % (option, shown(path))) from None
-    except OSError as error:
-        raise ConfigError("cannot read %s %s: %s" % (option, shown(path), error.strerror or error)) from None
+        raise ConfigError("%s %s is not UTF-8 text" % (option, cut(path))) from None
 
 
 def _parse_yaml(text: str, path: str, option: str) -> Any:
     yaml = _import_yaml()
     try:
-        return yaml.load(text, Loader=_text_scalar_loader(yaml))  # a SafeLoader subclass: builds no arbitrary objects
+        return yaml.load(text, Loader=text_scalar_loader(yaml))  # a SafeLoader subclass: builds no arbitrary objects
     except yaml.YAMLError as error:
         where = _yaml_error_position(error)
     # Raised outside the handler so that PyYAML's error, which quotes the
     # offending text (perhaps the password), is not kept as __context__.
-    raise ConfigError("%s %s is not valid YAML%s" % (option, shown(path), where))
+    raise ConfigError("%s %s is not valid YAML%s" % (option, cut(path), where))
 
 
 def _yaml_error_position(error: Exception) -> str:
@@ -473,18 +544,3 @@ def _import_yaml() -> Any:
             "or give the db_* options with config_file: '' and database_yml: ''"
         ) from None
     return yaml
-
-
-@functools.lru_cache(maxsize=1)
-def _text_scalar_loader(yaml: Any) -> Any:
-    """A safe loader that keeps scalars as written, resolving only nulls and ``<<`` merges."""
-
-    class TextScalarLoader(yaml.SafeLoader):
-        pass
-
-    TextScalarLoader.yaml_implicit_resolvers = {}
-    TextScalarLoader.add_implicit_resolver("tag:yaml.org,2002:merge", re.compile(r"^(?:<<)$"), ["<"])
-    TextScalarLoader.add_implicit_resolver(
-        "tag:yaml.org,2002:null", re.compile(r"^(?:~|null|Null|NULL|)$"), ["~", "n", "N", ""]
-    )
-    return TextScalarLoader

@@ -11,7 +11,9 @@ Anything else escaping the pure code is a bug, not an operator error.
 Every value a message, a progress line or a warning echoes goes through `shown` (and
 every RecoveryError's message through it again): a control character in a value (an
 escape sequence, a newline, a carriage return) is written as its escape, never raw, so
-a value cannot forge a line of stderr, of the journal or of Ansible's output.
+a value cannot forge a line of stderr, of the journal or of Ansible's output. A value
+that may be long (a path, a name, a setting) is echoed through `cut`: its first
+CUT_CHARACTERS characters and its length, never 100,000 characters of it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ import unicodedata
 # Control and format characters, the line and paragraph separators (what a terminal or a
 # log reader acts on instead of showing) and lone surrogates (which no output can encode).
 _UNSHOWN_CATEGORIES = ("Cc", "Cf", "Zl", "Zp", "Cs")
+# How much of a path or another long value a message echoes; real paths and names fit.
+CUT_CHARACTERS = 200
+# The longest message a RecoveryError keeps: a net under every echo `cut` missed.
+MAX_MESSAGE_CHARACTERS = 4000
 
 
 def shown(value) -> str:
@@ -28,6 +34,15 @@ def shown(value) -> str:
     newline as \\n), everything else as it is."""
     text = value if isinstance(value, str) else str(value)
     return "".join(_escaped(char) for char in text)
+
+
+def cut(value, limit: int = CUT_CHARACTERS) -> str:
+    """`value` as `shown` writes it, cut after `limit` characters with its length said:
+    ``/tmp/aaaa... (100000 characters)``."""
+    text = value if isinstance(value, str) else str(value)
+    if len(text) <= limit:
+        return shown(text)
+    return "%s... (%d characters)" % (shown(text[:limit]), len(text))
 
 
 def _escaped(char: str) -> str:
@@ -42,11 +57,12 @@ class RecoveryError(Exception):
     The message names what is wrong and, where it helps, how to fix it. It
     is kept on one line because journald and Ansible's ``msg`` show the first
     line prominently and bury the rest. The lines of the message's own text are
-    joined with spaces; a control character left over (a value's) is escaped.
+    joined with spaces; a control character left over (a value's) is escaped; past
+    MAX_MESSAGE_CHARACTERS it is cut, its length said.
     """
 
     def __init__(self, message: str) -> None:
-        super().__init__(shown(" ".join(message.splitlines())))
+        super().__init__(cut(" ".join(message.splitlines()), MAX_MESSAGE_CHARACTERS))
 
 
 class ConfigError(RecoveryError):

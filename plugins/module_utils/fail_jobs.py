@@ -74,7 +74,7 @@ from .fail_jobs_sql import (
     WHERE_UNFINISHED,
     WHERE_UUIDS,
 )
-from .fail_jobs_threshold import EXEMPT, QUALIFIES, classify_running_job
+from .fail_jobs_threshold import EXEMPT, QUALIFIES, check_threshold_on, classify_running_job
 from .pg_driver import Connection, connection_lost
 
 Item = TypeVar("Item")
@@ -199,6 +199,8 @@ class JobCleaner:
         self.step = "checking the schema"
         check_schema(self.conn)
         check_primary(self.conn)
+        self.step = "comparing before with the database's now()"
+        check_threshold_on(self.conn, opts.threshold)
         self.step = "checking the database user's privileges"
         check_privileges(self.conn, opts)
         self.conn.rollback()

@@ -16,7 +16,10 @@ otherwise show a file its caller cannot read). A file that holds the password mu
 kept from other users as libpq wants ``~/.pgpass``: no permission for group or others
 (``0600``), except that a file owned by root may be readable by its group (``0640``),
 as the boot_recovery role writes it for a group and as PostgreSQL accepts its own key
-file. A flag and its ``--no-`` form together are refused, not "the last wins".
+file. Whatever it holds, the file must be a regular file (a symlink is followed) owned by
+root or the caller and writable by neither its group nor others: its options name the
+programs run (``squeue_path``) and the database written to. A flag and its ``--no-`` form
+together are refused, not "the last wins".
 
 Output: a summary a person reads at a glance on stdout (``--json``: the module's result
 as JSON, a failure too, as the module reports it: ``failed``, ``changed``, ``msg``),

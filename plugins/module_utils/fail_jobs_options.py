@@ -13,7 +13,7 @@ from .errors import RecoveryError
 from .fail_jobs_sql import DISPATCH_ATTEMPT_SUMMARY
 from .fail_jobs_threshold import Threshold
 from .option_bounds import MAX_BATCH_SIZE, MAX_PG_TIMEOUT_SECONDS, MAX_SLEEP_SECONDS
-from .options import Option, auto_or_bool, check_text, count, seconds
+from .options import Option, auto_or_bool, check_text, count, seconds, value_text
 from .uuids import JOB_UUID_RE
 
 JOB_STATE_RUNNING = "Running"
@@ -184,5 +184,5 @@ def check_job_uuids(uuids: Iterable[Any]) -> None:
     bad = [u for u in uuids if not isinstance(u, str) or not JOB_UUID_RE.match(u)]
     if bad:
         raise RecoveryError(
-            "not Arvados job UUIDs (<prefix>-8i9sb-<15 chars>): %s" % ", ".join(repr(u) for u in bad[:10])
+            "not Arvados job UUIDs (<prefix>-8i9sb-<15 chars>): %s" % ", ".join(value_text(u) for u in bad[:10])
         )

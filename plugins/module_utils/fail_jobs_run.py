@@ -34,7 +34,8 @@ FAIL_JOBS_OPTIONS = {
     "before": Option(
         "str",
         help="only jobs started before this: 'reboot' (this host's boot time), "
-        "'@<epoch seconds>', ISO 8601, or what date(1) prints",
+        "'@<epoch seconds>', ISO 8601, or what date(1) prints; not empty, not later than the "
+        "database's now() (leave --before out for no threshold)",
     ),
     "uuids": Option("list", elements="str", help="only these job UUIDs (repeat the flag for several)"),
     "retry": Option("bool", False, help="put the jobs back in the queue instead of failing them"),
@@ -190,7 +191,8 @@ def prepare(
     params = with_defaults(params)
     settings = resolve_database_settings(params)
     threshold = None
-    if params["before"] not in (None, ""):
+    # Only an omitted (None) before means no threshold: '' is refused by parse_before.
+    if params["before"] is not None:
         threshold = (
             parse_before(params["before"]) if proc_stat_path is None else parse_before(params["before"], proc_stat_path)
         )

@@ -39,22 +39,35 @@ Accepted forms of ``before``
 Zones
 -----
 A time without a zone is local time of the host that parses it (``TZ`` and
-``/etc/localtime``, as for ``date``). A zone abbreviation is first read as this
-host's own zone at that time (``date`` on a host in Shanghai prints ``CST`` for
-UTC+8, not US Central), then from a fixed table: UTC, GMT, UT, Z (+0), EST
+``/etc/localtime``, as for ``date``). A zone abbreviation other than UTC, GMT,
+UT and Z (UTC everywhere) is first read as this host's own zone at that time
+(``date`` on a host in Shanghai prints ``CST`` for UTC+8, not US Central), then from a fixed table: UTC, GMT, UT, Z (+0), EST
 (-5), EDT (-4), CST (-6), CDT (-5), MST (-7), MDT (-6), PST (-8), PDT (-7).
 Any other abbreviation is an error that says so: abbreviations are ambiguous
 world-wide, and a wrong guess moves the threshold by hours.
 
-Clock changes: a local time without a zone that happens twice (the hour
-repeated when summer time ends) or never (the hour skipped when it starts) is
-read as the *earliest* instant it could mean, and ``source`` says so. Jobs
-started at or after the threshold are exempt, so the earliest reading fails
-fewer jobs: a job that might have started after the intended instant is never
-failed, and whatever the ambiguity left alone is listed as exempt, where an
-operator sees it and can rerun with an explicit zone. Failing a live job
-instead would cancel its Slurm job and revoke its token, which cannot be undone.
-For the same reason sub-microsecond fractions are truncated, never rounded up.
+Refused, by name, before anything is read or changed (a threshold nobody meant
+fails healthy jobs, cancels their Slurm jobs and revokes their tokens, none of
+which can be undone):
+
+* an empty or blank value (an unset shell variable, ``before: ""``): not "no
+  threshold". No threshold is asked for by leaving ``before`` out (no
+  ``--before``; the module's ``before`` unset or null);
+* a local time (no zone, or this host's own abbreviation) that happens twice
+  (the hour repeated when summer time ends) or never (the hour skipped when it
+  starts): the message gives both readings with their offsets, to write one;
+* a local time when the host's zone is no zone: ``TZ`` set but empty, naming
+  no file under ``/usr/share/zoneinfo`` and no POSIX TZ string (glibc then
+  silently uses UTC), or giving a UTC offset no zone has, outside -12:00 to
+  +14:00 (``TZ=UTC+25``: glibc takes it as 24 hours, a day off);
+* an instant out of Python's range (``9999-12-31T23:59:59-05:00``);
+* (checked on the database, :func:`check_not_future`) an instant later than
+  the database's ``now()``: jobs started after it do not exist yet, so such a
+  threshold takes every Running job, the healthy ones too (``2026-12-14`` for
+  ``2026-12-04``). Leave ``before`` out to mean that.
+
+Sub-microsecond fractions are truncated, never rounded up: jobs started at or
+after the threshold are exempt, so a threshold never moves later than written.
 
 The threshold is kept as an aware UTC datetime; ``to_db_timestamp()`` gives the
 naive UTC value to compare with Arvados' ``timestamp without time zone``
@@ -64,14 +77,16 @@ columns, which hold UTC.
 from __future__ import annotations
 
 import calendar
+import os
 import re
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from decimal import ROUND_FLOOR, Decimal
-from typing import List, NamedTuple, Optional, Tuple, cast
+from typing import Any, List, NamedTuple, Optional, Tuple, cast
 
-from .errors import ThresholdError
+from .errors import ThresholdError, cut
+from .options import excerpt
 
 PROC_STAT = "/proc/stat"
 
@@ -102,12 +117,24 @@ KNOWN_ZONE_OFFSET_HOURS = {
     "PDT": -7,
 }
 
+_UNIVERSAL_ZONES = ("UTC", "GMT", "UT", "Z")
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 # Clock changes are months apart, so the UTC offsets in effect one day either
 # side of a wall time are every offset that wall time can have.
 _PROBE_SECONDS = 86400
+# The UTC offsets of the world's zones today: Baker Island -12:00, Kiribati +14:00.
+MIN_UTC_OFFSET_SECONDS = -12 * 3600
+MAX_UTC_OFFSET_SECONDS = 14 * 3600
+ZONEINFO = "/usr/share/zoneinfo"
+NO_THRESHOLD_HINT = "leave before out (no --before) to take every Running job"
+_POSIX_ZONE_NAME = r"(?:[A-Za-z]{3,}|<[A-Za-z0-9+-]{3,}>)"
+_POSIX_OFFSET = r"[+-]?\d{1,2}(?::\d{1,2}(?::\d{1,2})?)?"
+_POSIX_TZ = re.compile(
+    _POSIX_ZONE_NAME + _POSIX_OFFSET + r"(?:" + _POSIX_ZONE_NAME + r"(?:" + _POSIX_OFFSET + r")?(?:,[^,]+,[^,]+)?)?",
+    re.ASCII,
+)
 
 _ZONE = r"[+-]\d{2}(?::?\d{2})?|[a-z]{1,6}"
 _CLOCK = r"(?P<hour>\d{1,2}):(?P<minute>\d{2})(?::(?P<second>\d{2})(?:[.,](?P<fraction>\d+))?)?"
@@ -130,10 +157,12 @@ _DATE_COMMAND_FORM = re.compile(
 
 @dataclass(frozen=True)
 class Threshold:
-    """The instant jobs must have started before to qualify."""
+    """The instant jobs must have started before to qualify; `given` is the value as
+    written (``reboot``, ``2026-12-04``), for messages."""
 
     instant: datetime
     source: str
+    given: str = ""
 
     def to_db_timestamp(self) -> datetime:
         """Naive UTC, comparable with Arvados' ``timestamp without time zone``."""
@@ -153,14 +182,53 @@ class _LocalReading(NamedTuple):
 def parse_before(text: str, proc_stat_path: str = PROC_STAT) -> Threshold:
     """Turn a ``before`` value into a :class:`Threshold`; see the module docstring."""
     value = text.strip()
+    if not value:
+        raise ThresholdError(
+            "option before is empty%s (an unset shell variable?): give 'reboot' or a time, or %s"
+            % ("" if not text else " (only blanks, got %s)" % excerpt(text), NO_THRESHOLD_HINT)
+        )
     if value.lower() == "reboot":
         boot_time = read_boot_time(proc_stat_path)
-        return Threshold(_from_epoch(Decimal(boot_time)), "reboot (btime %d in %s)" % (boot_time, proc_stat_path))
+        return Threshold(_from_epoch(Decimal(boot_time)), "reboot (btime %d in %s)" % (boot_time, proc_stat_path), text)
     epoch_match = _EPOCH_FORM.fullmatch(value)
     if epoch_match:
-        return Threshold(_from_epoch(Decimal(epoch_match.group("seconds")), text), "argument")
+        return Threshold(_from_epoch(Decimal(epoch_match.group("seconds")), text), "argument", text)
     instant, note = _parse_calendar_time(value, text)
-    return Threshold(instant, "argument (%s)" % note if note else "argument")
+    return Threshold(instant, "argument (%s)" % note if note else "argument", text)
+
+
+def check_not_future(threshold: Optional[Threshold], database_now: datetime) -> None:
+    """A ThresholdError naming option before, its value and `database_now` (the
+    database's ``now()``, aware, or naive UTC) when the threshold is later: see the
+    module docstring."""
+    if threshold is None:
+        return
+    if database_now.tzinfo is not None:
+        database_now = database_now.astimezone(timezone.utc).replace(tzinfo=None)
+    if threshold.to_db_timestamp() <= database_now:
+        return
+    raise ThresholdError(
+        "option before is later than the database's now(), so it would take every Running job, the "
+        "healthy ones started after the reboot too: got %s (%s), the database's now() is %sZ; nothing was "
+        "changed. Give a time in the past (a typo in the date?), or %s"
+        % (
+            excerpt(threshold.given or threshold.source),
+            threshold.to_iso8601(),
+            database_now.isoformat(),
+            NO_THRESHOLD_HINT,
+        )
+    )
+
+
+def check_threshold_on(conn: Any, threshold: Optional[Threshold]) -> None:
+    """check_not_future against the ``now()`` of the database `conn` (pg_driver's) is
+    connected to, which is the clock Arvados' API server writes ``started_at`` by... or
+    nearly: the one both sides agree on here. Asks nothing without a threshold."""
+    if threshold is None:
+        return
+    database_now = conn.execute("SELECT now() AT TIME ZONE 'UTC'").fetchone()[0]
+    conn.rollback()
+    check_not_future(threshold, database_now)
 
 
 def read_boot_time(proc_stat_path: str = PROC_STAT) -> int:
@@ -179,7 +247,7 @@ def read_boot_time(proc_stat_path: str = PROC_STAT) -> int:
             if len(fields) == 2 and re.fullmatch(r"\d+", fields[1], re.ASCII):
                 return int(fields[1])
             raise ThresholdError(
-                "before=reboot: the btime line of %s is not a number of seconds: %r" % (proc_stat_path, line)
+                "before=reboot: the btime line of %s is not a number of seconds: %s" % (proc_stat_path, excerpt(line))
             )
     raise ThresholdError("before=reboot: %s has no btime line; give before as a time instead" % proc_stat_path)
 
@@ -201,7 +269,12 @@ def classify_running_job(started_at: Optional[datetime], threshold: Optional[Thr
 
 def _unreadable(text: str, reason: str = "") -> ThresholdError:
     detail = "%s; " % reason if reason else ""
-    return ThresholdError("cannot read before=%r: %s%s" % (text, detail, ACCEPTED_FORMS))
+    return ThresholdError("cannot read before=%s: %s%s" % (excerpt(text), detail, ACCEPTED_FORMS))
+
+
+def _refused(text: str, reason: str) -> ThresholdError:
+    """A value read but meaning no one instant: the reason, without the list of forms."""
+    return ThresholdError("option before=%s refused: %s" % (excerpt(text), reason))
 
 
 def _from_epoch(seconds: Decimal, text: str = "reboot") -> datetime:
@@ -235,7 +308,7 @@ def _year_of(match: re.Match[str], text: str) -> int:
 def _month_of(match: re.Match[str], text: str) -> int:
     name = (match.group("month_name") or match.group("month_name_second")).lower()
     if name not in _MONTHS:
-        raise _unreadable(text, "unknown month %r" % name)
+        raise _unreadable(text, "unknown month %s" % excerpt(name))
     return _MONTHS.index(name) + 1
 
 
@@ -243,7 +316,7 @@ def _check_weekday(weekday: Optional[str], wall: datetime, text: str) -> None:
     if weekday is None:
         return
     if weekday.lower() not in _WEEKDAYS:
-        raise _unreadable(text, "unknown weekday %r" % weekday)
+        raise _unreadable(text, "unknown weekday %s" % excerpt(weekday))
     actual = _WEEKDAYS[wall.weekday()]
     if weekday.lower() != actual:
         raise _unreadable(text, "%s is a %s, not a %s" % (wall.date().isoformat(), actual.title(), weekday.title()))
@@ -284,48 +357,116 @@ def _to_utc(wall: datetime, zone: Optional[str], text: str) -> Tuple[datetime, s
     """The instant and, when the reading needed a rule, a note saying which."""
     if zone is None:
         return _from_local_wall_time(wall, text)
-    if zone[0] in "+-":
-        return (wall.replace(tzinfo=_numeric_offset(zone, text)).astimezone(timezone.utc), "")
-    return _from_zone_abbreviation(wall, zone, text), ""
+    try:
+        if zone[0] in "+-":
+            return (wall.replace(tzinfo=_numeric_offset(zone, text)).astimezone(timezone.utc), "")
+        return _from_zone_abbreviation(wall, zone, text), ""
+    except OverflowError:
+        raise _unreadable(text, "out of range (in UTC it is not a date Python can hold)") from None
 
 
 def _numeric_offset(zone: str, text: str) -> timezone:
     digits = zone[1:].replace(":", "")
     hours, minutes = int(digits[:2]), int(digits[2:] or 0)
     if hours > 23 or minutes > 59:
-        raise _unreadable(text, "bad UTC offset %r" % zone)
+        raise _unreadable(text, "bad UTC offset %s" % excerpt(zone))
     offset = timedelta(hours=hours, minutes=minutes)
     return timezone(-offset if zone[0] == "-" else offset)
 
 
 def _from_zone_abbreviation(wall: datetime, zone: str, text: str) -> datetime:
+    if zone.upper() in _UNIVERSAL_ZONES:
+        # UTC is UTC on every host: a TZ that glibc could not read also says "UTC".
+        return wall.replace(tzinfo=timezone.utc)
     local_matches = [reading for reading in _local_readings(wall, text) if reading.abbreviation.upper() == zone.upper()]
     if local_matches:
+        _check_local_zone(text, [reading.utc_offset_seconds for reading in local_matches])
+        if len(local_matches) > 1:
+            raise _refused(text, _twice(wall, local_matches))
         return _instant(local_matches[0].epoch_seconds, wall)
     hours = KNOWN_ZONE_OFFSET_HOURS.get(zone.upper())
     if hours is None:
         raise ThresholdError(
-            "cannot read before=%r: unknown time zone abbreviation %r; known: %s and this host's %s; "
+            "cannot read before=%s: unknown time zone abbreviation %s; known: %s and this host's %s; "
             "give a numeric UTC offset such as -0500 instead"
-            % (text, zone, ", ".join(KNOWN_ZONE_OFFSET_HOURS), "/".join(sorted(set(time.tzname))))
+            % (excerpt(text), excerpt(zone), ", ".join(KNOWN_ZONE_OFFSET_HOURS), "/".join(sorted(set(time.tzname))))
         )
     return wall.replace(tzinfo=timezone(timedelta(hours=hours))).astimezone(timezone.utc)
 
 
 def _from_local_wall_time(wall: datetime, text: str) -> Tuple[datetime, str]:
+    offsets = _offsets_near(wall, text)
+    _check_local_zone(text, offsets)
     readings = _local_readings(wall, text)
     if len(readings) == 1:
         return _instant(readings[0].epoch_seconds, wall), ""
     if readings:
-        earliest = readings[0]
-        return _instant(earliest.epoch_seconds, wall), (
-            "local time %s happens twice; read as the earlier, %s" % (_minute_text(wall), earliest.abbreviation)
+        raise _refused(text, _twice(wall, readings))
+    raise _refused(
+        text,
+        "local time %s never happened on this host (%s): a clock change skipped it; write the zone, as %s"
+        % (_minute_text(wall), _zone_text(), " or ".join(_with_offset(wall, offset) for offset in sorted(offsets))),
+    )
+
+
+def _twice(wall: datetime, readings: List[_LocalReading]) -> str:
+    return "local time %s happens twice on this host (%s), as %s: write the zone, as %s" % (
+        _minute_text(wall),
+        _zone_text(),
+        " and ".join("%s (UTC%s)" % (r.abbreviation, _offset_text(r.utc_offset_seconds)) for r in readings),
+        " or ".join(_with_offset(wall, r.utc_offset_seconds) for r in readings),
+    )
+
+
+def _with_offset(wall: datetime, offset_seconds: int) -> str:
+    return "%s%s" % (wall.strftime("%Y-%m-%dT%H:%M:%S"), _offset_text(offset_seconds))
+
+
+def _zone_text() -> str:
+    tz = os.environ.get("TZ")
+    return "TZ=%s" % cut(tz) if tz is not None else "/etc/localtime"
+
+
+def _check_local_zone(text: str, offsets: List[int]) -> None:
+    """Refuse a reading of this host's local time when its zone is none: see the module
+    docstring."""
+    problem = tz_problem()
+    if problem is None:
+        wrong = [offset for offset in offsets if not MIN_UTC_OFFSET_SECONDS <= offset <= MAX_UTC_OFFSET_SECONDS]
+        if not wrong:
+            return
+        problem = "this host's local time is UTC%s (%s), an offset no zone has (they run from -12:00 to +14:00)" % (
+            _offset_text(wrong[0]),
+            _zone_text(),
         )
-    offsets = _offsets_near(wall, text)
-    largest_offset = max(offsets)
-    return _instant(_wall_epoch(wall) - largest_offset, wall), (
-        "local time %s was skipped by a clock change; read with UTC offset %s, the earliest reading"
-        % (_minute_text(wall), _offset_text(largest_offset))
+    raise _refused(text, "%s; write the zone, as 2015-11-24T10:27:17-05:00 or 2015-11-24T15:27:17Z" % problem)
+
+
+def tz_problem(environ: Optional[Any] = None, zoneinfo: str = ZONEINFO) -> Optional[str]:
+    """Why ``TZ`` names no zone (glibc then uses UTC without a word), or None: unset (the
+    host's /etc/localtime), a file of the zone database, or a POSIX TZ string."""
+    tz = (os.environ if environ is None else environ).get("TZ")
+    if tz is None:
+        return None
+    if not tz:
+        return "TZ is set but empty, which glibc reads as UTC"
+    name = tz[1:] if tz.startswith(":") else tz
+    candidates = (
+        [name]
+        if name.startswith("/")
+        else [
+            os.path.join(directory, name)
+            for directory in ((os.environ if environ is None else environ).get("TZDIR"), zoneinfo)
+            if directory
+        ]
+    )
+    if ".." not in name.split("/") and any(os.path.isfile(path) for path in candidates):
+        return None
+    if not tz.startswith(":") and _POSIX_TZ.fullmatch(tz):
+        return None
+    return (
+        "TZ=%s names no zone of this host (no such file under %s) and is no POSIX TZ string, "
+        "so glibc reads local times as UTC" % (cut(tz), zoneinfo)
     )
 
 
@@ -360,7 +501,10 @@ def _wall_epoch(wall: datetime) -> int:
 
 
 def _instant(epoch_seconds: int, wall: datetime) -> datetime:
-    return _EPOCH + timedelta(seconds=epoch_seconds, microseconds=wall.microsecond)
+    try:
+        return _EPOCH + timedelta(seconds=epoch_seconds, microseconds=wall.microsecond)
+    except OverflowError:
+        raise ThresholdError("before: %s is out of range in UTC" % _minute_text(wall)) from None
 
 
 def _minute_text(wall: datetime) -> str:

@@ -20,10 +20,11 @@ A Python caller of an engine gives typed values and gets them checked, not conve
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping as MappingBase
 from typing import Any, Dict, Iterable, Iterator, Mapping, Optional, Sequence
 
-from .errors import ConfigError, shown
+from .errors import ConfigError, cut, shown
 
 # What a bool option accepts as text (an options file, a flag), as Ansible's `boolean`.
 TRUE_WORDS = ("true", "yes", "on", "1")
@@ -32,6 +33,15 @@ NUMBER_TYPES = ("int", "float")
 TEXT_TYPES = ("str", "path")
 # How much of a long value a message shows.
 EXCERPT_CHARACTERS = 60
+# A number written as text: ASCII digits only. Python's int() and float() also take other
+# scripts' digits ('\u0665' is 5) and underscores ('1_000'), which no operator means to give.
+_INT_TEXT = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_FLOAT_TEXT = re.compile(
+    r"[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)", re.ASCII | re.IGNORECASE
+)
+# What surrounds a number in text and is dropped, as YAML and a shell leave it.
+_NUMBER_SPACE = " \t\r\n"
+NOT_ASCII_NUMBER = "must be a number written with the ASCII digits 0-9 (no underscores, no other digits)"
 # The keys of an option that are not Ansible's: the flag help, for people.
 _NOT_FOR_ANSIBLE = ("help",)
 
@@ -135,6 +145,8 @@ class Option(MappingBase):
         self._check_choices(name, value)
         typed = self._typed(value, from_text)
         if typed is None:
+            if self.type in NUMBER_TYPES and from_text and _python_reads_as_number(value):
+                raise option_error(name, NOT_ASCII_NUMBER, value, secret)
             raise option_error(name, "must be of type %s" % self.type, value, secret)
         check_text(name, typed, secret)
         if self.check is not None:
@@ -183,13 +195,28 @@ def _number(value: Any, kind: str, from_text: bool) -> Any:
         return int(value) if from_text and math.isfinite(value) and value.is_integer() else None
     if not from_text or not isinstance(value, str):
         return None
-    try:
-        return int(value) if kind == "int" else float(value)
-    except ValueError:
-        pass
+    text = value.strip(_NUMBER_SPACE)
+    if kind == "int" and _INT_TEXT.fullmatch(text):
+        return int(text)
+    if kind == "float" and _FLOAT_TEXT.fullmatch(text):
+        return float(text)
+    if not _FLOAT_TEXT.fullmatch(text):
+        return None
     # YAML reads 1e23 (no dot) as text: a whole number written so is still a whole number.
     number = _number(value, "float", from_text) if kind == "int" else None
     return _number(number, "int", from_text) if number is not None else None
+
+
+def _python_reads_as_number(value: Any) -> bool:
+    """True for text Python's float() reads but the option layer does not: '\u0665',
+    '1_000', full-width digits. Such a value gets a message of its own."""
+    if not isinstance(value, str) or _FLOAT_TEXT.fullmatch(value.strip(_NUMBER_SPACE)):
+        return False
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
 
 
 def text_to_bool(value: Any) -> Optional[bool]:
@@ -260,7 +287,7 @@ def option_error(name: str, requirement: str, value: Any, secret: bool = False) 
 def value_text(value: Any) -> str:
     """A value for a message: text quoted, escaped and cut (excerpt), numbers as Python
     writes them."""
-    return excerpt(value) if isinstance(value, str) else shown(value)
+    return excerpt(value) if isinstance(value, str) else cut(value)
 
 
 def check_text(name: str, value: Any, secret: bool = False) -> None:

@@ -14,6 +14,15 @@ wants ``~/.pgpass``: no permission for group or others (``0600``), except that a
 owned by root may be readable by its group (``0640``), as the roles write it for a group
 and as PostgreSQL accepts its own key file.
 
+Whatever it holds, the file must be one only root or the command's own user can change:
+owned by one of them and writable by neither its group nor others. Its options name the
+programs the command runs (``squeue_path``, ``scontrol_path``) and the database it
+writes to, so a file another user can write would choose them for a command run as root.
+Only a regular file is read (a symlink is followed: what its target is and who owns it
+count): a FIFO would block the read for ever and a device would never end it; a file of
+more than :data:`MAX_OPTIONS_FILE_BYTES` is refused. The same reading, with its own size
+cap, serves Arvados' config files (:func:`read_trusted_file`).
+
 Pure Python (3.8+); PyYAML when installed, else JSON only.
 """
 
@@ -21,12 +30,14 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
 import json
 import os
+import re
 import stat
 from typing import Any, Dict, Mapping, Optional, Sequence
 
-from .errors import RecoveryError, shown
+from .errors import RecoveryError, cut
 from .options import Option
 
 # An options file is a few lines; reading more is reading some other file.
@@ -49,7 +60,7 @@ def read_options_file(path: str, table: Mapping[str, Mapping[str, Any]], program
     """The options of the file at `path` (names of `table`, the options of `program`), or a
     RecoveryError that names the file and what is wrong with it, never a word of its
     contents. The values are as the file writes them: the caller parses them."""
-    shown_path = shown(path)
+    shown_path = cut(path)
     text, status = _read_small_text(path, shown_path)
     values = _parse_options(text, shown_path)
     if values is None:
@@ -69,20 +80,123 @@ def read_options_file(path: str, table: Mapping[str, Mapping[str, Any]], program
 
 def _read_small_text(path: str, shown_path: str):
     """(the file's text, its os.stat_result), read from one open file."""
-    try:
-        with open(path, "rb") as handle:
-            status = os.fstat(handle.fileno())
-            data = handle.read(MAX_OPTIONS_FILE_BYTES + 1)
-    except OSError as error:
-        raise RecoveryError("cannot read options file %s: %s" % (shown_path, error.strerror)) from None
-    if len(data) > MAX_OPTIONS_FILE_BYTES:
-        raise RecoveryError(
-            "options file %s is larger than %d bytes: not an options file" % (shown_path, MAX_OPTIONS_FILE_BYTES)
-        )
+    data, status = read_trusted_file("options file", path, MAX_OPTIONS_FILE_BYTES, RecoveryError)
+    check_trusted_file("options file", path, status)
     try:
         return data.decode("utf-8"), status
     except UnicodeDecodeError:
         raise RecoveryError("options file %s is not UTF-8 text" % shown_path) from None
+
+
+_KIND_WORDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def kind_of(mode: int) -> str:
+    """'a FIFO (named pipe)', 'a directory'...: what a file that is not a regular one is."""
+    for test, word in _KIND_WORDS:
+        if test(mode):
+            return word
+    return "not a regular file"
+
+
+def _is(path: str) -> str:
+    """' is' or, when `path` is a symlink, " is a symlink to 'TARGET', which is"."""
+    note = _link_note(path)
+    return " is a symlink to %s, which is" % note[len(" (a symlink to ") : -1] if note else " is"
+
+
+def _link_note(path: str) -> str:
+    """' (a symlink to TARGET)' when `path` is a symlink, else ''."""
+    try:
+        if not os.path.islink(path):
+            return ""
+        return " (a symlink to '%s')" % cut(os.readlink(path))
+    except OSError:
+        return ""
+
+
+def read_trusted_file(what: str, path: str, max_bytes: int, error: Any = RecoveryError):
+    """(at most `max_bytes` bytes of the regular file at `path`, its os.stat_result), or
+    `error` naming `what` (``options file``, ``config_file``) and the path.
+
+    A symlink is followed. A FIFO, device, socket or directory is refused from its stat,
+    before it is opened: opening a FIFO waits for a writer, reading /dev/zero never ends,
+    and opening some devices does something. The file is then opened without waiting
+    (O_NONBLOCK) and must still be the regular file looked at, so that one swapped in
+    meanwhile is not read either. The caller checks its owner and mode
+    (check_trusted_file) on the returned status, which is the opened file's."""
+    shown_path = cut(path)
+    try:
+        looked = os.stat(path)
+    except OSError as failure:
+        raise error("cannot read %s %s%s: %s" % (what, shown_path, _link_note(path), failure.strerror)) from None
+    if not stat.S_ISREG(looked.st_mode):
+        raise error(
+            "%s %s%s %s, not a regular file: refused without reading it"
+            % (what, shown_path, _is(path), kind_of(looked.st_mode))
+        )
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        descriptor = os.open(path, flags)
+    except OSError as failure:
+        raise error("cannot read %s %s%s: %s" % (what, shown_path, _link_note(path), failure.strerror)) from None
+    with os.fdopen(descriptor, "rb") as handle:
+        status = os.fstat(handle.fileno())
+        if not stat.S_ISREG(status.st_mode) or (status.st_dev, status.st_ino) != (looked.st_dev, looked.st_ino):
+            raise error("%s %s changed while it was opened: refused; try again" % (what, shown_path))
+        try:
+            data = handle.read(max_bytes + 1)
+        except OSError as failure:
+            raise error("cannot read %s %s: %s" % (what, shown_path, failure.strerror)) from None
+    if len(data) > max_bytes:
+        raise error(
+            "%s %s%s is larger than %d bytes: refused without reading the rest"
+            % (what, shown_path, _link_note(path), max_bytes)
+        )
+    return data, status
+
+
+def _user_text(uid: int) -> str:
+    try:
+        import pwd  # pylint: disable=import-outside-toplevel
+
+        return "uid %d (%s)" % (uid, pwd.getpwuid(uid).pw_name)
+    except (ImportError, KeyError):
+        return "uid %d" % uid
+
+
+def check_trusted_file(what: str, path: str, status: os.stat_result, error: Any = RecoveryError) -> None:
+    """Refuse, whatever it holds, a file that a user other than root and this process's
+    own could change: one owned by another user, or writable by its group or others."""
+    mode = stat.S_IMODE(status.st_mode)
+    me = os.geteuid()
+    where = "%s %s%s" % (what, cut(path), _link_note(path))
+    if mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise error(
+            "%s is mode %04o, writable by %s: whoever can write it chooses what this command runs "
+            "and changes, so it is refused whatever it holds; chmod go-w it"
+            % (
+                where,
+                mode,
+                "its group and others"
+                if mode & stat.S_IWGRP and mode & stat.S_IWOTH
+                else "its group"
+                if mode & stat.S_IWGRP
+                else "others",
+            )
+        )
+    if status.st_uid not in (0, me):
+        raise error(
+            "%s is owned by %s, neither root nor this command's user (%s): its owner could change "
+            "what this command runs and changes, so it is refused whatever it holds; chown it to root"
+            % (where, _user_text(status.st_uid), _user_text(me))
+        )
 
 
 def _parse_options(text: str, shown_path: str) -> Any:
@@ -95,6 +209,22 @@ def _parse_options(text: str, shown_path: str) -> Any:
     except yaml.YAMLError:
         # PyYAML quotes the offending text, which may be the password: say only where.
         raise RecoveryError("options file %s is not valid YAML" % shown_path) from None
+
+
+@functools.lru_cache(maxsize=1)
+def text_scalar_loader(yaml: Any) -> Any:
+    """A safe loader that keeps scalars as written, resolving only nulls and ``<<`` merges
+    (how arvados_db_config reads Arvados' files, as Arvados' Go loader does)."""
+
+    class TextScalarLoader(yaml.SafeLoader):
+        pass
+
+    TextScalarLoader.yaml_implicit_resolvers = {}
+    TextScalarLoader.add_implicit_resolver("tag:yaml.org,2002:merge", re.compile(r"^(?:<<)$"), ["<"])
+    TextScalarLoader.add_implicit_resolver(
+        "tag:yaml.org,2002:null", re.compile(r"^(?:~|null|Null|NULL|)$"), ["~", "n", "N", ""]
+    )
+    return TextScalarLoader
 
 
 def _json_options(text: str, shown_path: str) -> Any:

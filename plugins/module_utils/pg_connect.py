@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 
-from .errors import RecoveryError
+from .errors import RecoveryError, cut
 from .pg_driver import connection_error_text, load_driver, sqlstate_of
 
 # SQLSTATE classes that say "the server answered and refused": retrying cannot help.
@@ -33,6 +33,10 @@ _PERMANENT_MESSAGES = (
 )
 
 
+# How much of the driver's reason a message keeps.
+MAX_REASON_CHARACTERS = 2000
+
+
 class DatabaseUnavailable(RecoveryError):
     """The database could not be reached or refused the connection."""
 
@@ -46,6 +50,13 @@ def is_permanent(error):
     return any(marker in text for marker in _PERMANENT_MESSAGES)
 
 
+def _shortened(text):
+    """The driver's reason, cut after MAX_REASON_CHARACTERS (its lines are joined later)."""
+    if len(text) <= MAX_REASON_CHARACTERS:
+        return text
+    return "%s... (%d characters)" % (text[:MAX_REASON_CHARACTERS], len(text))
+
+
 def redact(text, secret):
     """`text` with every occurrence of `secret` masked."""
     if secret:
@@ -54,10 +65,15 @@ def redact(text, secret):
 
 
 def describe_target(kwargs):
-    host = kwargs.get("host") or "the local socket"
+    host = cut(kwargs.get("host") or "the local socket")
     port = kwargs.get("port")
     where = "%s:%s" % (host, port) if port else host
-    return "database %r as %r on %s" % (kwargs.get("dbname"), kwargs.get("user"), where)
+    return "database %s as %s on %s" % (_quoted(kwargs.get("dbname")), _quoted(kwargs.get("user")), where)
+
+
+def _quoted(value):
+    """'name' (cut when long), or None: how the target's names are written."""
+    return "None" if value is None else "'%s'" % cut(value)
 
 
 def connect(conn_kwargs, wait=0.0, driver=None, sleep=time.sleep, clock=time.monotonic):
@@ -78,7 +94,9 @@ def connect(conn_kwargs, wait=0.0, driver=None, sleep=time.sleep, clock=time.mon
         try:
             return driver.connect(**conn_kwargs)
         except driver.OperationalError as error:
-            reason = redact(connection_error_text(error), password)
+            # libpq repeats the names it was given (a host, a database): cut, not 100,000
+            # characters of them.
+            reason = _shortened(redact(connection_error_text(error), password))
             if is_permanent(error) or clock() + delay > deadline:
                 raise DatabaseUnavailable(
                     "cannot connect to the %s after %d attempt(s): %s"

@@ -72,6 +72,13 @@ options:
         C(date) prints (V(Tue Nov 24 10:27:17 EST 2015)).
       - A job without C(started_at) qualifies only when O(before) is unset; it is listed in
         RV(no_started_at) and none of its tokens is revoked.
+      - "Refused before anything is read or changed, with a message naming O(before) and the value:
+        an empty value (V(\"\"), an unset variable), which is not no threshold (for no threshold leave
+        O(before) out, null or C(default(omit))); a time later than the database's C(now())
+        (a typo such as V(2026-12-14) for V(2026-12-04) would fail every healthy job); a time
+        beyond year 9999 in UTC; and a time without a zone that this host's zone makes
+        ambiguous (repeated or skipped by a clock change), or when C(TZ) names no zone or gives
+        an offset outside -12:00 to +14:00 (C(TZ=UTC+25))."
     type: str
   uuids:
     description:

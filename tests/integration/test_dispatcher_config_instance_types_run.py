@@ -69,3 +69,31 @@ def test_where_it_does_not_apply_it_is_refused_and_nothing_is_written(collection
     assert reason in failed
     assert config.read_text() == config_text
     assert "secret-root-token" not in failed
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo"])
+def test_a_config_yml_that_is_no_regular_file_is_refused_saying_what_it_is(collections, tmp_path, kind):
+    """A symlinked config.yml (issue 34) was refused as "not a regular file" without a word
+    of the link: the message names the target to give instead; nothing is written."""
+    real = tmp_path / "real" / "config.yml"
+    real.parent.mkdir()
+    real.write_text(CONFIG)
+    real.chmod(0o600)
+    config = tmp_path / "config.yml"
+    if kind == "symlink":
+        config.symlink_to(real)
+    else:
+        os.mkfifo(config)
+    failed = run(collections, tmp_path, DISPATCHER_PLAY, dispatcher_variables(tmp_path, "3.2"), *TAGS, succeeds=False)[
+        0
+    ]
+    if kind == "symlink":
+        expected = (
+            "dispatcher_config: %s is a symlink to %s, not a regular file: writing config.yml would replace the "
+            "link with a file; set dispatcher_config_cluster_file to %s to edit the file it points at"
+            % (config, real, real)
+        )
+        assert config.is_symlink() and real.read_text() == CONFIG
+    else:
+        expected = "dispatcher_config: %s is a FIFO, not a regular file." % config
+    assert expected in " ".join(failed.split())

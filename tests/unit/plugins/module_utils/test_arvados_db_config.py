@@ -2,6 +2,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 from __future__ import annotations
 
+import os
+import pwd
 import sys
 
 import pytest
@@ -12,13 +14,15 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils.arvados_db_co
     APPLICATION_NAME,
     CONNECTION_OPTIONS,
     DEFAULT_CONNECT_TIMEOUT,
+    MAX_CONFIG_FILE_BYTES,
     REDACTED,
     resolve_database_settings,
 )
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError, RecoveryError
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import argument_spec
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import argument_spec, excerpt
 
 SECRET = "Pw-4f7Q-distinctive-9zX"
+NOBODY = pwd.getpwnam("nobody").pw_uid
 
 ONE_CLUSTER = (
     """\
@@ -355,7 +359,11 @@ def test_empty_values_count_as_unset(files):
 
 
 def test_unreadable_path(files, tmp_path):
-    assert files.error_of(config_file=str(tmp_path)) == "cannot read config_file %s: Is a directory" % tmp_path
+    assert files.error_of(config_file=str(tmp_path)) == (
+        "config_file %s is a directory, not a regular file: refused without reading it" % tmp_path
+    )
+    missing = str(tmp_path / "missing.yml")
+    assert files.error_of(config_file=missing) == "cannot read config_file %s: No such file or directory" % missing
 
 
 def test_file_that_is_not_utf8(files):
@@ -456,3 +464,162 @@ def test_doc_fragment_matches_the_argument_spec():
         assert doc.get("aliases") == option.get("aliases"), name
         assert doc["description"], name
     assert "no_log" in " ".join(documented["db_password"]["description"])
+
+
+# -- hosts: what libpq can resolve, or refused by name ------------------------------------
+
+NO_FILE = {"config_file": "", "database_yml": "", "db_name": "arvados"}
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "db.example.org",
+        "db.example.org.",
+        "localhost",
+        "db-1",
+        "under_score.example",
+        "10.0.0.5",
+        "::1",
+        "fe80::1%eth0",
+        "/var/run/postgresql",
+        "db-a.example,db-b.example",
+        "a" * 63 + ".example",
+    ],
+)
+def test_a_host_libpq_can_take_is_kept(host):
+    assert resolve_database_settings(dict(NO_FILE, db_host=host)).host == host
+
+
+LONG_LABEL = "a" * 64
+
+
+@pytest.mark.parametrize(
+    "host, problem",
+    [
+        ("db..example.org", "an empty label (two dots in a row, or a dot first)"),
+        (".example.org", "an empty label (two dots in a row, or a dot first)"),
+        (LONG_LABEL + ".example", "a label of 64 characters, more than the 63 of DNS"),
+        (".".join(["a" * 50] * 6), "305 characters, more than the 253 of a DNS name"),
+        ("dbé.example", "it has characters other than ASCII (write an internationalised name in its xn-- form)"),
+        ("db\u200b.example", "it has characters other than ASCII (write an internationalised name in its xn-- form)"),
+        ("db example", "the label 'db example' holds what no host name does (letters, digits, - and _ only; no - first or last)"),
+        ("-db.example", "the label '-db' holds what no host name does (letters, digits, - and _ only; no - first or last)"),
+        ("db-a,", "an empty host in the list"),
+    ],
+)  # fmt: skip
+def test_a_host_python_or_libpq_cannot_resolve_is_refused_by_name(host, problem):
+    with pytest.raises(ConfigError) as raised:
+        resolve_database_settings(dict(NO_FILE, db_host=host))
+    assert str(raised.value) == (
+        "option db_host must be a host name, an IP address or a socket directory (/...): %s, got %s"
+        % (problem, excerpt(host))
+    )
+
+
+def test_the_refused_host_is_what_python_fails_to_encode():
+    # What the check stands in for: the IDNA codec's error, which names no option.
+    for host in ("db..example.org", LONG_LABEL + ".example"):
+        with pytest.raises(UnicodeError):
+            host.encode("idna")
+
+
+def test_a_host_in_the_config_file_is_refused_with_its_key(files):
+    path = files.write(files.config_yml, ONE_CLUSTER.replace("db.example.org", "db..example.org"))
+    assert files.error_of() == (
+        "the host of config_file %s, cluster zzzzz must be a host name, an IP address or a socket "
+        "directory (/...): an empty label (two dots in a row, or a dot first), got 'db..example.org'" % path
+    )
+    # db_host replaces the file's: the file's is then not used, nor checked.
+    assert files.resolve(db_host="db.example.net").host == "db.example.net"
+
+
+def test_a_long_host_is_cut_in_the_message():
+    host = "a" * 100000
+    with pytest.raises(ConfigError) as raised:
+        resolve_database_settings(dict(NO_FILE, db_host=host))
+    assert str(raised.value).endswith("got '%s...' (100000 characters)" % ("a" * 60))
+    assert len(str(raised.value)) < 300
+
+
+# -- the settings files: regular, small, and changed by nobody else ----------------------
+
+
+def test_a_fifo_as_config_file_is_refused_without_waiting_for_a_writer(files, tmp_path):
+    fifo = tmp_path / "fifo.yml"
+    os.mkfifo(fifo)
+    assert files.error_of(config_file=str(fifo)) == (
+        "config_file %s is a FIFO (named pipe), not a regular file: refused without reading it" % fifo
+    )
+
+
+def test_a_device_as_config_file_is_refused_without_reading_it(files):
+    assert files.error_of(config_file="/dev/zero") == (
+        "config_file /dev/zero is a character device, not a regular file: refused without reading it"
+    )
+    assert files.error_of(database_yml="/dev/zero") == (
+        "database_yml /dev/zero is a character device, not a regular file: refused without reading it"
+    )
+
+
+def test_a_symlink_to_a_device_says_it_is_a_symlink(files, tmp_path):
+    link = tmp_path / "config.yml"
+    link.symlink_to("/dev/zero")
+    assert files.error_of(config_file=str(link)) == (
+        "config_file %s is a symlink to '/dev/zero', which is a character device, not a regular file: "
+        "refused without reading it" % link
+    )
+
+
+def test_a_symlinked_config_yml_is_followed_as_arvados_follows_it(files, tmp_path):
+    real = files.write(tmp_path / "etc-arvados" / "config.yml", ONE_CLUSTER)
+    files.config_yml.symlink_to(real)
+    settings = files.resolve()
+    assert (settings.host, settings.dbname) == ("db.example.org", "arvados_production")
+
+
+def test_a_config_file_over_the_cap_is_refused(files, tmp_path):
+    big = tmp_path / "big.yml"
+    with open(big, "wb") as handle:
+        handle.truncate(MAX_CONFIG_FILE_BYTES + 1)
+    assert files.error_of(config_file=str(big)) == (
+        "config_file %s is larger than %d bytes: refused without reading the rest" % (big, MAX_CONFIG_FILE_BYTES)
+    )
+
+
+def test_a_config_file_at_the_cap_is_read(files, tmp_path):
+    path = tmp_path / "padded.yml"
+    text = ONE_CLUSTER + "#" * (MAX_CONFIG_FILE_BYTES - len(ONE_CLUSTER) - 1) + "\n"
+    path.write_text(text)
+    assert len(text) == MAX_CONFIG_FILE_BYTES
+    assert files.resolve(config_file=str(path)).dbname == "arvados_production"
+
+
+@pytest.mark.parametrize("mode, who", [(0o666, "its group and others"), (0o646, "others"), (0o664, "its group")])
+def test_a_config_file_others_can_write_is_refused_whatever_it_holds(files, mode, who):
+    path = files.write(files.config_yml, ONE_CLUSTER)
+    os.chmod(path, mode)
+    message = files.error_of(config_file=path)
+    assert message == (
+        "config_file %s is mode %04o, writable by %s: whoever can write it chooses what this command runs and "
+        "changes, so it is refused whatever it holds; chmod go-w it" % (path, mode, who)
+    )
+    assert SECRET not in message
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
+def test_a_config_file_owned_by_another_user_is_refused(files):
+    path = files.write(files.database_yml, DATABASE_YML)
+    os.chmod(path, 0o600)
+    os.chown(path, NOBODY, -1)
+    assert files.error_of(database_yml=path) == (
+        "database_yml %s is owned by uid %d (nobody), neither root nor this command's user (uid 0 (root)): its "
+        "owner could change what this command runs and changes, so it is refused whatever it holds; chown it "
+        "to root" % (path, NOBODY)
+    )
+
+
+def test_a_root_owned_config_file_readable_by_its_group_is_read(files):
+    path = files.write(files.config_yml, ONE_CLUSTER)
+    os.chmod(path, 0o640)
+    assert files.resolve(config_file=path).dbname == "arvados_production"

@@ -387,7 +387,7 @@ def test_the_command_never_echoes_a_file_that_is_no_options_file(tmp_path):
 def test_a_large_or_binary_file_is_refused_unread(tmp_path):
     large = tmp_path / "large"
     large.write_text("retry: true\n" + "#" * options_file.MAX_OPTIONS_FILE_BYTES)
-    with pytest.raises(RecoveryError, match="is larger than 65536 bytes: not an options file"):
+    with pytest.raises(RecoveryError, match="is larger than 65536 bytes: refused without reading the rest"):
         read_fail_jobs_options(str(large))
     binary = tmp_path / "binary"
     binary.write_bytes(b"retry: \xff\xfe\n")

@@ -16,10 +16,13 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_thr
     NO_STARTED_AT,
     QUALIFIES,
     Threshold,
+    check_not_future,
+    check_threshold_on,
     classify_running_job,
     parse_before,
     read_boot_time,
 )
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import excerpt
 
 
 @pytest.fixture
@@ -150,11 +153,18 @@ def test_time_without_zone_is_local_in_winter_and_summer(host_zone):
     assert instant_of("2015-07-15 12:00") == utc(2015, 7, 15, 16)
 
 
-def test_repeated_local_hour_takes_the_earlier_instant(host_zone):
+def test_repeated_local_hour_is_refused_with_both_readings(host_zone):
     host_zone("America/New_York")
-    threshold = parse_before("2015-11-01 01:30")
-    assert threshold.instant == utc(2015, 11, 1, 5, 30)
-    assert "happens twice" in threshold.source and "EDT" in threshold.source
+    with pytest.raises(ThresholdError) as raised:
+        parse_before("2015-11-01 01:30")
+    assert str(raised.value) == (
+        "option before='2015-11-01 01:30' refused: local time 2015-11-01 01:30 happens twice on this host "
+        "(TZ=America/New_York), as EDT (UTC-04:00) and EST (UTC-05:00): write the zone, as "
+        "2015-11-01T01:30:00-04:00 or 2015-11-01T01:30:00-05:00"
+    )
+    # Each reading the message offers is read as one instant, an hour apart.
+    assert instant_of("2015-11-01T01:30:00-04:00") == utc(2015, 11, 1, 5, 30)
+    assert instant_of("2015-11-01T01:30:00-05:00") == utc(2015, 11, 1, 6, 30)
 
 
 def test_repeated_local_hour_with_an_abbreviation_is_exact(host_zone):
@@ -165,11 +175,15 @@ def test_repeated_local_hour_with_an_abbreviation_is_exact(host_zone):
     assert late.source == "argument"
 
 
-def test_skipped_local_hour_takes_the_earliest_reading(host_zone):
+def test_skipped_local_hour_is_refused(host_zone):
     host_zone("America/New_York")
-    threshold = parse_before("2015-03-08T02:30:00")
-    assert threshold.instant == utc(2015, 3, 8, 6, 30)
-    assert "skipped by a clock change" in threshold.source and "-04:00" in threshold.source
+    with pytest.raises(ThresholdError) as raised:
+        parse_before("2015-03-08T02:30:00")
+    assert str(raised.value) == (
+        "option before='2015-03-08T02:30:00' refused: local time 2015-03-08 02:30 never happened on this host "
+        "(TZ=America/New_York): a clock change skipped it; write the zone, as 2015-03-08T02:30:00-05:00 or "
+        "2015-03-08T02:30:00-04:00"
+    )
 
 
 def test_skipped_local_hour_with_an_offset_is_exact(host_zone):
@@ -188,7 +202,6 @@ def test_hours_next_to_the_clock_change_are_unambiguous(host_zone):
 @pytest.mark.parametrize(
     "text, reason",
     [
-        ("", None),
         ("yesterday", None),
         ("1448378837", None),
         ("@", None),
@@ -289,3 +302,174 @@ def test_running_job_classification_with_a_threshold(started_at, expected):
 @pytest.mark.parametrize("started_at", [None, datetime(2015, 11, 24), datetime(2099, 1, 1)])
 def test_without_a_threshold_every_running_job_qualifies(started_at):
     assert classify_running_job(started_at, None) == QUALIFIES
+
+
+# -- thresholds nobody meant (issue 34) ----------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\t\n"])
+def test_an_empty_before_is_refused_not_read_as_no_threshold(text):
+    with pytest.raises(ThresholdError) as raised:
+        parse_before(text)
+    assert str(raised.value).startswith("option before is empty")
+    assert str(raised.value).endswith(
+        "(an unset shell variable?): give 'reboot' or a time, or leave before out (no --before) to take every "
+        "Running job"
+    )
+
+
+@pytest.mark.parametrize(
+    "text", ["9999-12-31T23:59:59-05:00", "9999-12-31 23:59:59 EST", "Fri Dec 31 23:59:59 -0100 9999", "@1e400"]
+)
+def test_an_instant_past_what_python_holds_is_a_clear_error(host_zone, text):
+    host_zone("UTC")
+    with pytest.raises(ThresholdError) as raised:
+        parse_before(text)
+    assert str(raised.value).startswith("cannot read before=%s" % excerpt(text))
+
+
+def test_the_last_instant_python_holds_in_utc_is_read(host_zone):
+    host_zone("UTC")
+    assert instant_of("9999-12-31T23:59:59+01:00") == utc(9999, 12, 31, 22, 59, 59)
+
+
+@pytest.mark.parametrize(
+    "tz, offset", [("ABC+25", "-24:00"), ("ABC-25", "+24:00"), ("ABC+13", "-13:00"), ("XYZ-15", "+15:00")]
+)
+def test_a_local_time_with_an_offset_no_zone_has_is_refused(host_zone, tz, offset):
+    host_zone(tz)
+    for text in ("2026-12-04 10:00", "Fri Dec  4 10:00:00 %s 2026" % time.tzname[0]):
+        with pytest.raises(ThresholdError) as raised:
+            parse_before(text)
+        assert str(raised.value) == (
+            "option before=%s refused: this host's local time is UTC%s (TZ=%s), an offset no zone has (they "
+            "run from -12:00 to +14:00); write the zone, as 2015-11-24T10:27:17-05:00 or 2015-11-24T15:27:17Z"
+            % (excerpt(text), offset, tz)
+        )
+    # A time with its zone does not depend on the host's.
+    assert instant_of("2026-12-04T10:00:00Z") == utc(2026, 12, 4, 10)
+
+
+def test_utc_in_the_value_is_utc_whatever_tz_says(host_zone):
+    host_zone("UTC+25")
+    with pytest.raises(ThresholdError, match="local time is UTC-24:00 \\(TZ=UTC\\+25\\)"):
+        parse_before("2026-12-04 10:00")
+    assert instant_of("Fri Dec  4 10:00:00 UTC 2026") == utc(2026, 12, 4, 10)
+    assert instant_of("2026-12-04 10:00 GMT") == utc(2026, 12, 4, 10)
+
+
+@pytest.mark.parametrize("tz", ["UTC-14", "UTC+12", "Pacific/Kiritimati", "Etc/GMT+12"])
+def test_the_zones_at_the_ends_of_the_world_are_read(host_zone, tz):
+    host_zone(tz)
+    assert parse_before("2026-12-04 10:00").source == "argument"
+
+
+@pytest.mark.parametrize(
+    "tz, problem",
+    [
+        ("", "TZ is set but empty, which glibc reads as UTC"),
+        ("America/New_Yrok", None),
+        (":Nowhere/City", None),
+        ("XYZ", None),
+        ("/nonexistent/zone", None),
+        ("../../../etc/passwd", None),
+    ],
+)
+def test_a_tz_that_names_no_zone_is_refused_for_local_times(host_zone, tz, problem):
+    host_zone(tz)
+    with pytest.raises(ThresholdError) as raised:
+        parse_before("2026-12-04 10:00")
+    expected = problem or (
+        "TZ=%s names no zone of this host (no such file under /usr/share/zoneinfo) and is no POSIX TZ string, "
+        "so glibc reads local times as UTC" % tz
+    )
+    assert str(raised.value) == (
+        "option before='2026-12-04 10:00' refused: %s; write the zone, as 2015-11-24T10:27:17-05:00 or "
+        "2015-11-24T15:27:17Z" % expected
+    )
+    # With a zone of its own the time is read whatever TZ says.
+    assert instant_of("2026-12-04 10:00 UTC") == utc(2026, 12, 4, 10)
+
+
+@pytest.mark.parametrize("tz", ["UTC", "EST5EDT", "EST5EDT,M3.2.0,M11.1.0", "<+0545>-5:45", ":America/New_York"])
+def test_a_tz_of_the_zone_database_or_posix_is_taken(host_zone, tz):
+    host_zone(tz)
+    assert parse_before("2026-12-04 10:00").source == "argument"
+
+
+def test_a_long_value_is_cut_in_the_message():
+    text = "2026-12-04" + "x" * 100000
+    with pytest.raises(ThresholdError) as raised:
+        parse_before(text)
+    assert str(raised.value).startswith("cannot read before='%s...' (100010 characters): " % text[:60])
+    assert len(str(raised.value)) < 1000
+
+
+DB_NOW = datetime(2026, 12, 4, 12, 0, 0, 123456)
+
+
+@pytest.mark.parametrize(
+    "text, iso",
+    [
+        ("2026-12-14", "2026-12-14T00:00:00Z"),
+        ("2099-01-01", "2099-01-01T00:00:00Z"),
+        ("2026-12-04T12:00:00.123457Z", "2026-12-04T12:00:00.123457Z"),
+        ("@1796428800", "2026-12-05T00:00:00Z"),
+    ],
+)
+def test_a_threshold_later_than_the_databases_now_is_refused(host_zone, text, iso):
+    host_zone("UTC")
+    with pytest.raises(ThresholdError) as raised:
+        check_not_future(parse_before(text), DB_NOW)
+    assert str(raised.value) == (
+        "option before is later than the database's now(), so it would take every Running job, the healthy ones "
+        "started after the reboot too: got %s (%s), the database's now() is 2026-12-04T12:00:00.123456Z; nothing "
+        "was changed. Give a time in the past (a typo in the date?), or leave before out (no --before) to take "
+        "every Running job" % (excerpt(text), iso)
+    )
+
+
+@pytest.mark.parametrize("text", ["2026-12-04", "2026-12-04T12:00:00.123456Z", "@0", "2026-12-04T13:00:00+01:00"])
+def test_a_threshold_up_to_the_databases_now_is_taken(host_zone, text):
+    host_zone("UTC")
+    check_not_future(parse_before(text), DB_NOW)
+    check_not_future(parse_before(text), DB_NOW.replace(tzinfo=timezone.utc))
+    check_not_future(None, DB_NOW)
+
+
+def test_an_aware_database_now_is_compared_in_utc(host_zone):
+    host_zone("UTC")
+    east = timezone(timedelta(hours=5))
+    # 17:00 at +05:00 is 12:00 UTC: a threshold of 12:30 UTC is later.
+    with pytest.raises(ThresholdError, match="now\\(\\) is 2026-12-04T12:00:00Z"):
+        check_not_future(parse_before("2026-12-04T12:30:00Z"), datetime(2026, 12, 4, 17, 0, tzinfo=east))
+
+
+class NowConnection:
+    def __init__(self, now):
+        self.now = now
+        self.queries = []
+
+    def execute(self, query, params=None):
+        self.queries.append(query)
+        row = (self.now,)
+
+        class Rows:
+            def fetchone(self):
+                return row
+
+        return Rows()
+
+    def rollback(self):
+        self.queries.append("ROLLBACK")
+
+
+def test_the_check_asks_the_database_only_with_a_threshold(host_zone):
+    host_zone("UTC")
+    conn = NowConnection(DB_NOW)
+    check_threshold_on(conn, None)
+    assert conn.queries == []
+    check_threshold_on(conn, parse_before("2026-12-01"))
+    assert conn.queries == ["SELECT now() AT TIME ZONE 'UTC'", "ROLLBACK"]
+    with pytest.raises(ThresholdError, match="later than the database's now"):
+        check_threshold_on(conn, parse_before("2026-12-14"))

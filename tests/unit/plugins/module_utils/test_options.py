@@ -8,14 +8,20 @@ import io
 import pytest
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs_cli, fail_jobs_run, reconcile_run
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import (
+    MAX_MESSAGE_CHARACTERS,
+    ConfigError,
+    RecoveryError,
+)
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_options import CleanupOptions
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import (
+    EXCERPT_CHARACTERS,
     Option,
     Range,
     argument_spec,
     auto_or_bool,
     count,
+    excerpt,
     parse,
     seconds,
 )
@@ -211,4 +217,75 @@ def test_the_slurm_settings_of_the_cleanup_are_named_by_the_cleanups_option():
     # CancelRequest would say timeout; the cleanup's option is slurm_timeout.
     assert message_of(fail_jobs_run.with_defaults, dict(NO_FILES, slurm_timeout=0.0)) == (
         "option slurm_timeout must be above 0, got 0.0"
+    )
+
+
+# -- numbers written as text: ASCII digits only -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "given, expected",
+    [
+        ({"rows": "5"}, 5),
+        ({"rows": " 5\n"}, 5),
+        ({"rows": "+5"}, 5),
+        ({"rows": "007"}, 7),
+        ({"rows": "1e3"}, 1000),
+        ({"rows": "1E3"}, 1000),
+        ({"wait": "2.5"}, 2.5),
+        ({"wait": ".5"}, 0.5),
+        ({"wait": "5."}, 5.0),
+        ({"wait": "1e-1"}, 0.1),
+    ],
+)
+def test_a_number_in_ascii_digits_is_read(given, expected):
+    ((name, _value),) = given.items()
+    assert parse(TABLE, given, from_text=True)[name] == expected
+
+
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("rows", "\u0665"),  # ARABIC-INDIC DIGIT FIVE: int() reads it as 5
+        ("rows", "1_000"),  # int() reads it as 1000
+        ("rows", "\uff15"),  # FULLWIDTH DIGIT FIVE
+        ("rows", "\u0967\u0966"),  # DEVANAGARI 10
+        ("wait", "2_5.0"),
+        ("wait", "\u0662.\u0665"),
+        ("rows", "1_0e2"),
+    ],
+)
+def test_a_number_in_other_digits_or_with_underscores_is_refused_by_name(name, text):
+    assert message_of(parse, TABLE, {name: text}, from_text=True) == (
+        "option %s must be a number written with the ASCII digits 0-9 (no underscores, no other digits), got %s"
+        % (name, excerpt(text))
+    )
+
+
+@pytest.mark.parametrize("text", ["0x10", "1:30", "five", "", "1 000", "--5"])
+def test_text_python_cannot_read_as_a_number_keeps_the_type_message(text):
+    assert message_of(parse, TABLE, {"rows": text}, from_text=True) == "option rows must be of type int, got %s" % (
+        excerpt(text)
+    )
+
+
+def test_a_long_value_is_cut_in_the_message():
+    text = "9" * 100000 + "x"
+    message = message_of(parse, TABLE, {"rows": text}, from_text=True)
+    assert message == "option rows must be of type int, got '%s...' (100001 characters)" % ("9" * EXCERPT_CHARACTERS)
+    assert len(message) < 200
+
+
+def test_every_recovery_error_is_cut_past_its_maximum():
+    message = str(ConfigError("squeue %s is not executable" % ("x" * 100000)))
+    assert len(message) < MAX_MESSAGE_CHARACTERS + 40
+    assert message == "squeue %s... (100025 characters)" % ("x" * (MAX_MESSAGE_CHARACTERS - len("squeue ")))
+    assert str(ConfigError("short\nline")) == "short line"
+
+
+def test_a_long_job_uuid_is_cut_in_the_message():
+    with pytest.raises(RecoveryError) as raised:
+        CleanupOptions(uuids=["x" * 100000])
+    assert str(raised.value) == "not Arvados job UUIDs (<prefix>-8i9sb-<15 chars>): '%s...' (100000 characters)" % (
+        "x" * 60
     )

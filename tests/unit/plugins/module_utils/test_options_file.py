@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
+import pwd
+import time
 
 import pytest
 
@@ -17,7 +20,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils import (
     reconcile_run,
     watch_cli,
 )
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError, RecoveryError
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import Option, parse
 
 # (option, the value as Ansible types it for a module, the flag's text, the message):
@@ -122,3 +125,132 @@ def test_a_dict_flag_takes_a_json_mapping(text, error, capsys):
     with pytest.raises(SystemExit):
         parser.parse_args(["--some-option", text])
     assert "argument --some-option: %s" % error in capsys.readouterr().err
+
+
+# -- the options file: a regular file nobody else can change ------------------------------
+
+NOBODY = pwd.getpwnam("nobody").pw_uid
+EVIL = "scontrol_path: /tmp/evil.sh\n"
+
+
+def read_watch_options(path):
+    return options_file.read_options_file(str(path), watch_cli.ALL_OPTIONS, watch_cli.PROGRAM)
+
+
+def refusal(path):
+    with pytest.raises(RecoveryError) as raised:
+        read_watch_options(path)
+    return str(raised.value)
+
+
+@pytest.mark.parametrize("mode, who", [(0o666, "its group and others"), (0o602, "others"), (0o620, "its group")])
+def test_an_options_file_others_can_write_is_refused_whatever_it_holds(tmp_path, mode, who):
+    for text in (EVIL, "", "{}\n"):
+        path = tmp_path / "watch.yml"
+        path.write_text(text)
+        os.chmod(path, mode)
+        assert refusal(path) == (
+            "options file %s is mode %04o, writable by %s: whoever can write it chooses what this command runs "
+            "and changes, so it is refused whatever it holds; chmod go-w it" % (path, mode, who)
+        )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
+def test_an_options_file_owned_by_another_user_is_refused_even_read_only(tmp_path):
+    path = tmp_path / "watch.yml"
+    path.write_text(EVIL)
+    os.chmod(path, 0o444)
+    os.chown(path, NOBODY, NOBODY)
+    assert refusal(path) == (
+        "options file %s is owned by uid %d (nobody), neither root nor this command's user (uid 0 (root)): its "
+        "owner could change what this command runs and changes, so it is refused whatever it holds; chown it "
+        "to root" % (path, NOBODY)
+    )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
+def test_a_root_owned_symlink_to_a_file_of_another_user_is_refused(tmp_path):
+    target = tmp_path / "theirs.yml"
+    target.write_text(EVIL)
+    os.chmod(target, 0o644)
+    os.chown(target, NOBODY, NOBODY)
+    link = tmp_path / "watch.yml"
+    link.symlink_to(target)
+    assert refusal(link).startswith(
+        "options file %s (a symlink to '%s') is owned by uid %d (nobody)," % (link, target, NOBODY)
+    )
+
+
+def test_a_trusted_options_file_is_read(tmp_path):
+    path = tmp_path / "watch.yml"
+    path.write_text(EVIL)
+    os.chmod(path, 0o644)
+    assert read_watch_options(path) == {"scontrol_path": "/tmp/evil.sh"}
+    link = tmp_path / "link.yml"
+    link.symlink_to(path)
+    assert read_watch_options(link) == {"scontrol_path": "/tmp/evil.sh"}
+
+
+def test_a_fifo_is_refused_at_once_not_waited_on(tmp_path):
+    fifo = tmp_path / "options.fifo"
+    os.mkfifo(fifo)
+    link = tmp_path / "options.yml"
+    link.symlink_to(fifo)
+    started = time.monotonic()
+    assert refusal(fifo) == (
+        "options file %s is a FIFO (named pipe), not a regular file: refused without reading it" % fifo
+    )
+    assert refusal(link) == (
+        "options file %s is a symlink to '%s', which is a FIFO (named pipe), not a regular file: "
+        "refused without reading it" % (link, fifo)
+    )
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize(
+    "path, kind", [("/dev/zero", "a character device"), ("/dev/null", "a character device"), ("/", "a directory")]
+)
+def test_other_files_that_are_no_regular_file_are_refused(path, kind):
+    assert refusal(path) == "options file %s is %s, not a regular file: refused without reading it" % (path, kind)
+
+
+def test_a_missing_file_and_a_dangling_symlink_say_so(tmp_path):
+    missing = tmp_path / "missing.yml"
+    assert refusal(missing) == "cannot read options file %s: No such file or directory" % missing
+    link = tmp_path / "dangling.yml"
+    link.symlink_to(missing)
+    assert refusal(link) == "cannot read options file %s (a symlink to '%s'): No such file or directory" % (
+        link,
+        missing,
+    )
+
+
+def test_a_long_path_is_cut_in_the_message():
+    path = "/tmp/" + "x" * 100000
+    message = refusal(path)
+    assert message == "cannot read options file %s... (100005 characters): File name too long" % path[:200]
+
+
+def test_a_swap_between_the_look_and_the_open_is_refused(tmp_path, monkeypatch):
+    path = tmp_path / "watch.yml"
+    path.write_text(EVIL)
+    other = tmp_path / "other.yml"
+    other.write_text("{}\n")
+    real_open = os.open
+
+    def swapping_open(name, flags, *args):
+        os.replace(other, path)
+        return real_open(name, flags, *args)
+
+    monkeypatch.setattr(options_file.os, "open", swapping_open)
+    assert refusal(path) == "options file %s changed while it was opened: refused; try again" % path
+
+
+def test_the_command_refuses_a_writable_options_file_with_status_1(tmp_path):
+    path = tmp_path / "fail-jobs.yml"
+    path.write_text("squeue_path: /tmp/evil.sh\n")
+    os.chmod(path, 0o666)
+    stderr = io.StringIO()
+    reporter = fail_jobs_cli.Reporter(stream=stderr, journald=False)
+    assert fail_jobs_cli.main(["--options-file", str(path)], stdout=io.StringIO(), reporter=reporter) == 1
+    assert "is mode 0666, writable by its group and others" in stderr.getvalue()
