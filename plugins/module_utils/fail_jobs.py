@@ -200,7 +200,7 @@ class JobCleaner:
         check_schema(self.conn)
         check_primary(self.conn)
         self.step = "comparing before with the database's now()"
-        check_threshold_on(self.conn, opts.threshold)
+        opts.threshold = check_threshold_on(self.conn, opts.threshold)
         self.step = "checking the database user's privileges"
         check_privileges(self.conn, opts)
         self.conn.rollback()

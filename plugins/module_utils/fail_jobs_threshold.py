@@ -22,8 +22,13 @@ Only jobs in state ``Running`` are ever considered.
 
 Accepted forms of ``before``
 ----------------------------
-* ``reboot``: this host's boot time, the ``btime`` line of ``/proc/stat``
-  (whole seconds, as the kernel gives it).
+* ``reboot``: this host's boot, read on the database's clock once connected: its
+  ``now()`` less this host's uptime (``/proc/uptime``, a monotonic count that no
+  clock setting moves). Arvados writes ``started_at`` by the database's clock
+  (``db_current_time``, 1.4.3 app/models/job.rb), and at boot this host's own clock
+  may be off until NTP sets it: the ``btime`` line of ``/proc/stat`` (this host's
+  clock less the uptime) would then put the boot after jobs that started since, and
+  fail them. Before the database answers, the threshold shows ``btime``.
 * ``@<epoch seconds>``, fractions allowed: ``@1448378837``, ``@1448378837.25``
   (what ``date +%s`` or ``date +%s.%N`` prints).
 * ISO 8601: ``2015-11-24T10:27:17``, ``2015-11-24 10:27:17``, ``2015-11-24T10:27``,
@@ -89,6 +94,7 @@ from .errors import ThresholdError, cut
 from .options import excerpt
 
 PROC_STAT = "/proc/stat"
+PROC_UPTIME = "/proc/uptime"
 
 QUALIFIES = "qualifies"
 EXEMPT = "exempt"
@@ -163,6 +169,9 @@ class Threshold:
     instant: datetime
     source: str
     given: str = ""
+    # For ``reboot``: where this host's uptime is read once the database's now() is
+    # known (on_database_clock); None for a threshold written as a time.
+    uptime_path: Optional[str] = None
 
     def to_db_timestamp(self) -> datetime:
         """Naive UTC, comparable with Arvados' ``timestamp without time zone``."""
@@ -189,7 +198,12 @@ def parse_before(text: str, proc_stat_path: str = PROC_STAT) -> Threshold:
         )
     if value.lower() == "reboot":
         boot_time = read_boot_time(proc_stat_path)
-        return Threshold(_from_epoch(Decimal(boot_time)), "reboot (btime %d in %s)" % (boot_time, proc_stat_path), text)
+        return Threshold(
+            _from_epoch(Decimal(boot_time)),
+            "reboot (btime %d in %s)" % (boot_time, proc_stat_path),
+            text,
+            uptime_path=os.path.join(os.path.dirname(proc_stat_path), "uptime"),
+        )
     epoch_match = _EPOCH_FORM.fullmatch(value)
     if epoch_match:
         return Threshold(_from_epoch(Decimal(epoch_match.group("seconds")), text), "argument", text)
@@ -220,15 +234,46 @@ def check_not_future(threshold: Optional[Threshold], database_now: datetime) -> 
     )
 
 
-def check_threshold_on(conn: Any, threshold: Optional[Threshold]) -> None:
-    """check_not_future against the ``now()`` of the database `conn` (pg_driver's) is
-    connected to, which is the clock Arvados' API server writes ``started_at`` by... or
-    nearly: the one both sides agree on here. Asks nothing without a threshold."""
+def check_threshold_on(conn: Any, threshold: Optional[Threshold]) -> Optional[Threshold]:
+    """The threshold the run uses, against the ``now()`` of the database `conn`
+    (pg_driver's) is connected to, the clock Arvados writes ``started_at`` by: ``reboot``
+    placed on that clock (on_database_clock), a time checked not to be later
+    (check_not_future). Asks nothing without a threshold."""
     if threshold is None:
-        return
+        return None
     database_now = conn.execute("SELECT now() AT TIME ZONE 'UTC'").fetchone()[0]
     conn.rollback()
+    if threshold.uptime_path is not None:
+        return on_database_clock(threshold, database_now, read_uptime(threshold.uptime_path))
     check_not_future(threshold, database_now)
+    return threshold
+
+
+def on_database_clock(threshold: Threshold, database_now: datetime, uptime: Decimal) -> Threshold:
+    """``reboot`` as the database's `database_now` less this host's `uptime` (seconds):
+    the boot on the clock that wrote ``started_at``, whatever this host's clock says."""
+    if database_now.tzinfo is None:
+        database_now = database_now.replace(tzinfo=timezone.utc)
+    microseconds = int((uptime * 1000000).to_integral_value(rounding=ROUND_FLOOR))
+    instant = database_now.astimezone(timezone.utc) - timedelta(microseconds=microseconds)
+    # "reboot (btime N in PATH)" becomes "reboot (the database's now() less ...; btime N in PATH)".
+    btime_note = threshold.source[len("reboot (") : -1]
+    source = "reboot (the database's now() less this host's uptime, %s s; %s)" % (uptime, btime_note)
+    return Threshold(instant, source, threshold.given)
+
+
+def read_uptime(path: str = PROC_UPTIME) -> Decimal:
+    """Seconds since this host booted, the first field of ``/proc/uptime``."""
+    try:
+        with open(path, encoding="ascii", errors="replace") as proc_uptime:
+            first = proc_uptime.read().split()[:1]
+    except OSError as error:
+        raise ThresholdError(
+            "before=reboot: cannot read %s (%s); give before as a time instead" % (path, error.strerror or error)
+        ) from None
+    if not first or not re.fullmatch(r"\d+(\.\d+)?", first[0], re.ASCII):
+        raise ThresholdError("before=reboot: %s does not start with a number of seconds" % path)
+    return Decimal(first[0])
 
 
 def read_boot_time(proc_stat_path: str = PROC_STAT) -> int:

@@ -67,7 +67,9 @@ options:
     description:
       - Only jobs started before this time qualify; the others are left alone and reported
         in RV(exempt). Unset, every C(Running) job qualifies.
-      - V(reboot) is this host's boot time. Otherwise C(@<epoch seconds>) (V(@1448378837)),
+      - V(reboot) is this host's boot, on the database's clock (the clock Arvados writes
+        C(started_at) by), its C(now()) less this host's uptime, so a host whose clock is off
+        at boot, before NTP sets it, moves nothing. Otherwise C(@<epoch seconds>) (V(@1448378837)),
         ISO 8601 (V(2015-11-24T10:27:17-05:00); without a zone, this host's time) or what
         C(date) prints (V(Tue Nov 24 10:27:17 EST 2015)).
       - A job without C(started_at) qualifies only when O(before) is unset; it is listed in
@@ -307,7 +309,7 @@ threshold_source:
   description: Where the threshold came from; null without O(before).
   returned: always
   type: str
-  sample: "reboot (btime 1796040476 in /proc/stat)"
+  sample: "reboot (the database's now() less this host's uptime, 41.07 s; btime 1796040476 in /proc/stat)"
 failed_jobs:
   description: UUIDs of the jobs marked C(Failed) (in check mode, that would be).
   returned: when O(retry=false)

@@ -12,7 +12,7 @@ import json
 import re
 import socket
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import yaml
 
@@ -185,8 +185,15 @@ def test_before_reboot_uses_this_hosts_boot_time(fresh_db, lab_env, tmp_path):
     result = h.run_module(lab_env, tmp_path, base_args(fresh_db, tmp_path, before="reboot"))
 
     assert not result.get("failed"), result.get("msg")
-    assert result["threshold"] == iso_z(summary.boot_time)
-    assert result["threshold_source"] == "reboot (btime %d in /proc/stat)" % h.boot_epoch(summary)
+    # The boot on the database's clock: its now() less this host's uptime. The lab's
+    # database runs on this host, so that is btime, give or take the second btime drops.
+    threshold = datetime.strptime(result["threshold"], "%Y-%m-%dT%H:%M:%S.%fZ")
+    assert timedelta(0) <= threshold - summary.boot_time.replace(tzinfo=None) < timedelta(seconds=2), result
+    assert re.fullmatch(
+        r"reboot \(the database's now\(\) less this host's uptime, [0-9.]+ s; btime %d in /proc/stat\)"
+        % h.boot_epoch(summary),
+        result["threshold_source"],
+    ), result["threshold_source"]
     assert result["failed_jobs"] == sorted(summary.running_before_boot)
     assert result["exempt"]["uuids"] == sorted(summary.running_after_boot)
     assert result["no_started_at"] == sorted(summary.running_unstarted)

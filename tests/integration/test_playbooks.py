@@ -319,7 +319,7 @@ def test_check_mode_predicts_and_changes_nothing(fresh_db, lab_env, slurm, tmp_p
     assert helpers.pg_dump(fresh_db, lab_env) == dump_before
     assert sorted(queued_ids(slurm, list(slurm_ids))) == sorted(slurm_ids.values())
     lines = run.summary()
-    assert "(reboot (btime " in lines[0]
+    assert "(reboot (the database's now() less this host's uptime, " in lines[0]
     assert lines[1].startswith("%d jobs would be failed: " % len(stale))
     assert lines[2] == "%d API tokens would be revoked" % len(stale)
     assert lines[3].startswith("2 Slurm jobs would be cancelled")

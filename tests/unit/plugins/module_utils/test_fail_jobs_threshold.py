@@ -246,6 +246,60 @@ def test_reboot_reads_btime(tmp_path):
     assert threshold.source == "reboot (btime 1448378837 in %s)" % proc_stat
 
 
+class _Clock:
+    """A database connection whose now() is `now` (naive UTC, as the cleanup reads it)."""
+
+    def __init__(self, now):
+        self.now = now
+
+    def execute(self, _statement):
+        return self
+
+    def fetchone(self):
+        return (self.now,)
+
+    def rollback(self):
+        pass
+
+
+@pytest.mark.parametrize("host_ahead", [timedelta(0), timedelta(seconds=90), -timedelta(seconds=90)])
+def test_reboot_is_placed_on_the_database_clock_whatever_this_hosts_clock_says(tmp_path, host_ahead):
+    """Booted 30 s ago by the database's clock: whether this host's clock (btime's) runs
+    90 s ahead or behind, the threshold is the database's now() less the uptime, so a job
+    the API started 10 s ago (by the database's clock) stays exempt."""
+    database_now = datetime(2026, 12, 4, 12, 0, 0)
+    btime = int((database_now - timedelta(seconds=30) + host_ahead).replace(tzinfo=timezone.utc).timestamp())
+    (tmp_path / "stat").write_text("cpu 1\nbtime %d\n" % btime)
+    (tmp_path / "uptime").write_text("30.25 55.10\n")
+    parsed = parse_before("reboot", proc_stat_path=str(tmp_path / "stat"))
+
+    threshold = check_threshold_on(_Clock(database_now), parsed)
+
+    assert threshold.to_db_timestamp() == database_now - timedelta(seconds=30.25)
+    assert threshold.source == (
+        "reboot (the database's now() less this host's uptime, 30.25 s; btime %d in %s)" % (btime, tmp_path / "stat")
+    )
+    assert classify_running_job(database_now - timedelta(seconds=10), threshold) == EXEMPT
+    assert classify_running_job(database_now - timedelta(seconds=31), threshold) == QUALIFIES
+
+
+@pytest.mark.parametrize("content", ["", "soon 5\n", "-3 4\n"])
+def test_an_unreadable_uptime_is_an_error_naming_the_file(tmp_path, content):
+    (tmp_path / "stat").write_text("btime 1448378837\n")
+    (tmp_path / "uptime").write_text(content)
+    parsed = parse_before("reboot", proc_stat_path=str(tmp_path / "stat"))
+    with pytest.raises(
+        ThresholdError, match=re.escape("%s does not start with a number of seconds" % (tmp_path / "uptime"))
+    ):
+        check_threshold_on(_Clock(datetime(2026, 12, 4)), parsed)
+
+
+def test_a_written_time_is_checked_not_moved():
+    parsed = parse_before("2026-12-04T11:00:00Z")
+    assert check_threshold_on(_Clock(datetime(2026, 12, 4, 12)), parsed) is parsed
+    assert check_threshold_on(_Clock(datetime(2026, 12, 4, 12)), None) is None
+
+
 def test_missing_btime_line_is_an_error(tmp_path):
     proc_stat = tmp_path / "stat"
     proc_stat.write_text("cpu  1 2 3 4\nctxt 6\n")
