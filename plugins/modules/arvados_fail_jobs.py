@@ -83,8 +83,14 @@ options:
     description:
       - Put the jobs back in the queue (C(Queued), their run's fields cleared and their
         C(job_tasks) deleted) instead of failing them.
-      - A requeued job runs again as the user it ran as, never as the system user; a job
-        whose row names no such user is failed instead and listed in RV(not_requeued).
+      - A requeued job runs again as the user whose token ran it, never as the system user. That
+        is C(is_locked_by_uuid) where it names a user other than the system user, else
+        C(modified_by_user_uuid). Arvados 1.4.3's crunch-dispatch.rb makes a job's token for
+        C(modified_by_user_uuid) (C(get_authorization)), and crunch-job locks the job with that
+        token, which stores its user in C(is_locked_by_uuid); C(modified_by_user_uuid) may since
+        name an admin who changed the job's priority. The requeue writes the user into
+        C(modified_by_user_uuid), where the next C(get_authorization) reads it.
+      - A job whose row names no such user is failed instead and listed in RV(not_requeued).
     type: bool
     default: false
   revoke_tokens:

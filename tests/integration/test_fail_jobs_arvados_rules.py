@@ -9,6 +9,7 @@ that each window and token is exactly where the rule needs it. The runs are real
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import psycopg
@@ -199,6 +200,36 @@ def test_a_requeued_job_runs_as_the_user_it_ran_as_never_the_system_user(arvados
     assert summaries[kept] == fail_jobs_options.DEFAULT_RETRY_MESSAGE
     rerun = run(arvados_db, lab_env, tmp_path, retry=True, uuids=[kept, by_lock, nobody])
     assert rerun["changed"] is False
+
+
+def test_a_requeued_job_runs_as_the_user_whose_token_ran_it_not_the_admin_who_changed_it(
+    arvados_db, lab_env, tmp_path, cluster
+):
+    """crunch-job locked the job with the token get_authorization made for its user (1.4.3
+    sdk/cli/bin/crunch-job:209, app/models/job.rb:118-127: is_locked_by_uuid), then an admin
+    raised its priority (modified_by_user_uuid the admin's). The next get_authorization
+    reads modified_by_user_uuid (1.4.3 services/api/lib/crunch_dispatch.rb:270): the
+    requeue must put the job's user back there, not keep the admin."""
+    admin = cluster.user(is_admin=True)
+    alice, bob = cluster.user(), cluster.user()
+    reprioritised = cluster.job(alice, cluster.ago(hours=3), started=cluster.ago(hours=2), modified_by=admin)
+    # locked by the system user (a root token's crunch-job): the user who last changed it
+    by_modifier = cluster.job(bob, cluster.ago(hours=3), started=cluster.ago(hours=2), locked_by=SYSTEM_USER)
+    # never locked: the user who last changed it
+    unlocked = cluster.job(bob, cluster.ago(hours=3), started=cluster.ago(hours=2), locked_by="")
+    jobs = [reprioritised, by_modifier, unlocked]
+
+    result = run(arvados_db, lab_env, tmp_path, retry=True, uuids=jobs)
+
+    assert result["requeued_jobs"] == sorted(jobs) and result["not_requeued"] == []
+    assert crunch_dispatch_runs_as(cluster.conn, reprioritised) == (alice, False)
+    assert crunch_dispatch_runs_as(cluster.conn, by_modifier) == (bob, False)
+    assert crunch_dispatch_runs_as(cluster.conn, unlocked) == (bob, False)
+    # and the `update` audit row says so, as the websocket server forwards it
+    updates = {r["object_uuid"]: r for r in h.logs(cluster.conn) if r["event_type"] == "update"}
+    properties = json.loads(updates[reprioritised]["properties"])
+    assert properties["old_attributes"]["modified_by_user_uuid"] == admin
+    assert properties["new_attributes"]["modified_by_user_uuid"] == alice
 
 
 # -- 2. tokens that could be another job's ------------------------------------------------
