@@ -272,10 +272,22 @@ SQL_TOKEN_OTHER_OWNERS = """
 DISPATCH_ATTEMPT_SUMMARY = "dispatching to "
 DISPATCH_ATTEMPT_PATTERNS = {"attempt_summary": DISPATCH_ATTEMPT_SUMMARY + "%"}
 
+# Expiring a token is what crunch-dispatch.rb's `update_attributes expires_at: Time.now`
+# did (reap_children, 1.4.3 services/api/lib/crunch_dispatch.rb:728-731), which saved an
+# `update` audit row of the token (fail_jobs_logs.token_update_log_row): each row is
+# returned as it was (`o`, rows SQL_LOCK_TOKENS already holds) and as it is now, with its
+# user's uuid, the token's owner_uuid (1.4.3 app/models/api_client_authorization.rb:38-40).
+# Never its secret: Arvados leaves api_token out of the logged attributes (:81-83), and
+# this run never reads it, so the column is dropped before the row leaves the server.
 SQL_REVOKE_TOKENS = """
-    UPDATE api_client_authorizations SET expires_at = {now}, updated_at = {now}
-    WHERE id = ANY(%(ids)s::bigint[]) AND (expires_at IS NULL OR expires_at > {now})
-    RETURNING uuid
+    UPDATE api_client_authorizations AS a SET expires_at = {now}, updated_at = {now}
+    FROM (
+        SELECT o.*, u.uuid AS owner_uuid_of_user
+        FROM api_client_authorizations o LEFT JOIN users u ON u.id = o.user_id
+        WHERE o.id = ANY(%(ids)s::bigint[]) AND (o.expires_at IS NULL OR o.expires_at > {now})
+    ) AS o
+    WHERE a.id = o.id
+    RETURNING a.uuid, o.owner_uuid_of_user, to_jsonb(o) - 'api_token' - 'owner_uuid_of_user', to_jsonb(a) - 'api_token'
 """.format(now=SQL_NOW_UTC)
 
 

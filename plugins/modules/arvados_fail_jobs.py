@@ -19,8 +19,9 @@ description:
   - For each qualifying job it makes the Slurm jobs named after the job absent (see
     O(cancel_slurm_jobs)), expires the token the dispatcher made for the job (see
     O(revoke_tokens)), marks the job C(Failed) (or puts it back in the queue, see O(retry)),
-    and writes the C(dispatch) and C(update) C(logs) rows Arvados writes when it fails a job,
-    so that Workbench and other websocket clients see the change.
+    and writes the C(dispatch) and C(update) C(logs) rows Arvados writes when it fails a job
+    (and the C(update) row of each expired token, without its secret), so that Workbench and
+    other websocket clients see the change.
   - A job qualifies when it is C(Running) and, with O(before), started before that time
     (others are reported in RV(exempt)); O(uuids) narrows the set further. Nothing else is
     changed - no job in another state, no Slurm job whose name is not a job UUID, no token

@@ -54,9 +54,25 @@ class Cluster:
         self.conn.commit()
         return uuid
 
-    def job(self, user, created, state="Running", started=None, finished=None, modified_by=None, locked_by=None):
-        """A job as crunch-job left it: locked by (and last modified by) its user."""
+    def job(
+        self,
+        user,
+        created,
+        state="Running",
+        started=None,
+        finished=None,
+        modified_by=None,
+        locked_by=None,
+        null_serialized=False,
+    ):
+        """A job as crunch-job left it: locked by (and last modified by) its user.
+        `null_serialized`: its four Hash columns NULL, as Rails 4 stored an empty Hash."""
         uuid = new_uuid(PREFIX, JOB_INFIX)
+        serialized = (
+            [None] * 4
+            if null_serialized
+            else ['{"input": "x"}', '{"failed":0,"todo":1,"running":1,"done":0}', "{}", "{}"]
+        )
         self.conn.execute(
             "INSERT INTO jobs (uuid, owner_uuid, state, running, success, created_at, updated_at,"
             " modified_at, started_at, finished_at, is_locked_by_uuid, modified_by_user_uuid,"
@@ -75,21 +91,22 @@ class Cluster:
                 finished,
                 user if locked_by is None else locked_by or None,
                 user if modified_by is None else modified_by or None,
-                '{"input": "x"}',
-                '{"failed":0,"todo":1,"running":1,"done":0}',
-                "{}",
-                "{}",
+                *serialized,
             ),
         )
         self.conn.commit()
         return uuid
 
-    def token(self, user, created, api_client_id=0):
+    def token(self, user, created, api_client_id=0, scopes="default"):
         """A token as get_authorization made it (1.4.3 crunch_dispatch.rb): api_client_id 0,
-        no expiry. api_client_id None leaves the column's default, as 3.0's API does."""
+        no expiry. api_client_id None leaves the column's default, as 3.0's API does; so does
+        scopes "default" (["all"]); scopes None stores NULL."""
         uuid = new_uuid(PREFIX, TOKEN_INFIX)
         columns = "uuid, api_token, user_id, created_at, updated_at"
         values = [uuid, new_uuid(PREFIX, "xxxxx") + "secret", self._user_id(user), created, created]
+        if scopes != "default":
+            columns += ", scopes"
+            values.append(scopes)
         if api_client_id is not None:
             columns += ", api_client_id"
             values.append(api_client_id)
@@ -346,3 +363,55 @@ def test_on_a_3_0_schema_an_ordinary_token_of_the_user_is_never_revoked(fresh_db
     assert result["failed_jobs"] == [stale]
     assert result["revoked_tokens"] == [own]
     assert cluster.valid(login) and not cluster.valid(own)
+
+
+# -- 3. the audit rows, as Arvados writes them ----------------------------------------------
+# 1.4.3 services/api/app/models/arvados_model.rb:846-853 (log_update) and app/models/log.rb:
+# a job's save and a token's `update_attributes expires_at: Time.now` (crunch_dispatch.rb:730)
+# each write an `update` row, when is_audit_logging_enabled? (arvados_model.rb:816-819).
+
+
+def job_audit_attributes(row):
+    """Job#logged_attributes as the audit row holds them: the Hash columns loaded, NULL as {}
+    (1.4.3 app/models/job.rb:14-17, services/api/lib/serializers.rb:38-39)."""
+    serialized = {column: dict for column in h.JOB_HASH_COLUMNS}
+    return {column: h.arvados_attribute(column, value, serialized) for column, value in row.items()}
+
+
+def test_the_update_rows_hold_what_arvados_writes_null_hash_columns_and_tokens_included(
+    arvados_db, lab_env, tmp_path, cluster
+):
+    alice, bob = cluster.user(), cluster.user()
+    bare = cluster.job(alice, cluster.ago(hours=3), started=cluster.ago(hours=2), null_serialized=True)
+    full = cluster.job(bob, cluster.ago(hours=3), started=cluster.ago(hours=2))
+    token_null_scopes = cluster.token(alice, cluster.ago(hours=2, seconds=5), scopes=None)
+    token_all = cluster.token(bob, cluster.ago(hours=2, seconds=5))
+    jobs_before, tokens_before = h.jobs(cluster.conn), h.tokens(cluster.conn)
+    started = h.db_now(cluster.conn)
+
+    result = run(arvados_db, lab_env, tmp_path, uuids=[bare, full])
+
+    finished = h.db_now(cluster.conn)
+    assert result["failed_jobs"] == sorted([bare, full])
+    assert result["revoked_tokens"] == sorted([token_null_scopes, token_all])
+    jobs_after, tokens_after = h.jobs(cluster.conn), h.tokens(cluster.conn)
+    rows = h.logs(cluster.conn)
+    updates = {r["object_uuid"]: r for r in rows if r["event_type"] == "update"}
+    for uuid in (bare, full):
+        properties = json.loads(updates[uuid]["properties"])
+        assert properties["old_attributes"] == job_audit_attributes(jobs_before[uuid])
+        assert properties["new_attributes"] == job_audit_attributes(jobs_after[uuid])
+    bare_properties = json.loads(updates[bare]["properties"])
+    for column in h.JOB_HASH_COLUMNS:
+        assert jobs_before[bare][column] is None
+        assert bare_properties["old_attributes"][column] == bare_properties["new_attributes"][column] == {}
+    # the tokens' rows: after the jobs', one per token, no secret, scopes NULL as []
+    assert max(r["id"] for r in rows if r["object_uuid"] in (bare, full)) < min(
+        r["id"] for r in rows if h.TOKEN_INFIX_TEXT in r["object_uuid"]
+    )
+    h.assert_token_audit_rows(
+        cluster.conn, rows, tokens_before, tokens_after, result["revoked_tokens"], started, finished
+    )
+    assert json.loads(updates[token_null_scopes]["properties"])["old_attributes"]["scopes"] == []
+    assert json.loads(updates[token_all]["properties"])["new_attributes"]["scopes"] == ["all"]
+    assert sorted(result["log_uuids"]) == sorted(r["uuid"] for r in rows)
