@@ -183,6 +183,7 @@ def test_fail_mode_fails_exactly_the_jobs_started_before_the_threshold(fresh_db,
     )
     # the generator leaves components NULL: Arvados' own audit rows hold {} (issue 41)
     assert any(jobs_before[u]["components"] is None for u in failed)
+    assert result["audit_logs"]["written"] is True
     assert sorted(result["log_uuids"]) == sorted(r["uuid"] for r in log_rows)
 
     notifications = list(listener.notifies(timeout=5, stop_after=len(log_rows)))

@@ -77,6 +77,29 @@ def test_summary_exit_status_and_rerun(fresh_db, lab_env, tmp_path):
     assert len(h.logs(conn)) == 2 * 6 + len(revoked) == 2 * 6 + 6
 
 
+def test_audit_logs_false_writes_only_the_dispatch_rows_and_says_so(fresh_db, lab_env, tmp_path):
+    """The flag for a cluster whose AuditLogs the command cannot read (1.4.3
+    arvados_model.rb:816-819): the jobs are failed and their tokens expired, fail_job's
+    `dispatch` rows written (crunch_dispatch.rb:222-233), no `update` row."""
+    summary = h.load(fresh_db, running=5, running_after_boot=1)
+    conn = fresh_db.connect()
+    tokens_before = h.tokens(conn)
+
+    completed = h.run_cli(
+        lab_env, tmp_path, options(fresh_db, tmp_path), before_flag(summary) + ["--quiet", "--audit-logs", "false"]
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    assert "update audit rows: not written (option audit_logs)" in completed.stdout.splitlines()
+    assert "jobs failed: 4" in completed.stdout.splitlines()
+    rows = h.logs(conn)
+    assert sorted((r["event_type"], r["object_uuid"]) for r in rows) == [
+        ("dispatch", u) for u in sorted(summary.running_before_boot)
+    ]
+    expired = {u for u, row in h.tokens(conn).items() if row["expires_at"] != tokens_before[u]["expires_at"]}
+    assert expired == {summary.job_token_uuids[u] for u in summary.running_before_boot}
+
+
 def test_json_output_matches_the_database_and_holds_no_secret(fresh_db, lab_env, tmp_path):
     summary = h.load(fresh_db, running=8, running_after_boot=1)
     conn = fresh_db.connect()

@@ -378,6 +378,17 @@ def job_audit_attributes(row):
     return {column: h.arvados_attribute(column, value, serialized) for column, value in row.items()}
 
 
+def with_audit_logs(path, max_age, max_delete_batch):
+    """A copy of config.yml `path` (run() writes that one again) with Clusters.<id>.AuditLogs,
+    as 1.4.3 lib/config/config.default.yml names them."""
+    copy = path.with_name("audit-" + path.name)
+    copy.write_text(
+        path.read_text() + "    AuditLogs:\n      MaxAge: %s\n      MaxDeleteBatch: %s\n" % (max_age, max_delete_batch)
+    )
+    copy.chmod(0o600)
+    return copy
+
+
 def test_the_update_rows_hold_what_arvados_writes_null_hash_columns_and_tokens_included(
     arvados_db, lab_env, tmp_path, cluster
 ):
@@ -394,6 +405,8 @@ def test_the_update_rows_hold_what_arvados_writes_null_hash_columns_and_tokens_i
     finished = h.db_now(cluster.conn)
     assert result["failed_jobs"] == sorted([bare, full])
     assert result["revoked_tokens"] == sorted([token_null_scopes, token_all])
+    assert result["audit_logs"]["written"] is True
+    assert "MaxAge not set: 336h" in result["audit_logs"]["source"]
     jobs_after, tokens_after = h.jobs(cluster.conn), h.tokens(cluster.conn)
     rows = h.logs(cluster.conn)
     updates = {r["object_uuid"]: r for r in rows if r["event_type"] == "update"}
@@ -415,3 +428,53 @@ def test_the_update_rows_hold_what_arvados_writes_null_hash_columns_and_tokens_i
     assert json.loads(updates[token_null_scopes]["properties"])["old_attributes"]["scopes"] == []
     assert json.loads(updates[token_all]["properties"])["new_attributes"]["scopes"] == ["all"]
     assert sorted(result["log_uuids"]) == sorted(r["uuid"] for r in rows)
+
+
+@pytest.mark.parametrize("turned_off_by", ["config", "option"])
+@pytest.mark.parametrize("retry", [False, True], ids=["fail", "retry"])
+def test_with_audit_logging_off_only_the_dispatch_rows_are_written(
+    arvados_db, lab_env, tmp_path, cluster, turned_off_by, retry
+):
+    """MaxAge 0 and MaxDeleteBatch above 0 turn Arvados' audit rows off (1.4.3
+    arvados_model.rb:816-819); fail_job's `dispatch` row is saved all the same
+    (crunch_dispatch.rb:222-233), and the token is still expired."""
+    user = cluster.user()
+    stale = cluster.job(user, cluster.ago(hours=3), started=cluster.ago(hours=2))
+    token = cluster.token(user, cluster.ago(hours=2, seconds=5))
+    if turned_off_by == "config":
+        config = with_audit_logs(h.write_config(arvados_db, tmp_path), "0s", 100000)
+        args = {"config_file": str(config)}
+    else:
+        # on in the file; the option says otherwise
+        config = with_audit_logs(h.write_config(arvados_db, tmp_path), "336h", 0)
+        args = {"config_file": str(config), "audit_logs": False}
+    args.update(retry=retry, uuids=[stale])
+
+    predicted = run(arvados_db, lab_env, tmp_path, check=True, **args)
+    result = run(arvados_db, lab_env, tmp_path, **args)
+
+    assert predicted["audit_logs"] == result["audit_logs"]
+    assert result["audit_logs"]["written"] is False
+    if turned_off_by == "config":
+        assert result["audit_logs"]["source"] == "config_file %s, AuditLogs (MaxAge 0s, MaxDeleteBatch 100000)" % config
+    else:
+        assert result["audit_logs"]["source"] == "option audit_logs"
+    assert result["requeued_jobs" if retry else "failed_jobs"] == [stale]
+    assert result["revoked_tokens"] == [token] and not cluster.valid(token)
+    rows = h.logs(cluster.conn)
+    assert [(r["event_type"], r["object_uuid"]) for r in rows] == [("dispatch", stale)]
+    assert result["log_uuids"] == [rows[0]["uuid"]]
+
+
+def test_audit_logging_kept_on_by_max_delete_batch_0_writes_the_update_rows(arvados_db, lab_env, tmp_path, cluster):
+    """MaxAge 0 alone leaves logging on: Arvados only stops when it also deletes (MaxDeleteBatch > 0)."""
+    user = cluster.user()
+    stale = cluster.job(user, cluster.ago(hours=3), started=cluster.ago(hours=2))
+    token = cluster.token(user, cluster.ago(hours=2, seconds=5))
+    config = with_audit_logs(h.write_config(arvados_db, tmp_path), "0s", 0)
+
+    result = run(arvados_db, lab_env, tmp_path, config_file=str(config), uuids=[stale])
+
+    assert result["audit_logs"]["written"] is True
+    kinds = sorted((r["event_type"], r["object_uuid"]) for r in h.logs(cluster.conn))
+    assert kinds == sorted([("dispatch", stale), ("update", stale), ("update", token)])
