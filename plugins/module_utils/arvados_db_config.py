@@ -236,9 +236,8 @@ def cluster_setting(
     database settings would read (``config_file``, else the default one if it exists), or
     None when there is no such file, it cannot be read, or it does not set the key: the
     caller then falls back to Arvados' default."""
-    config_file = options.get("config_file")
-    path = config_file or _existing_default(config_file, default_config_file)
-    if not path or options.get("database_yml"):
+    path = config_file_read(options, default_config_file)
+    if not path:
         return None
     try:
         clusters = _mapping_at(_load_yaml_file(path, "config_file"), "Clusters", path)
@@ -253,6 +252,15 @@ def cluster_setting(
     if value is None or isinstance(value, (dict, list)):
         return None
     return str(value), "config_file %s, Clusters.%s.%s" % (cut(path), cut(chosen_id), ".".join(keys))
+
+
+def config_file_read(options: Mapping[str, Any], default_config_file: str = DEFAULT_CONFIG_FILE) -> Optional[str]:
+    """The config.yml cluster_setting reads: ``config_file``, else the default one if it
+    exists; None with ``database_yml`` or ``config_file: ''``."""
+    config_file = options.get("config_file")
+    if options.get("database_yml"):
+        return None
+    return config_file or _existing_default(config_file, default_config_file)
 
 
 def _check_exclusive_options(options: Mapping[str, Any]) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Dict, Iterable, List, Optional, Set
 
-from .fail_jobs_logs import insert_logs
+from .fail_jobs_logs import TokenUpdate, insert_logs
 from .fail_jobs_options import CleanupOptions
 from .fail_jobs_result import BatchOutcome
 from .fail_jobs_sql import (
@@ -187,12 +187,15 @@ class BatchTransaction:
         if not ended:
             return outcome
         outcome = tokens.report(ended, outcome)
+        expired: List[TokenUpdate] = []
         if outcome.tokens:
             revoked = self.conn.execute(SQL_REVOKE_TOKENS, {"ids": tokens.ids(outcome.tokens)})
-            outcome = outcome._replace(tokens=[row[0] for row in revoked])
+            expired = [TokenUpdate(*row) for row in revoked]
+            outcome = outcome._replace(tokens=[token.uuid for token in expired])
         if opts.retry and outcome.done:
             self.conn.execute(SQL_DELETE_TASKS, {"uuids": outcome.done})
-        return outcome._replace(logs=insert_logs(self.conn, opts.message, jobs, unrunnable))
+        logs = insert_logs(self.conn, opts.message, jobs, unrunnable, expired, opts.audit_logs)
+        return outcome._replace(logs=logs)
 
     def predict(self, uuids: List[str]) -> BatchOutcome:
         """Check mode: what write() would do, read without a lock or a write."""

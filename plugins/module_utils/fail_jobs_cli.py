@@ -177,6 +177,10 @@ def summary_lines(result: Dict[str, Any], check_mode: bool) -> List[str]:
             "slurm jobs %scancelled: %d (squeue %d, scancel %d calls)"
             % (would, _count(slurm.get("cancelled")), slurm.get("squeue_calls", 0), slurm.get("scancel_calls", 0))
         )
+    audit_logs = result.get("audit_logs") or {}
+    if audit_logs.get("written") is False:
+        # Only when off: the `dispatch` rows alone tell websocket clients less.
+        lines.append("update audit rows: not written (%s)" % audit_logs.get("source"))
     lines.append("changed: %s" % ("yes" if result["changed"] else "no"))
     return lines
 

@@ -119,6 +119,7 @@ class CleanupOptions:
         full_scan: bool = True,
         live: Any = DEFAULT_LIVE,
         batch_pause: Optional[float] = None,
+        audit_logs: bool = True,
     ) -> None:
         self.threshold = threshold
         self.uuids: Optional[List[str]] = None if uuids is None else sorted(set(uuids))
@@ -132,6 +133,8 @@ class CleanupOptions:
         # "auto", True or False (auto_or_bool).
         self.live = live
         self.batch_pause = batch_pause
+        # Whether the `update` audit rows are written (fail_jobs_audit): Arvados' default.
+        self.audit_logs = bool(audit_logs)
         self.check_mode = bool(check_mode)
         self.diff = bool(diff)
         self.keep_uuids = bool(keep_uuids or diff)

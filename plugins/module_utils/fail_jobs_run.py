@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tup
 from .arvados_db_config import CONNECTION_OPTIONS, DatabaseSettings, resolve_database_settings
 from .errors import RecoveryError
 from .fail_jobs import JobCleaner
+from .fail_jobs_audit import AuditLogs, audit_logs_setting
 from .fail_jobs_options import CLEANUP_OPTIONS, CleanupOptions
 from .fail_jobs_result import CleanupResult
 from .fail_jobs_threshold import parse_before
@@ -51,6 +52,15 @@ FAIL_JOBS_OPTIONS = {
         help="read every Running job, as Arvados' own fail_jobs does (default: yes); "
         "--no-full-scan reads only those without finished_at, through its index: faster "
         "on a large cluster, blind to Running jobs whose finished_at is set",
+    ),
+    "audit_logs": Option(
+        "raw",
+        "auto",
+        check=auto_or_bool,
+        help="write the `update` audit rows of the jobs and tokens changed: auto (as the "
+        "cluster's AuditLogs in the config.yml read says, Arvados' default, yes, without one), "
+        "true, false (as a cluster with AuditLogs.MaxAge 0s and MaxDeleteBatch above 0); "
+        "the `dispatch` rows are always written",
     ),
     "live": CLEANUP_OPTIONS["live"],
     "batch_pause": CLEANUP_OPTIONS["batch_pause"],
@@ -178,6 +188,7 @@ class RunPlan(NamedTuple):
     # Why Slurm is not asked, when it is not.
     slurm_skipped: Optional[str]
     db_wait: float
+    audit_logs: AuditLogs
 
 
 def prepare(
@@ -190,6 +201,7 @@ def prepare(
     """Every option checked and resolved into a RunPlan, or a ConfigError naming the bad one."""
     params = with_defaults(params)
     settings = resolve_database_settings(params)
+    audit_logs = audit_logs_setting(params)
     threshold = None
     # Only an omitted (None) before means no threshold: '' is refused by parse_before.
     if params["before"] is not None:
@@ -208,12 +220,13 @@ def prepare(
         full_scan=params["full_scan"],
         live=params["live"],
         batch_pause=params["batch_pause"],
+        audit_logs=audit_logs.written,
         check_mode=check_mode,
         diff=diff,
         keep_uuids=keep_uuids,
     )
     slurm, slurm_skipped = slurm_step(params)
-    return RunPlan(settings, options, slurm, slurm_skipped, params["db_wait"])
+    return RunPlan(settings, options, slurm, slurm_skipped, params["db_wait"], audit_logs)
 
 
 # SQLSTATE 42501: insufficient_privilege.
@@ -265,6 +278,7 @@ def run_fail_jobs(
     finally:
         conn.close()
     result["database"] = plan.settings.source
+    result["audit_logs"] = plan.audit_logs.to_dict()
     result["warnings"] = list(plan.slurm.warnings) if plan.slurm else []
     if plan.slurm_skipped:
         result["slurm"] = {"skipped": plan.slurm_skipped}

@@ -79,21 +79,26 @@ def batch_columns(alias: str) -> str:
 
 
 # The user a requeued job runs as next time. crunch-dispatch.rb makes a queued job's token
-# for the user `jobs.modified_by_user_uuid` names (get_authorization, 1.1.0 to 1.4.3
-# services/api/lib/crunch_dispatch.rb), so a requeue that wrote the system user there
-# would run the job with an admin token. The row keeps the user who last changed it (the
-# job's own user while it ran: crunch-job updates the job with the job's token); where that
-# is the system user or empty, the user whose token ran it (`is_locked_by_uuid`, locked by
-# crunch-job with the token made for modified_by_user_uuid). A job with neither is not
-# requeued: it is failed (see SQL_FAIL_UNRUNNABLE), as nobody can be known to run it as.
+# for the user `jobs.modified_by_user_uuid` names (get_authorization, 1.4.3
+# services/api/lib/crunch_dispatch.rb:259-279, the user at :270; the same at 1.1.0) and
+# hands it to crunch-job (--job-api-token, :407), which locks the job with it first
+# (1.4.3 sdk/cli/bin/crunch-job:209, `jobs/lock`; jobs_controller.rb:57-60 and
+# app/models/job.rb:118-127 store the caller in `is_locked_by_uuid`). So
+# `is_locked_by_uuid` names the user whose token ran the job, while `modified_by_user_uuid`
+# names whoever last changed the row: an admin who raised its priority, say. The requeue
+# writes this user into modified_by_user_uuid, which the next get_authorization reads, so
+# `is_locked_by_uuid` wins where it names a real user; else modified_by_user_uuid (a job
+# locked by the system user, or never locked). Never the system user: a requeue that wrote
+# it there would run the job with an admin token. A job with neither is not requeued: it
+# is failed (see SQL_FAIL_UNRUNNABLE), as nobody can be known to run it as.
 SQL_USER_UUID = "^[0-9a-z]{5}-tpzed-[0-9a-z]{15}$"
 SQL_SYSTEM_USER_SUFFIX = "-tpzed-000000000000000"
 SQL_RUN_AS = """
-    CASE WHEN {alias}.modified_by_user_uuid ~ '{user}'
+    CASE WHEN {alias}.is_locked_by_uuid ~ '{user}' AND right({alias}.is_locked_by_uuid, {length}) <> '{system}'
+         THEN {alias}.is_locked_by_uuid
+         WHEN {alias}.modified_by_user_uuid ~ '{user}'
               AND right({alias}.modified_by_user_uuid, {length}) <> '{system}'
          THEN {alias}.modified_by_user_uuid
-         WHEN {alias}.is_locked_by_uuid ~ '{user}' AND right({alias}.is_locked_by_uuid, {length}) <> '{system}'
-         THEN {alias}.is_locked_by_uuid
     END
 """
 
@@ -280,10 +285,22 @@ SQL_TOKEN_OTHER_OWNERS = """
 DISPATCH_ATTEMPT_SUMMARY = "dispatching to "
 DISPATCH_ATTEMPT_PATTERNS = {"attempt_summary": DISPATCH_ATTEMPT_SUMMARY + "%"}
 
+# Expiring a token is what crunch-dispatch.rb's `update_attributes expires_at: Time.now`
+# did (reap_children, 1.4.3 services/api/lib/crunch_dispatch.rb:728-731), which saved an
+# `update` audit row of the token (fail_jobs_logs.token_update_log_row): each row is
+# returned as it was (`o`, rows SQL_LOCK_TOKENS already holds) and as it is now, with its
+# user's uuid, the token's owner_uuid (1.4.3 app/models/api_client_authorization.rb:38-40).
+# Never its secret: Arvados leaves api_token out of the logged attributes (:81-83), and
+# this run never reads it, so the column is dropped before the row leaves the server.
 SQL_REVOKE_TOKENS = """
-    UPDATE api_client_authorizations SET expires_at = {now}, updated_at = {now}
-    WHERE id = ANY(%(ids)s::bigint[]) AND (expires_at IS NULL OR expires_at > {now})
-    RETURNING uuid
+    UPDATE api_client_authorizations AS a SET expires_at = {now}, updated_at = {now}
+    FROM (
+        SELECT o.*, u.uuid AS owner_uuid_of_user
+        FROM api_client_authorizations o LEFT JOIN users u ON u.id = o.user_id
+        WHERE o.id = ANY(%(ids)s::bigint[]) AND (o.expires_at IS NULL OR o.expires_at > {now})
+    ) AS o
+    WHERE a.id = o.id
+    RETURNING a.uuid, o.owner_uuid_of_user, to_jsonb(o) - 'api_token' - 'owner_uuid_of_user', to_jsonb(a) - 'api_token'
 """.format(now=SQL_NOW_UTC)
 
 

@@ -19,8 +19,9 @@ description:
   - For each qualifying job it makes the Slurm jobs named after the job absent (see
     O(cancel_slurm_jobs)), expires the token the dispatcher made for the job (see
     O(revoke_tokens)), marks the job C(Failed) (or puts it back in the queue, see O(retry)),
-    and writes the C(dispatch) and C(update) C(logs) rows Arvados writes when it fails a job,
-    so that Workbench and other websocket clients see the change.
+    and writes the C(dispatch) and C(update) C(logs) rows Arvados writes when it fails a job
+    (and the C(update) row of each expired token, without its secret), so that Workbench and
+    other websocket clients see the change; the C(update) rows follow O(audit_logs).
   - A job qualifies when it is C(Running) and, with O(before), started before that time
     (others are reported in RV(exempt)); O(uuids) narrows the set further. Nothing else is
     changed - no job in another state, no Slurm job whose name is not a job UUID, no token
@@ -92,8 +93,14 @@ options:
     description:
       - Put the jobs back in the queue (C(Queued), their run's fields cleared and their
         C(job_tasks) deleted) instead of failing them.
-      - A requeued job runs again as the user it ran as, never as the system user; a job
-        whose row names no such user is failed instead and listed in RV(not_requeued).
+      - A requeued job runs again as the user whose token ran it, never as the system user. That
+        is C(is_locked_by_uuid) where it names a user other than the system user, else
+        C(modified_by_user_uuid). Arvados 1.4.3's crunch-dispatch.rb makes a job's token for
+        C(modified_by_user_uuid) (C(get_authorization)), and crunch-job locks the job with that
+        token, which stores its user in C(is_locked_by_uuid); C(modified_by_user_uuid) may since
+        name an admin who changed the job's priority. The requeue writes the user into
+        C(modified_by_user_uuid), where the next C(get_authorization) reads it.
+      - A job whose row names no such user is failed instead and listed in RV(not_requeued).
     type: bool
     default: false
   revoke_tokens:
@@ -152,6 +159,25 @@ options:
         against 0.26 s with a cold cache), but blind to those rows.
     type: bool
     default: true
+  audit_logs:
+    description:
+      - Whether to write the C(update) audit C(logs) row of each job and each expired token, as
+        Arvados writes one for every change it makes when audit logging is on. The C(dispatch)
+        row of each job is no audit row and is always written, as Arvados' own C(fail_job) does.
+      - V(auto) follows the cluster's C(AuditLogs) settings in the C(config.yml) the run reads
+        (O(config_file), else C(/etc/arvados/config.yml) if it exists), as Arvados'
+        C(is_audit_logging_enabled?) reads them (1.4.3 to 3.2.1
+        C(services/api/app/models/arvados_model.rb)) - off only when C(MaxAge) is under one
+        second and C(MaxDeleteBatch) is above 0; a key it does not set has Arvados' default
+        (C(336h), C(0)). Without a C(config.yml) to read (O(database_yml), or
+        O(config_file) set to V('')), rows are written, Arvados' default.
+      - V(false) for a cluster that turns audit logs off where the run cannot read it - Arvados
+        1.3 (C(max_audit_log_age) and C(max_audit_log_delete_batch) in C(application.yml)), or a
+        legacy C(application.yml) of 1.4 and later, whose keys override C(config.yml) - and
+        V(true) to write them whatever the file says. Arvados 1.1 and 1.2 always write them.
+      - RV(audit_logs) says which applied and why.
+    type: raw
+    default: auto
   live:
     description:
       - Whether the API server (or another client) uses the database during the run.
@@ -487,6 +513,19 @@ database:
   returned: always
   type: str
   sample: "config_file /etc/arvados/config.yml, cluster zzzzz"
+audit_logs:
+  description: Whether the C(update) audit rows were written (see O(audit_logs)), and why.
+  returned: always
+  type: dict
+  contains:
+    written:
+      description: True when the run writes them.
+      type: bool
+      sample: true
+    source:
+      description: What decided it - the option, the C(AuditLogs) settings read, or Arvados' default.
+      type: str
+      sample: "config_file /etc/arvados/config.yml, AuditLogs (MaxAge 0s, MaxDeleteBatch 100000)"
 diff:
   description: Each job with its state before and after.
   returned: in diff mode

@@ -29,6 +29,7 @@ MODULE = "arvados_ops.recovery.arvados_fail_jobs"
 CLI = [str(PYTHON), "-m", "plugins.module_utils.fail_jobs_cli"]
 
 TOKEN_TABLE = "api_client_authorizations"
+TOKEN_INFIX_TEXT = "-gj3su-"
 
 
 def conninfo(fresh_db) -> str:
@@ -131,6 +132,59 @@ def assert_revoked_or_left_to_a_holder(conn, result, expected, jobs_before) -> N
         if holder is not None:
             assert holder["uuid"] not in ended
             assert could_hold(holder, rows[uuid], entry["user_uuid"]), (uuid, entry)
+
+
+# 1.4.3 services/api/app/models/job.rb:14-17 (Hash) and api_client_authorization.rb:13 (Array):
+# Serializer.load makes NULL the empty object (1.4.3 services/api/lib/serializers.rb:38-39).
+JOB_HASH_COLUMNS = ("components", "script_parameters", "runtime_constraints", "tasks_summary")
+TOKEN_ARRAY_COLUMNS = ("scopes",)
+
+
+def arvados_attribute(column: str, value: Any, serialized: Mapping[str, type]) -> Any:
+    """A column's value as Arvados' audit row holds it (log.rb update_to, logged_attributes
+    as JSON): timestamps as 1.4.3 config/initializers/time_format.rb writes them, serialized
+    columns loaded (NULL as {} or [])."""
+    if column in serialized:
+        return serialized[column]() if value is None else json.loads(value)
+    if hasattr(value, "strftime"):
+        return value.strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
+    return value
+
+
+def token_audit_attributes(row: Mapping[str, Any]) -> dict[str, Any]:
+    """ApiClientAuthorization#logged_attributes (1.4.3 app/models/api_client_authorization.rb:81-83):
+    every column but api_token."""
+    serialized = {column: list for column in TOKEN_ARRAY_COLUMNS}
+    return {k: arvados_attribute(k, v, serialized) for k, v in row.items() if k != "api_token"}
+
+
+def assert_token_audit_rows(conn, log_rows, tokens_before, tokens_after, revoked, started, finished) -> None:
+    """The `update` row crunch-dispatch.rb's `update_attributes expires_at: Time.now` wrote for
+    each token it expired (1.4.3 services/api/lib/crunch_dispatch.rb:730, as the system user):
+    one per revoked token, owner the system user, object_owner_uuid the token's user
+    (api_client_authorization.rb:38-40 owner_uuid), summary "update of <uuid>", event_at the
+    database's now (its modified_at is nil: :58-61, log.rb:90-92), the attributes before and
+    after without api_token; no secret anywhere in the row."""
+    users = dict(conn.execute("SELECT id, uuid FROM users").fetchall())
+    conn.rollback()
+    secrets = {row["api_token"] for row in tokens_before.values()}
+    rows = {row["object_uuid"]: row for row in log_rows if TOKEN_INFIX_TEXT in row["object_uuid"]}
+    assert sorted(rows) == sorted(revoked)
+    for uuid, row in rows.items():
+        before, after = tokens_before[uuid], tokens_after[uuid]
+        assert row["event_type"] == "update"
+        assert row["owner_uuid"] == row["modified_by_user_uuid"] == "%s-tpzed-000000000000000" % uuid[:5]
+        assert row["object_owner_uuid"] == users[before["user_id"]]
+        assert row["summary"] == "update of %s" % uuid
+        assert started <= row["event_at"] <= finished
+        properties = json.loads(row["properties"])
+        assert sorted(properties) == ["new_attributes", "new_etag", "old_attributes", "old_etag"]
+        assert properties["old_attributes"] == token_audit_attributes(before)
+        assert properties["new_attributes"] == token_audit_attributes(after)
+        assert properties["old_attributes"]["expires_at"] is None
+        assert properties["new_etag"] != properties["old_etag"]
+        text = json.dumps(row, default=str)
+        assert "api_token" not in text and not [s for s in secrets if s in text]
 
 
 def db_now(conn):

@@ -64,10 +64,20 @@ def assert_failed_row(before, after, started, finished):
     }
 
 
-def assert_log_rows(rows, before, after, message, started, finished):
+def assert_log_rows(rows, before, after, message, started, finished, tokens=None):
     """Two logs rows per job, as Arvados wrote them when it failed a job (1.4.3): fail_job's
     `dispatch` row (services/api/lib/crunch_dispatch.rb), then the save's `update` audit row
-    (app/models/arvados_model.rb log_update, app/models/log.rb fill_object/update_to)."""
+    (app/models/arvados_model.rb log_update, app/models/log.rb fill_object/update_to); and
+    after them one `update` row per expired token, checked against `tokens` (conn,
+    tokens_before, tokens_after, revoked) when given (h.assert_token_audit_rows)."""
+    job_rows = [row for row in rows if h.TOKEN_INFIX_TEXT not in row["object_uuid"]]
+    token_rows = [row for row in rows if h.TOKEN_INFIX_TEXT in row["object_uuid"]]
+    if job_rows and token_rows:
+        assert max(r["id"] for r in job_rows) < min(r["id"] for r in token_rows)
+    if tokens is not None:
+        conn, tokens_before, tokens_after, revoked = tokens
+        h.assert_token_audit_rows(conn, token_rows, tokens_before, tokens_after, revoked, started, finished)
+    rows = job_rows
     by_kind = {"dispatch": {}, "update": {}}
     for row in rows:
         assert LOG_UUID_RE.match(row["uuid"]), row["uuid"]
@@ -104,9 +114,10 @@ def assert_audit_properties(properties, before, after):
             if isinstance(value, datetime):
                 # 1.4.3 config/initializers/time_format.rb: %Y-%m-%dT%H:%M:%S.%NZ
                 assert attributes[column] == value.strftime("%Y-%m-%dT%H:%M:%S.%f000Z"), column
-            elif column in ("components", "script_parameters", "runtime_constraints", "tasks_summary") and value:
-                # serialized as Hash (1.4.3 app/models/job.rb): an object, not text
-                assert attributes[column] == json.loads(value), column
+            elif column in h.JOB_HASH_COLUMNS:
+                # serialized as Hash (1.4.3 app/models/job.rb:14-17): an object, not text, and
+                # NULL as the {} Serializer.load makes of it (services/api/lib/serializers.rb:38-39)
+                assert attributes[column] == ({} if value is None else json.loads(value)), column
             else:
                 assert attributes[column] == value, column
         assert re.match(r"^[0-9a-z]{1,25}$", properties[age + "_etag"])
@@ -133,7 +144,7 @@ def test_fail_mode_fails_exactly_the_jobs_started_before_the_threshold(fresh_db,
     summary = h.load(fresh_db, running=14, running_after_boot=3, running_unstarted=2)
     assert len(summary.running_before_boot) == 9
     conn = fresh_db.connect()
-    jobs_before, tasks_before = h.jobs(conn), h.tasks_by_job(conn)
+    jobs_before, tasks_before, tokens_before = h.jobs(conn), h.tasks_by_job(conn), h.tokens(conn)
     listener = fresh_db.connect(autocommit=True)
     listener.execute("LISTEN logs")
     started = h.db_now(conn)
@@ -168,7 +179,11 @@ def test_fail_mode_fails_exactly_the_jobs_started_before_the_threshold(fresh_db,
         fail_jobs_options.DEFAULT_FAIL_MESSAGE,
         started,
         finished,
+        tokens=(conn, tokens_before, h.tokens(conn), result["revoked_tokens"]),
     )
+    # the generator leaves components NULL: Arvados' own audit rows hold {} (issue 41)
+    assert any(jobs_before[u]["components"] is None for u in failed)
+    assert result["audit_logs"]["written"] is True
     assert sorted(result["log_uuids"]) == sorted(r["uuid"] for r in log_rows)
 
     notifications = list(listener.notifies(timeout=5, stop_after=len(log_rows)))
@@ -344,7 +359,15 @@ def test_exactly_the_failed_jobs_tokens_are_revoked_and_every_decoy_is_untouched
     # decoys, the exempt and unstarted jobs' tokens, finished jobs' tokens: whole rows equal
     assert decoys <= set(tokens_after)
     assert h.unchanged_except(tokens_before, tokens_after, job_tokens) == []
-    assert_log_rows(h.logs(conn), {u: jobs_before[u] for u in failed}, h.jobs(conn), message, started, finished)
+    assert_log_rows(
+        h.logs(conn),
+        {u: jobs_before[u] for u in failed},
+        h.jobs(conn),
+        message,
+        started,
+        finished,
+        tokens=(conn, tokens_before, tokens_after, job_tokens),
+    )
     output = json.dumps(result) + completed.stdout + completed.stderr
     assert [s for s in secrets if s in output] == []
 
@@ -542,8 +565,9 @@ def test_check_mode_writes_nothing_and_predicts_the_real_run_which_a_rerun_does_
             == sorted(c["name"] for c in predicted["slurm"]["cancelled"])
             == sorted(summary.running_before_boot[:2])
         )
-        # a `dispatch` and an `update` row per job, as Arvados wrote (1.4.3 crunch_dispatch.rb, arvados_model.rb)
-        assert len(real["log_uuids"]) == 2 * len(real["failed_jobs"])
+        # a `dispatch` and an `update` row per job, as Arvados wrote (1.4.3 crunch_dispatch.rb, arvados_model.rb),
+        # and an `update` row per token expired (crunch_dispatch.rb:730's update_attributes)
+        assert len(real["log_uuids"]) == 2 * len(real["failed_jobs"]) + len(real["revoked_tokens"])
 
         assert not rerun.get("failed"), rerun.get("msg")
         assert rerun["changed"] is False
@@ -551,8 +575,9 @@ def test_check_mode_writes_nothing_and_predicts_the_real_run_which_a_rerun_does_
         assert rerun["revoked_tokens"] == []
         assert rerun["log_uuids"] == []
         assert rerun["exempt"] == real["exempt"]
-        # a `dispatch` and an `update` row per job (1.4.3 crunch_dispatch.rb fail_job, arvados_model.rb log_update)
-        assert len(h.logs(fresh_db.connect())) == 2 * len(real["failed_jobs"])
+        # a `dispatch` and an `update` row per job (1.4.3 crunch_dispatch.rb fail_job, arvados_model.rb log_update),
+        # an `update` row per expired token (crunch_dispatch.rb:730), none again by the rerun
+        assert len(h.logs(fresh_db.connect())) == 2 * len(real["failed_jobs"]) + len(real["revoked_tokens"])
     finally:
         h.scancel(lab_env, list(submitted))
 

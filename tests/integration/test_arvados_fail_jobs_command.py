@@ -64,15 +64,40 @@ def test_summary_exit_status_and_rerun(fresh_db, lab_env, tmp_path):
     assert {u for u in jobs_after if jobs_after[u]["state"] != jobs_before[u]["state"]} == set(
         summary.running_before_boot
     )
-    assert {row["object_uuid"] for row in h.logs(conn)} == set(summary.running_before_boot)
+    revoked = {summary.job_token_uuids[u] for u in summary.running_before_boot}
+    assert {row["object_uuid"] for row in h.logs(conn)} == set(summary.running_before_boot) | revoked
 
     rerun = h.run_cli(lab_env, tmp_path, options(fresh_db, tmp_path), before_flag(summary))
 
     assert rerun.returncode == 0, rerun.stderr
     assert "jobs failed: 0" in rerun.stdout.splitlines()
     assert rerun.stdout.splitlines()[-1] == "changed: no"
-    # a `dispatch` and an `update` row per job (1.4.3 crunch_dispatch.rb fail_job, arvados_model.rb log_update)
-    assert len(h.logs(conn)) == 2 * 6
+    # a `dispatch` and an `update` row per job (1.4.3 crunch_dispatch.rb fail_job, arvados_model.rb log_update),
+    # an `update` row per expired token (crunch_dispatch.rb:730)
+    assert len(h.logs(conn)) == 2 * 6 + len(revoked) == 2 * 6 + 6
+
+
+def test_audit_logs_false_writes_only_the_dispatch_rows_and_says_so(fresh_db, lab_env, tmp_path):
+    """The flag for a cluster whose AuditLogs the command cannot read (1.4.3
+    arvados_model.rb:816-819): the jobs are failed and their tokens expired, fail_job's
+    `dispatch` rows written (crunch_dispatch.rb:222-233), no `update` row."""
+    summary = h.load(fresh_db, running=5, running_after_boot=1)
+    conn = fresh_db.connect()
+    tokens_before = h.tokens(conn)
+
+    completed = h.run_cli(
+        lab_env, tmp_path, options(fresh_db, tmp_path), before_flag(summary) + ["--quiet", "--audit-logs", "false"]
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    assert "update audit rows: not written (option audit_logs)" in completed.stdout.splitlines()
+    assert "jobs failed: 4" in completed.stdout.splitlines()
+    rows = h.logs(conn)
+    assert sorted((r["event_type"], r["object_uuid"]) for r in rows) == [
+        ("dispatch", u) for u in sorted(summary.running_before_boot)
+    ]
+    expired = {u for u, row in h.tokens(conn).items() if row["expires_at"] != tokens_before[u]["expires_at"]}
+    assert expired == {summary.job_token_uuids[u] for u in summary.running_before_boot}
 
 
 def test_json_output_matches_the_database_and_holds_no_secret(fresh_db, lab_env, tmp_path):
@@ -253,9 +278,12 @@ KILL_BATCH = 50
 def consistency(conn, summary):
     """(done job uuids, still-Running job uuids); asserts nothing is half done."""
     states = {u: row["state"] for u, row in h.jobs(conn).items()}
-    log_rows = [(row["object_uuid"], row["event_type"]) for row in h.logs(conn)]
+    all_log_rows = [(row["object_uuid"], row["event_type"]) for row in h.logs(conn)]
+    log_rows = [(uuid, kind) for uuid, kind in all_log_rows if h.TOKEN_INFIX_TEXT not in uuid]
     log_objects = [uuid for uuid, _kind in log_rows]
     expired = {u for u, row in h.tokens(conn).items() if row["expires_at"] is not None}
+    # each expired token's `update` row (1.4.3 crunch_dispatch.rb:730), in its batch's transaction
+    assert sorted(u for u, _kind in all_log_rows if h.TOKEN_INFIX_TEXT in u) == sorted(expired)
     assert len(log_rows) == len(set(log_rows)), "duplicate log rows"
     # Arvados' two rows per job (1.4.3 crunch_dispatch.rb fail_job, arvados_model.rb log_update), or none
     assert sorted(log_rows) == sorted((u, kind) for u in set(log_objects) for kind in ("dispatch", "update"))
@@ -396,12 +424,21 @@ def test_the_2017_schema(lab, lab_env, tmp_path, fresh_db):
                 }
 
             def norm_log(row):
-                """An `update` row's new attributes hold the run's clock too, and its etag."""
+                """An `update` row's new attributes hold the run's clock too, and its etag; a
+                token's hold refreshes_at on today's schema only, and their etags with it."""
                 row = norm(row, ("uuid",))
                 if row["event_type"] == "update":
                     properties = json.loads(row["properties"])
                     old, new = properties["old_attributes"], properties.pop("new_etag") and properties["new_attributes"]
-                    for column in ("modified_at", "updated_at", "finished_at"):
+                    is_token = h.TOKEN_INFIX_TEXT in row["object_uuid"]
+                    if is_token:
+                        properties.pop("old_etag")
+                        for attributes in (old, new):
+                            attributes.pop("refreshes_at", None)
+                    changing = (
+                        ("expires_at", "updated_at") if is_token else ("modified_at", "updated_at", "finished_at")
+                    )
+                    for column in changing:
                         if new[column] != old[column]:
                             new[column] = "now"
                     row["properties"] = properties
@@ -438,9 +475,11 @@ def test_the_2017_schema(lab, lab_env, tmp_path, fresh_db):
             summary.running_before_boot
         )
         assert {u for u, row in tokens.items() if row["expires_at"] == "now"} == set(result["revoked_tokens"])
-        assert [(row["object_uuid"], row["event_type"]) for row in logs] == [
-            (u, kind) for u in sorted(summary.running_before_boot) for kind in ("dispatch", "update")
-        ]
+        # and each expired token's `update` row (1.4.3 crunch_dispatch.rb:730), the same in both
+        assert [(row["object_uuid"], row["event_type"]) for row in logs] == sorted(
+            [(u, kind) for u in summary.running_before_boot for kind in ("dispatch", "update")]
+            + [(u, "update") for u in result["revoked_tokens"]]
+        )
 
         assert run(name)["changed"] is False
 

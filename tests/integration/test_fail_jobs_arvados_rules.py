@@ -9,6 +9,7 @@ that each window and token is exactly where the rule needs it. The runs are real
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import psycopg
@@ -53,9 +54,25 @@ class Cluster:
         self.conn.commit()
         return uuid
 
-    def job(self, user, created, state="Running", started=None, finished=None, modified_by=None, locked_by=None):
-        """A job as crunch-job left it: locked by (and last modified by) its user."""
+    def job(
+        self,
+        user,
+        created,
+        state="Running",
+        started=None,
+        finished=None,
+        modified_by=None,
+        locked_by=None,
+        null_serialized=False,
+    ):
+        """A job as crunch-job left it: locked by (and last modified by) its user.
+        `null_serialized`: its four Hash columns NULL, as Rails 4 stored an empty Hash."""
         uuid = new_uuid(PREFIX, JOB_INFIX)
+        serialized = (
+            [None] * 4
+            if null_serialized
+            else ['{"input": "x"}', '{"failed":0,"todo":1,"running":1,"done":0}', "{}", "{}"]
+        )
         self.conn.execute(
             "INSERT INTO jobs (uuid, owner_uuid, state, running, success, created_at, updated_at,"
             " modified_at, started_at, finished_at, is_locked_by_uuid, modified_by_user_uuid,"
@@ -74,21 +91,22 @@ class Cluster:
                 finished,
                 user if locked_by is None else locked_by or None,
                 user if modified_by is None else modified_by or None,
-                '{"input": "x"}',
-                '{"failed":0,"todo":1,"running":1,"done":0}',
-                "{}",
-                "{}",
+                *serialized,
             ),
         )
         self.conn.commit()
         return uuid
 
-    def token(self, user, created, api_client_id=0):
+    def token(self, user, created, api_client_id=0, scopes="default"):
         """A token as get_authorization made it (1.4.3 crunch_dispatch.rb): api_client_id 0,
-        no expiry. api_client_id None leaves the column's default, as 3.0's API does."""
+        no expiry. api_client_id None leaves the column's default, as 3.0's API does; so does
+        scopes "default" (["all"]); scopes None stores NULL."""
         uuid = new_uuid(PREFIX, TOKEN_INFIX)
         columns = "uuid, api_token, user_id, created_at, updated_at"
         values = [uuid, new_uuid(PREFIX, "xxxxx") + "secret", self._user_id(user), created, created]
+        if scopes != "default":
+            columns += ", scopes"
+            values.append(scopes)
         if api_client_id is not None:
             columns += ", api_client_id"
             values.append(api_client_id)
@@ -199,6 +217,36 @@ def test_a_requeued_job_runs_as_the_user_it_ran_as_never_the_system_user(arvados
     assert summaries[kept] == fail_jobs_options.DEFAULT_RETRY_MESSAGE
     rerun = run(arvados_db, lab_env, tmp_path, retry=True, uuids=[kept, by_lock, nobody])
     assert rerun["changed"] is False
+
+
+def test_a_requeued_job_runs_as_the_user_whose_token_ran_it_not_the_admin_who_changed_it(
+    arvados_db, lab_env, tmp_path, cluster
+):
+    """crunch-job locked the job with the token get_authorization made for its user (1.4.3
+    sdk/cli/bin/crunch-job:209, app/models/job.rb:118-127: is_locked_by_uuid), then an admin
+    raised its priority (modified_by_user_uuid the admin's). The next get_authorization
+    reads modified_by_user_uuid (1.4.3 services/api/lib/crunch_dispatch.rb:270): the
+    requeue must put the job's user back there, not keep the admin."""
+    admin = cluster.user(is_admin=True)
+    alice, bob = cluster.user(), cluster.user()
+    reprioritised = cluster.job(alice, cluster.ago(hours=3), started=cluster.ago(hours=2), modified_by=admin)
+    # locked by the system user (a root token's crunch-job): the user who last changed it
+    by_modifier = cluster.job(bob, cluster.ago(hours=3), started=cluster.ago(hours=2), locked_by=SYSTEM_USER)
+    # never locked: the user who last changed it
+    unlocked = cluster.job(bob, cluster.ago(hours=3), started=cluster.ago(hours=2), locked_by="")
+    jobs = [reprioritised, by_modifier, unlocked]
+
+    result = run(arvados_db, lab_env, tmp_path, retry=True, uuids=jobs)
+
+    assert result["requeued_jobs"] == sorted(jobs) and result["not_requeued"] == []
+    assert crunch_dispatch_runs_as(cluster.conn, reprioritised) == (alice, False)
+    assert crunch_dispatch_runs_as(cluster.conn, by_modifier) == (bob, False)
+    assert crunch_dispatch_runs_as(cluster.conn, unlocked) == (bob, False)
+    # and the `update` audit row says so, as the websocket server forwards it
+    updates = {r["object_uuid"]: r for r in h.logs(cluster.conn) if r["event_type"] == "update"}
+    properties = json.loads(updates[reprioritised]["properties"])
+    assert properties["old_attributes"]["modified_by_user_uuid"] == admin
+    assert properties["new_attributes"]["modified_by_user_uuid"] == alice
 
 
 # -- 2. tokens that could be another job's ------------------------------------------------
@@ -315,3 +363,118 @@ def test_on_a_3_0_schema_an_ordinary_token_of_the_user_is_never_revoked(fresh_db
     assert result["failed_jobs"] == [stale]
     assert result["revoked_tokens"] == [own]
     assert cluster.valid(login) and not cluster.valid(own)
+
+
+# -- 3. the audit rows, as Arvados writes them ----------------------------------------------
+# 1.4.3 services/api/app/models/arvados_model.rb:846-853 (log_update) and app/models/log.rb:
+# a job's save and a token's `update_attributes expires_at: Time.now` (crunch_dispatch.rb:730)
+# each write an `update` row, when is_audit_logging_enabled? (arvados_model.rb:816-819).
+
+
+def job_audit_attributes(row):
+    """Job#logged_attributes as the audit row holds them: the Hash columns loaded, NULL as {}
+    (1.4.3 app/models/job.rb:14-17, services/api/lib/serializers.rb:38-39)."""
+    serialized = {column: dict for column in h.JOB_HASH_COLUMNS}
+    return {column: h.arvados_attribute(column, value, serialized) for column, value in row.items()}
+
+
+def with_audit_logs(path, max_age, max_delete_batch):
+    """A copy of config.yml `path` (run() writes that one again) with Clusters.<id>.AuditLogs,
+    as 1.4.3 lib/config/config.default.yml names them."""
+    copy = path.with_name("audit-" + path.name)
+    copy.write_text(
+        path.read_text() + "    AuditLogs:\n      MaxAge: %s\n      MaxDeleteBatch: %s\n" % (max_age, max_delete_batch)
+    )
+    copy.chmod(0o600)
+    return copy
+
+
+def test_the_update_rows_hold_what_arvados_writes_null_hash_columns_and_tokens_included(
+    arvados_db, lab_env, tmp_path, cluster
+):
+    alice, bob = cluster.user(), cluster.user()
+    bare = cluster.job(alice, cluster.ago(hours=3), started=cluster.ago(hours=2), null_serialized=True)
+    full = cluster.job(bob, cluster.ago(hours=3), started=cluster.ago(hours=2))
+    token_null_scopes = cluster.token(alice, cluster.ago(hours=2, seconds=5), scopes=None)
+    token_all = cluster.token(bob, cluster.ago(hours=2, seconds=5))
+    jobs_before, tokens_before = h.jobs(cluster.conn), h.tokens(cluster.conn)
+    started = h.db_now(cluster.conn)
+
+    result = run(arvados_db, lab_env, tmp_path, uuids=[bare, full])
+
+    finished = h.db_now(cluster.conn)
+    assert result["failed_jobs"] == sorted([bare, full])
+    assert result["revoked_tokens"] == sorted([token_null_scopes, token_all])
+    assert result["audit_logs"]["written"] is True
+    assert "MaxAge not set: 336h" in result["audit_logs"]["source"]
+    jobs_after, tokens_after = h.jobs(cluster.conn), h.tokens(cluster.conn)
+    rows = h.logs(cluster.conn)
+    updates = {r["object_uuid"]: r for r in rows if r["event_type"] == "update"}
+    for uuid in (bare, full):
+        properties = json.loads(updates[uuid]["properties"])
+        assert properties["old_attributes"] == job_audit_attributes(jobs_before[uuid])
+        assert properties["new_attributes"] == job_audit_attributes(jobs_after[uuid])
+    bare_properties = json.loads(updates[bare]["properties"])
+    for column in h.JOB_HASH_COLUMNS:
+        assert jobs_before[bare][column] is None
+        assert bare_properties["old_attributes"][column] == bare_properties["new_attributes"][column] == {}
+    # the tokens' rows: after the jobs', one per token, no secret, scopes NULL as []
+    assert max(r["id"] for r in rows if r["object_uuid"] in (bare, full)) < min(
+        r["id"] for r in rows if h.TOKEN_INFIX_TEXT in r["object_uuid"]
+    )
+    h.assert_token_audit_rows(
+        cluster.conn, rows, tokens_before, tokens_after, result["revoked_tokens"], started, finished
+    )
+    assert json.loads(updates[token_null_scopes]["properties"])["old_attributes"]["scopes"] == []
+    assert json.loads(updates[token_all]["properties"])["new_attributes"]["scopes"] == ["all"]
+    assert sorted(result["log_uuids"]) == sorted(r["uuid"] for r in rows)
+
+
+@pytest.mark.parametrize("turned_off_by", ["config", "option"])
+@pytest.mark.parametrize("retry", [False, True], ids=["fail", "retry"])
+def test_with_audit_logging_off_only_the_dispatch_rows_are_written(
+    arvados_db, lab_env, tmp_path, cluster, turned_off_by, retry
+):
+    """MaxAge 0 and MaxDeleteBatch above 0 turn Arvados' audit rows off (1.4.3
+    arvados_model.rb:816-819); fail_job's `dispatch` row is saved all the same
+    (crunch_dispatch.rb:222-233), and the token is still expired."""
+    user = cluster.user()
+    stale = cluster.job(user, cluster.ago(hours=3), started=cluster.ago(hours=2))
+    token = cluster.token(user, cluster.ago(hours=2, seconds=5))
+    if turned_off_by == "config":
+        config = with_audit_logs(h.write_config(arvados_db, tmp_path), "0s", 100000)
+        args = {"config_file": str(config)}
+    else:
+        # on in the file; the option says otherwise
+        config = with_audit_logs(h.write_config(arvados_db, tmp_path), "336h", 0)
+        args = {"config_file": str(config), "audit_logs": False}
+    args.update(retry=retry, uuids=[stale])
+
+    predicted = run(arvados_db, lab_env, tmp_path, check=True, **args)
+    result = run(arvados_db, lab_env, tmp_path, **args)
+
+    assert predicted["audit_logs"] == result["audit_logs"]
+    assert result["audit_logs"]["written"] is False
+    if turned_off_by == "config":
+        assert result["audit_logs"]["source"] == "config_file %s, AuditLogs (MaxAge 0s, MaxDeleteBatch 100000)" % config
+    else:
+        assert result["audit_logs"]["source"] == "option audit_logs"
+    assert result["requeued_jobs" if retry else "failed_jobs"] == [stale]
+    assert result["revoked_tokens"] == [token] and not cluster.valid(token)
+    rows = h.logs(cluster.conn)
+    assert [(r["event_type"], r["object_uuid"]) for r in rows] == [("dispatch", stale)]
+    assert result["log_uuids"] == [rows[0]["uuid"]]
+
+
+def test_audit_logging_kept_on_by_max_delete_batch_0_writes_the_update_rows(arvados_db, lab_env, tmp_path, cluster):
+    """MaxAge 0 alone leaves logging on: Arvados only stops when it also deletes (MaxDeleteBatch > 0)."""
+    user = cluster.user()
+    stale = cluster.job(user, cluster.ago(hours=3), started=cluster.ago(hours=2))
+    token = cluster.token(user, cluster.ago(hours=2, seconds=5))
+    config = with_audit_logs(h.write_config(arvados_db, tmp_path), "0s", 0)
+
+    result = run(arvados_db, lab_env, tmp_path, config_file=str(config), uuids=[stale])
+
+    assert result["audit_logs"]["written"] is True
+    kinds = sorted((r["event_type"], r["object_uuid"]) for r in h.logs(cluster.conn))
+    assert kinds == sorted([("dispatch", stale), ("update", stale), ("update", token)])

@@ -150,8 +150,9 @@ def test_recover_fails_exactly_the_stale_jobs_and_cancels_their_slurm_jobs(fresh
     assert all(jobs_after[u]["state"] == "Running" for u in summary.running_after_boot + summary.running_unstarted)
     revoked = {summary.job_token_uuids[u] for u in stale}
     assert {u for u in tokens_after if tokens_after[u] != tokens_before[u]} == revoked
-    # a `dispatch` and an `update` row per job (1.4.3 crunch_dispatch.rb fail_job, arvados_model.rb log_update)
-    assert sorted(row["object_uuid"] for row in logs) == sorted(stale + stale)
+    # a `dispatch` and an `update` row per job (1.4.3 crunch_dispatch.rb fail_job, arvados_model.rb log_update),
+    # an `update` row per expired token (crunch_dispatch.rb:730)
+    assert sorted(row["object_uuid"] for row in logs) == sorted(stale + stale + list(revoked))
     # The stale jobs' Slurm jobs are gone; the exempt job's is still queued.
     assert queued_ids(slurm, list(slurm_ids)) == {slurm_ids[exempt]: exempt}
     lines = run.summary()

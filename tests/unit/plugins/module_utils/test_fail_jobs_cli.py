@@ -209,6 +209,17 @@ def test_summary_of_a_run():
     ]
 
 
+def test_the_summary_says_when_the_update_audit_rows_are_not_written():
+    written = {"written": True, "source": "Arvados' default"}
+    assert not [line for line in fail_jobs_cli.summary_lines(result(audit_logs=written), False) if "audit" in line]
+    off = {"written": False, "source": "config_file /etc/arvados/config.yml, AuditLogs (MaxAge 0s, MaxDeleteBatch 9)"}
+    lines = fail_jobs_cli.summary_lines(result(audit_logs=off), False)
+    assert lines[-2:] == [
+        "update audit rows: not written (config_file /etc/arvados/config.yml, AuditLogs (MaxAge 0s, MaxDeleteBatch 9))",
+        "changed: yes",
+    ]
+
+
 def test_summary_of_a_check_mode_retry_without_threshold():
     values = result(
         threshold=None,

@@ -244,7 +244,10 @@ def batch_connection(locked_jobs, held_token_ids=(), task_counts=None, held_task
                 lambda p: [(u, c) for u, c in (task_counts or {}).items() if u in p["uuids"]],
             ),
             (fail_jobs_sql.SQL_LOCK_TASKS, lock_tasks),
-            (fail_jobs_sql.SQL_REVOKE_TOKENS, lambda p: [("zzzzz-gj3su-%015d" % (i - 100),) for i in p["ids"]]),
+            (
+                fail_jobs_sql.SQL_REVOKE_TOKENS,
+                lambda p: [("zzzzz-gj3su-%015d" % (i - 100), USER % 1, {"id": i}, {"id": i}) for i in p["ids"]],
+            ),
             (fail_jobs_sql.SQL_INSERT_LOGS, lambda p: [(u, None) for u in p["log_uuids"]]),
         ]
     )
@@ -264,6 +267,28 @@ def test_a_batch_with_a_held_token_does_its_other_jobs_and_sets_the_one_aside():
     # Every row lock is taken before the first write, none waited for.
     order = [q for q, _p in conn.statements]
     assert order.index(fail_jobs_sql.SQL_LOCK_TOKENS) < order.index(fail_jobs_sql.SQL_FAIL_JOBS)
+
+
+@pytest.mark.parametrize("audit_logs", [True, False])
+def test_a_batch_logs_its_expired_tokens_in_the_same_transaction_as_audit_logging_says(audit_logs):
+    jobs = [job(1, 1, 0, 2), job(2, 2, 0, 2)]
+    conn = batch_connection(jobs)
+    cleaner = JobCleaner(conn, None, CleanupOptions(audit_logs=audit_logs))
+
+    outcome = cleaner.transaction.write([j.uuid for j in jobs])
+
+    assert outcome.tokens == ["zzzzz-gj3su-%015d" % 1, "zzzzz-gj3su-%015d" % 2]
+    (logged,) = conn.ran(fail_jobs_sql.SQL_INSERT_LOGS)
+    kinds = list(zip(logged["event_types"], logged["objects"]))
+    dispatch = [("dispatch", j.uuid) for j in jobs]
+    if audit_logs:
+        assert kinds == dispatch + [("update", j.uuid) for j in jobs] + [("update", t) for t in outcome.tokens]
+    else:
+        assert kinds == dispatch
+    assert len(outcome.logs) == len(kinds)
+    order = [q for q, _p in conn.statements]
+    assert order.index(fail_jobs_sql.SQL_REVOKE_TOKENS) < order.index(fail_jobs_sql.SQL_INSERT_LOGS)
+    assert "COMMIT" not in order  # write() runs inside the batch's one transaction
 
 
 def test_a_requeue_sets_aside_a_job_whose_task_is_held():

@@ -138,7 +138,7 @@ def test_slurm_step_failure_stops_the_batch_unless_ignored():
 
 
 def test_prepare_checks_everything_before_connecting():
-    settings, options, slurm, skipped, db_wait = fail_jobs_run.prepare(
+    settings, options, slurm, skipped, db_wait, audit_logs = fail_jobs_run.prepare(
         dict(NO_FILES, before="@1448378837", retry=True, batch_size=20, db_wait=3)
     )
     assert settings.dbname == "arvados_test"
@@ -146,6 +146,9 @@ def test_prepare_checks_everything_before_connecting():
     assert options.retry is True and options.batch_size == 20
     assert slurm is None and skipped == "cancel_slurm_jobs is false"
     assert db_wait == 3
+    # no config.yml read: Arvados' default, audit rows written
+    assert audit_logs.written is True and options.audit_logs is True
+    assert audit_logs.source.startswith("Arvados' default (no config.yml read")
 
 
 def test_run_fail_jobs_refuses_a_bad_before_without_connecting():
@@ -159,7 +162,7 @@ def test_run_fail_jobs_refuses_a_bad_before_without_connecting():
 @pytest.mark.parametrize("name", ["retry", "revoke_tokens"])
 def test_options_file_strings_for_booleans_are_read_or_refused(name):
     try:
-        _settings, options, _slurm, _slurm_skipped, _db_wait = fail_jobs_run.prepare(dict(NO_FILES, **{name: "false"}))
+        options = fail_jobs_run.prepare(dict(NO_FILES, **{name: "false"})).options
     except RecoveryError:
         return  # refusing the value is as good as reading it right
     assert getattr(options, name) is False
