@@ -231,3 +231,61 @@ def _run_play(block, scratch, lab, env):
         completed.stdout[-6000:],
     )
     return completed.stdout, applied
+
+
+FAILING_DOC = """# Examples that tell lies
+
+<!-- example: expect 1: /^nothing to do$/ -->
+```sh
+echo "3 jobs failed"
+```
+
+```sh
+echo first
+squeue --noheader --name=no-such-job; false
+echo never
+```
+
+<!-- example: check -->
+```yaml
+- hosts: arvados_api
+  tasks:
+    - name: Fail
+      ansible.builtin.fail:
+        msg: as the doc never said
+```
+"""
+
+
+def test_the_stage_fails_on_a_failing_example(tmp_path, lab):
+    """The stage itself, on the lab, over a fixture doc: a claim the output contradicts, a
+    command that exits non-zero and a play that fails each fail their test."""
+    if os.environ.get("DOC_EXAMPLES_FILES"):
+        pytest.skip("the stage run by this test")
+    doc = tmp_path / "LIES.md"
+    doc.write_text(FAILING_DOC)
+    completed = subprocess.run(
+        [
+            str(PYTHON),
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/examples/test_doc_examples.py::test_example",
+        ],
+        cwd=REPO_ROOT,
+        env=dict(os.environ, DOC_EXAMPLES_FILES=str(doc)),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert completed.returncode == 1, completed.stdout[-4000:]
+    assert "3 failed" in completed.stdout, completed.stdout[-4000:]
+    assert "LIES.md:4: the prose claims command 1 prints /^nothing to do$/" in completed.stdout
+    assert "LIES.md:8: command 2 exited 1" in completed.stdout
+    # The first failure ends the block: its third command never ran.
+    assert "@@example 2 exit 1" in completed.stdout and "@@example 3 exit" not in completed.stdout.replace(
+        "@@example 3 exit %d", ""
+    )
+    assert "LIES.md:15: ansible-playbook exited 2" in completed.stdout
