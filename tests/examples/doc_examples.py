@@ -205,11 +205,11 @@ def extract(path: Path, root: Path = REPO_ROOT) -> Collected:
             blocks.append(Block(relative, start + 1, language, "\n".join(body) + "\n", pending))
             pending, pending_line = Markers(), None
         elif line.strip() and pending_line is not None:
-            problems.append("%s:%d: example marker(s) not followed by a fenced block" % (relative, pending_line))
+            problems.append("%s:%s: example marker(s) not followed by a fenced block" % (relative, pending_line))
             pending, pending_line = Markers(), None
         index += 1
     if pending_line is not None:
-        problems.append("%s:%d: example marker(s) not followed by a fenced block" % (relative, pending_line))
+        problems.append("%s:%s: example marker(s) not followed by a fenced block" % (relative, pending_line))
     for block in blocks:
         problems.extend(block_problems(block))
     return Collected(blocks, problems)
