@@ -4,18 +4,19 @@
 PYTHON := .venv/bin/python
 LABCTL := $(PYTHON) lab/labctl.py
 
-.PHONY: help deps venv test unit integration integration-cores sanity versions lint molecule releases molecule-releases build-check demo \
+.PHONY: help deps venv test unit integration integration-cores examples sanity versions lint molecule releases molecule-releases build-check demo \
         lab-start lab-stop lab-status clean
 
 help:
 	@echo "make demo         bring up the local lab, seed a cluster that just rebooted, recover it"
 	@echo "make test         install what is missing, run every test stage (starts/stops the lab)"
-	@echo "make unit | integration | integration-cores | sanity | versions | lint | molecule | releases | build-check"
+	@echo "make unit | integration | integration-cores | examples | sanity | versions | lint | molecule | releases | build-check"
 	@echo "                  one stage alone"
 	@echo "                  (releases: scancel --ctld on Debian 13's Slurm, the cluster scenario's light verify"
 	@echo "                  on Debian 11 and 13)"
 	@echo "                  (versions: unit tests and sanity on ansible-core 2.16 to 2.21, Python 3.8 and the newest;"
-	@echo "                  integration-cores: the recovery playbooks on the lab with ansible-core 2.16 and 2.21)"
+	@echo "                  integration-cores: the recovery playbooks on the lab with ansible-core 2.16 and 2.21;"
+	@echo "                  examples: every fenced example of README.md, playbooks/ and roles/ run on the lab)"
 	@echo "make molecule-releases  the cluster scenario's full verify on Debian 11 and 13 (not in make test)"
 	@echo "make lab-start | lab-stop | lab-status                  the lab by hand"
 
@@ -32,7 +33,7 @@ test: deps
 unit: venv
 	@scripts/run-tests.sh unit
 
-integration integration-cores sanity versions lint molecule releases molecule-releases: deps
+integration integration-cores examples sanity versions lint molecule releases molecule-releases: deps
 	@scripts/run-tests.sh $@
 
 build-check: deps

@@ -7,7 +7,7 @@
 # them) run in three lanes at once, because the lab and cluster stages spend much of their
 # time waiting for Slurm, PostgreSQL and systemd in containers, with a core idle:
 #   lab lane:     integration, integration-cores (the recovery playbooks on ansible-core
-#                 2.16 and 2.21)
+#                 2.16 and 2.21), examples (every fenced example of the user docs, run)
 #   tools lane:   unit, sanity, versions, lint, build, then the one-host Molecule scenarios
 #                 but release_*
 #   cluster lane: Molecule's cluster scenario on Debian 12, then `releases` (Slurm 24.11's
@@ -26,7 +26,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
-ALL_STAGES=(unit integration integration-cores sanity versions lint build molecule releases)
+ALL_STAGES=(unit integration integration-cores examples sanity versions lint build molecule releases)
 NAMED_STAGES=(molecule-releases)
 # The releases besides bookworm (the `molecule` stage's) that the cluster scenario runs on;
 # the roles' meta/main.yml claim them (tests/unit/meta/test_role_platforms.py).
@@ -65,7 +65,7 @@ versions_stage() {
 needs_lab() {
   local stage
   for stage in "${STAGES[@]}"; do
-    case "$stage" in integration | integration-cores | molecule) return 0 ;; esac
+    case "$stage" in integration | integration-cores | examples | molecule) return 0 ;; esac
   done
   return 1
 }
@@ -152,6 +152,7 @@ run_stage() {
     unit)        .venv/bin/pytest -q tests/unit ;;
     integration) integration_stage ;;
     integration-cores) scripts/integration-cores.sh ;;
+    examples)    .venv/bin/pytest -rs tests/examples ;;
     sanity)      scripts/sanity.sh ;;
     versions)    versions_stage ;;
     lint)        scripts/lint.sh ;;
@@ -173,7 +174,7 @@ run_lane() {
   for stage in "$@"; do
     log="$LOG_DIR/${stage//[:,]/-}.log"
     begin=$SECONDS
-    if [[ "$stage" =~ ^(integration|molecule) ]] && [ "$lab_ok" = no ]; then
+    if [[ "$stage" =~ ^(integration|examples|molecule) ]] && [ "$lab_ok" = no ]; then
       echo "!! the lab did not start: $stage not run" >"$log"
       result=FAILED
     elif [ "$quiet" = yes ]; then
@@ -234,14 +235,14 @@ if [ "$lanes" = yes ]; then
     scripts/build-molecule-image.sh base
   fi
   lab_scenarios=$(one_host_scenarios 'release_*') tools_scenarios=$(one_host_scenarios '!release_*')
-  echo "== three lanes: integration and integration-cores here; alongside,"
+  echo "== three lanes: integration, integration-cores and examples here; alongside,"
   echo "   unit, sanity, versions, lint, build and molecule:$tools_scenarios; molecule:cluster,"
   echo "   releases and molecule:$lab_scenarios (logs in $LOG_DIR)"
   run_lane "$results.tools" yes unit sanity versions lint build "molecule:$tools_scenarios" &
   tools_lane=$!
   cluster_lane "$results.cluster" "$lab_scenarios" &
   cluster_lane=$!
-  run_lane "$results.lab" no integration integration-cores
+  run_lane "$results.lab" no integration integration-cores examples
   echo "== waiting for the other lanes"
   wait "$tools_lane" "$cluster_lane"
   cat "$results.lab" "$results.tools" "$results.cluster" >"$results"
