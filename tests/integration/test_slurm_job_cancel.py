@@ -441,7 +441,9 @@ def test_permanent_slurm_errors_fail_at_once_and_never_claim_a_cancel(shared_slu
     ]
     queue_before = shared_slurm.queue([name])
     results, wall = run_playbook(
-        lab_env, tmp_path, [{"args": dict(name=[name], stop="cancel", timeout=120, **extra)} for extra, _reason, _setting in cases]
+        lab_env,
+        tmp_path,
+        [{"args": dict(name=[name], stop="cancel", timeout=120, **extra)} for extra, _reason, _setting in cases],
     )
 
     for (extra, reason, setting), result in zip(cases, results, strict=True):
