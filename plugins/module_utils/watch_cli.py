@@ -347,18 +347,20 @@ def main(
         reporter.say("error", message)
         _write_failure_json(message, args.json_file, stdout, reporter)
         return 1
-    except GaugesNotWritten as failure:
+    except GaugesNotWritten as not_written:
         reporter.say(
             "error",
-            "the read succeeded, its result follows, but its gauges were not written: %s"
-            % write_problem(metrics_file, failure.failure),
+            "the read succeeded (its result is written all the same) but its gauges were not: %s"
+            % write_problem(metrics_file, not_written.failure),
         )
-        _write_result(failure.result, args.json_file, stdout, reporter)
+        _write_result(not_written.result, args.json_file, stdout, reporter)
         return 1
-    except Exception as error:
-        failure = getattr(error, GAUGE_FAILURE, None)
-        if failure is not None:
-            reporter.say("error", "the failure gauge could not be written: %s" % write_problem(metrics_file, failure))
+    except Exception as bug:
+        gauge_failure = getattr(bug, GAUGE_FAILURE, None)
+        if gauge_failure is not None:
+            reporter.say(
+                "error", "the failure gauge could not be written: %s" % write_problem(metrics_file, gauge_failure)
+            )
         raise
     return 0 if _write_result(result, args.json_file, stdout, reporter) else 1
 
