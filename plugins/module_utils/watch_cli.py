@@ -178,7 +178,7 @@ def check_outputs(params: Mapping[str, Any], json_file: Optional[str]) -> None:
     """Each output path named is a regular file or absent (watch_metrics.check_output_path),
     before anything is read or written."""
     if params["metrics_file"]:
-        watch_metrics.check_output_path(params["metrics_file"], "option metrics_file")
+        watch_metrics.check_output_path(params["metrics_file"], watch_metrics.METRICS_FILE)
     if json_file:
         watch_metrics.check_output_path(json_file, "--json")
 

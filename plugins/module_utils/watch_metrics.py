@@ -329,7 +329,8 @@ def write_pieces_atomically(path: str, pieces: Iterable[str], mode: int = 0o644,
         raise
 
 
-METRICS_FILE = "metrics_file"
+# How the write names the path in a refusal: the watch's option.
+METRICS_FILE = "option metrics_file"
 
 
 def write_success(path: str, metrics: Sequence[Metric], attempted_at: float) -> None:
