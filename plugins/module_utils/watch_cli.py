@@ -16,14 +16,20 @@ reconcile_run) and the watch's own (WATCH_OPTIONS), from ``--options-file`` (rea
 checked as ``arvados-fail-jobs`` reads its own: options_file) and from flags, which win.
 The password has no flag: ``ps`` would show it.
 
-Exit status: 0 after a successful read; 1 after a failed one (the failure gauge written);
-2 for a command line or an options file that cannot be used (nothing written: the
-watch's stale alert then fires).
+Exit status: 0 after a successful read, its gauges written; 1 after a failed read (the
+failure gauge written where it can be: the read's reason is on stderr either way), or when
+an output cannot be written (the gauges: the result is still printed; or the ``--json``
+file); 2 for options that cannot be used, found before the read (a bad value, an output
+path that is not a regular file, a config file or a Slurm client that cannot be used):
+nothing is written then, and the watch's stale alert fires. ``metrics_file`` empty writes
+no gauges; so does the default one on a host without its directory (no node_exporter
+there), which stderr says.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import itertools
 import os
 import subprocess
@@ -35,9 +41,9 @@ from . import options_file, watch_metrics
 from .dispatcher_state import UNIT_DOWN, UNIT_UP
 from .errors import RecoveryError, shown
 from .json_stream import json_pieces
-from .options import Option, parse, seconds
+from .options import Option, number_text, parse, seconds
 from .reconcile_run import ALL_OPTIONS as RECONCILE_ALL_OPTIONS
-from .reconcile_run import run_reconcile
+from .reconcile_run import check_params, run_reconcile
 from .version import COLLECTION, COLLECTION_VERSION
 
 PROGRAM = "arvados-recovery-watch"
@@ -51,15 +57,28 @@ SYSTEMCTL_TIMEOUT = 10.0
 # nodes' gauges without samples.
 NODES_KEY = "slurm_nodes"
 
+MAX_SYSTEMCTL_TIMEOUT = 60.0
+
 WATCH_OPTIONS: Dict[str, Option] = {
+    # Empty: no gauges written (the JSON result only).
     "metrics_file": Option(
-        "path", DEFAULT_METRICS_FILE, help="the .prom file to write (node_exporter's textfile directory)"
+        "path",
+        DEFAULT_METRICS_FILE,
+        help="the .prom file to write, in node_exporter's textfile directory; a regular file or absent; "
+        "'' for no gauges",
     ),
     # Empty: not asked, the dispatcher's gauges then have no sample.
     "dispatcher_unit": Option(
-        "str", DEFAULT_DISPATCHER_UNIT, help="the dispatcher's systemd unit, asked with systemctl is-active"
+        "str",
+        DEFAULT_DISPATCHER_UNIT,
+        help="the dispatcher's systemd unit, asked with systemctl is-active; '' not to ask",
     ),
-    "systemctl_timeout": Option("float", SYSTEMCTL_TIMEOUT, check=seconds(60.0, above=True)),
+    "systemctl_timeout": Option(
+        "float",
+        SYSTEMCTL_TIMEOUT,
+        help="seconds systemctl is-active may take; past them the dispatcher's unit is unknown (no sample)",
+        check=seconds(MAX_SYSTEMCTL_TIMEOUT, above=True),
+    ),
 }
 ALL_OPTIONS: Dict[str, Option] = dict(RECONCILE_ALL_OPTIONS, **WATCH_OPTIONS)
 # The password would show in `ps` to every user of the host.
@@ -100,15 +119,68 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version="%s %s (%s)" % (PROGRAM, COLLECTION_VERSION, COLLECTION))
     for name, option in ALL_OPTIONS.items():
         if name not in _NO_FLAG:
-            options_file.add_option_flag(
-                parser, name, option, help_text=option.help or "the arvados_reconcile_info module's option %s" % name
-            )
+            options_file.add_option_flag(parser, name, option, help_text=flag_help(name, option))
     return parser
+
+
+def flag_help(name: str, option: Option) -> str:
+    """The flag's help: the option's own (or where it comes from), its choices, default and
+    bound, from the table, so that --help cannot say another default than the command uses."""
+    text = option.help or (
+        "the arvados_reconcile_info module's option %s" % name
+        if name in RECONCILE_ALL_OPTIONS
+        else "the option %s" % name
+    )
+    notes = []
+    if option.type == "list":
+        notes.append("repeat the flag or give a comma-separated list")
+    if option.choices:
+        notes.append("%s of %s" % ("each" if option.type == "list" else "one", ", ".join(map(str, option.choices))))
+    if option.default is not None and "(default" not in text:
+        notes.append("default: %s" % default_text(option.default))
+    maximum = getattr(option.check, "maximum", None)
+    if maximum is not None:
+        notes.append("at most %s" % number_text(maximum))
+    # argparse formats help with %: a literal one must be doubled.
+    return (text + ("; " + "; ".join(notes) if notes else "")).replace("%", "%%")
+
+
+def default_text(default: Any) -> str:
+    """A default as an operator writes it: 10 (not 10.0), jobs,containers, false, ''."""
+    if isinstance(default, bool):
+        return "true" if default else "false"
+    if isinstance(default, float):
+        return "%g" % default
+    if isinstance(default, list):
+        return ",".join(map(str, default))
+    return str(default) or "''"
+
+
+def given_options(args: argparse.Namespace) -> Dict[str, Any]:
+    """The options as given, not yet typed: the file's, the flags over them; a list option
+    written as a comma-separated list (``--kinds jobs,containers``, as Ansible splits one)
+    split into its items."""
+    given = options_file.file_and_flags(args, ALL_OPTIONS, PROGRAM)
+    for name, value in given.items():
+        if ALL_OPTIONS[name].type == "list":
+            items = [value] if isinstance(value, str) else value
+            if isinstance(items, list) and all(isinstance(item, str) for item in items):
+                given[name] = [part.strip() for item in items for part in item.split(",") if part.strip()]
+    return given
 
 
 def gather_params(args: argparse.Namespace) -> Dict[str, Any]:
     """Every option typed and checked: the file's values, the flags over them."""
-    return parse(ALL_OPTIONS, options_file.file_and_flags(args, ALL_OPTIONS, PROGRAM), from_text=True)
+    return parse(ALL_OPTIONS, given_options(args), from_text=True)
+
+
+def check_outputs(params: Mapping[str, Any], json_file: Optional[str]) -> None:
+    """Each output path named is a regular file or absent (watch_metrics.check_output_path),
+    before anything is read or written."""
+    if params["metrics_file"]:
+        watch_metrics.check_output_path(params["metrics_file"], watch_metrics.METRICS_FILE)
+    if json_file:
+        watch_metrics.check_output_path(json_file, "--json")
 
 
 def reconcile_params(params: Mapping[str, Any]) -> Dict[str, Any]:
@@ -156,10 +228,24 @@ def write_json(result: Mapping[str, Any], json_file: Optional[str], stdout) -> N
     # 51 MB text built whole was half again the read's heap (bench/README.md).
     pieces = itertools.chain(json_pieces(result), ("\n",))
     if json_file:
-        watch_metrics.write_pieces_atomically(json_file, pieces)
+        watch_metrics.write_pieces_atomically(json_file, pieces, what="--json")
     else:
         for piece in pieces:
             stdout.write(piece)
+
+
+class GaugesNotWritten(Exception):
+    """The read succeeded (`result`) but its gauges could not be written (`failure`)."""
+
+    def __init__(self, result: Dict[str, Any], failure: Exception):
+        super().__init__(str(failure))
+        self.result = result
+        self.failure = failure
+
+
+# Set on the read's exception when the failure gauge could not be written either: the
+# read's reason must still be told, and the write's.
+GAUGE_FAILURE = "watch_gauge_failure"
 
 
 def watch(
@@ -169,14 +255,22 @@ def watch(
     clock: Callable[[], float] = time.time,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> Dict[str, Any]:
-    """One read, its gauges written to params["metrics_file"]: the reconcile's result, or
-    the read's exception after the failure gauge was written."""
+    """One read, its gauges written to params["metrics_file"] (none when it is empty): the
+    reconcile's result; or the read's exception after the failure gauge was written (when
+    that fails too, the exception carries why in its attribute GAUGE_FAILURE); or
+    GaugesNotWritten with the result when only the gauges could not be written."""
+    metrics_file = params["metrics_file"]
     began = monotonic()
     try:
         result = read(reconcile_params(params))
-    except Exception:
+    except Exception as error:
         # Whatever stopped the read, a bug included, the alert on failing reads must fire.
-        watch_metrics.write_failure(params["metrics_file"], clock())
+        if metrics_file:
+            try:
+                watch_metrics.write_failure(metrics_file, clock())
+            except Exception as failure:  # pylint: disable=broad-except
+                # A full or read-only directory must not hide why the read failed.
+                setattr(error, GAUGE_FAILURE, failure)
         raise
     duration = monotonic() - began
     finished_at = clock()
@@ -187,46 +281,102 @@ def watch(
         dispatcher_active=unit_active(params["dispatcher_unit"], params["systemctl_timeout"]),
         nodes=down_or_drained_nodes(result),
     )
-    watch_metrics.write_success(params["metrics_file"], metrics, finished_at)
+    if metrics_file:
+        try:
+            watch_metrics.write_success(metrics_file, metrics, finished_at)
+        except (OSError, RecoveryError) as failure:
+            raise GaugesNotWritten(result, failure) from failure
     return result
 
 
-def main(argv=None, stdout=None, reporter=None, **engine) -> int:
+def write_problem(path: str, failure: BaseException) -> str:
+    """Why `path` could not be written, naming its directory when that is the cause."""
+    if isinstance(failure, RecoveryError):
+        return str(failure)
+    directory = os.path.dirname(os.path.abspath(path))
+    if isinstance(failure, OSError) and failure.errno == errno.ENOENT and not os.path.isdir(directory):
+        return "cannot write %s: its directory %s does not exist" % (path, directory)
+    reason = failure.strerror if isinstance(failure, OSError) and failure.strerror else str(failure)
+    return "cannot write %s: %s (in directory %s)" % (path, reason, directory)
+
+
+def _default_directory_missing(given: Mapping[str, Any], params: Mapping[str, Any]) -> bool:
+    """Whether no metrics_file was given and the default's directory does not exist: a
+    host without node_exporter's textfile directory, on which a hand run wants the result."""
+    return given.get("metrics_file") is None and not os.path.isdir(os.path.dirname(params["metrics_file"]))
+
+
+def main(
+    argv=None, stdout=None, reporter=None, check: Callable[[Mapping[str, Any]], Any] = check_params, **engine
+) -> int:
+    """`check` is every check of the read's options that asks nothing of Slurm or the
+    database (reconcile_run.check_params), run first so that its refusals write nothing."""
     args = build_parser().parse_args(argv)
     stdout = stdout or sys.stdout
     reporter = reporter or Reporter()
     try:
-        params = gather_params(args)
+        given = given_options(args)
+        params = parse(ALL_OPTIONS, given, from_text=True)
+        check_outputs(params, args.json_file)
+        check(reconcile_params(params))
     except RecoveryError as error:
         reporter.say("error", str(error))
         return 2
+    if _default_directory_missing(given, params):
+        reporter.say(
+            "warning",
+            "no gauges written: %s does not exist (no node_exporter textfile directory on this host); "
+            "--metrics-file FILE writes them, --metrics-file '' says none are wanted"
+            % os.path.dirname(params["metrics_file"]),
+        )
+        params = dict(params, metrics_file="")
+    metrics_file = params["metrics_file"]
     try:
         result = watch(params, **engine)
     except RecoveryError as error:
-        message = "read failed (the last good gauges are kept, %sread_failed is 1): %s" % (
-            watch_metrics.PREFIX + "watch_",
-            error,
-        )
+        failure = getattr(error, GAUGE_FAILURE, None)
+        if failure is None:
+            kept = (
+                " (the last good gauges are kept, %sread_failed is 1)" % (watch_metrics.PREFIX + "watch_")
+                if metrics_file
+                else ""
+            )
+        else:
+            kept = " (and the failure gauge could not be written: %s)" % write_problem(metrics_file, failure)
+        message = "read failed%s: %s" % (kept, error)
         reporter.say("error", message)
         _write_failure_json(message, args.json_file, stdout, reporter)
         return 1
-    except OSError as error:
-        reporter.say("error", "cannot write %s: %s" % (params["metrics_file"], error.strerror or error))
+    except GaugesNotWritten as not_written:
+        reporter.say(
+            "error",
+            "the read succeeded (its result is written all the same) but its gauges were not: %s"
+            % write_problem(metrics_file, not_written.failure),
+        )
+        _write_result(not_written.result, args.json_file, stdout, reporter)
         return 1
+    except Exception as bug:
+        gauge_failure = getattr(bug, GAUGE_FAILURE, None)
+        if gauge_failure is not None:
+            reporter.say(
+                "error", "the failure gauge could not be written: %s" % write_problem(metrics_file, gauge_failure)
+            )
+        raise
+    return 0 if _write_result(result, args.json_file, stdout, reporter) else 1
+
+
+def _write_result(result: Mapping[str, Any], json_file: Optional[str], stdout, reporter: Reporter) -> bool:
     try:
-        write_json(result, args.json_file, stdout)
-    except OSError as error:
-        reporter.say("error", "cannot write %s: %s" % (args.json_file, error.strerror or error))
-        return 1
-    return 0
+        write_json(result, json_file, stdout)
+    except (OSError, RecoveryError) as error:
+        reporter.say("error", write_problem(json_file or "stdout", error))
+        return False
+    return True
 
 
 def _write_failure_json(message: str, json_file: Optional[str], stdout, reporter: Reporter) -> None:
     """What the module returns when it fails, so that one parser reads both."""
-    try:
-        write_json({"changed": False, "failed": True, "msg": message}, json_file, stdout)
-    except OSError as error:
-        reporter.say("error", "cannot write %s: %s" % (json_file, error.strerror or error))
+    _write_result({"changed": False, "failed": True, "msg": message}, json_file, stdout, reporter)
 
 
 if __name__ == "__main__":

@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 import tempfile
 from typing import Any, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
+from .errors import RecoveryError, cut
+from .options_file import kind_of
 from .slurm_nodes import NODE_REASONS, NODE_STATES, node_reason_class
 from .slurm_queue import QueueEntry
 
@@ -259,17 +262,56 @@ def kept_blocks(previous_text: str, dropped: Sequence[str]) -> str:
     return "\n".join(kept) + ("\n" if kept else "")
 
 
-def write_atomically(path: str, text: str, mode: int = 0o644) -> None:
+class OutputPathError(RecoveryError):
+    """An output path that is neither a regular file nor absent: nothing is written there."""
+
+
+def check_output_path(path: str, what: str = "output") -> None:
+    """Refuse `path` unless it is a regular file or absent, naming `what` (the option).
+
+    The write replaces `path` by a rename, which replaces whatever the name is: run as root
+    with ``/dev/null`` it would put a regular file where the device node was, with a symlink
+    it would replace the link (not its target), with a directory it fails only once the
+    read is done. So a symlink, a device, a FIFO, a socket or a directory is refused, by
+    its lstat (a symlink is not followed), before anything is written."""
+    try:
+        status = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as failure:
+        raise OutputPathError("%s %s cannot be looked at: %s" % (what, cut(path), failure.strerror)) from None
+    if stat.S_ISREG(status.st_mode):
+        return
+    if stat.S_ISLNK(status.st_mode):
+        try:
+            target = " to '%s'" % cut(os.readlink(path))
+        except OSError:
+            target = ""
+        found = "a symlink%s" % target
+    else:
+        found = kind_of(status.st_mode)
+    raise OutputPathError(
+        "%s %s is %s: refused, the file is replaced whole by a rename, so it must be a regular "
+        "file or absent (nothing was written)" % (what, cut(path), found)
+    )
+
+
+def write_atomically(path: str, text: str, mode: int = 0o644, what: str = "output") -> None:
     """Replaces `path` whole: a reader (node_exporter scraping) sees the old file or the
     new one, never a part."""
-    write_pieces_atomically(path, (text,), mode)
+    write_pieces_atomically(path, (text,), mode, what)
 
 
-def write_pieces_atomically(path: str, pieces: Iterable[str], mode: int = 0o644) -> None:
+def write_pieces_atomically(path: str, pieces: Iterable[str], mode: int = 0o644, what: str = "output") -> None:
     """Replaces `path` whole with the pieces' concatenation, written as they come (a big
     text need not be held whole: json_stream). The temporary file is in the same directory
     so that the rename stays on one file system; node_exporter ignores names not ending in
-    ``.prom``. Whatever fails, a piece included, leaves the old file and no temporary one."""
+    ``.prom``. Whatever fails, a piece included, leaves the old file and no temporary one.
+
+    `path` must be a regular file or absent (check_output_path, `what` naming it): looked
+    at before the temporary file is made and again just before the rename, so that a link
+    or a device put there meanwhile is not replaced either."""
+    check_output_path(path, what)
     directory = os.path.dirname(os.path.abspath(path))
     handle, temporary = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), suffix=".tmp", dir=directory)
     try:
@@ -279,6 +321,7 @@ def write_pieces_atomically(path: str, pieces: Iterable[str], mode: int = 0o644)
             stream.flush()
             os.fsync(stream.fileno())
         os.chmod(temporary, mode)
+        check_output_path(path, what)
         os.replace(temporary, path)
     except BaseException:
         if os.path.exists(temporary):
@@ -286,12 +329,18 @@ def write_pieces_atomically(path: str, pieces: Iterable[str], mode: int = 0o644)
         raise
 
 
+# How the write names the path in a refusal: the watch's option.
+METRICS_FILE = "option metrics_file"
+
+
 def write_success(path: str, metrics: Sequence[Metric], attempted_at: float) -> None:
-    write_atomically(path, render(list(metrics) + status_metrics(False, attempted_at)))
+    write_atomically(path, render(list(metrics) + status_metrics(False, attempted_at)), what=METRICS_FILE)
 
 
 def write_failure(path: str, attempted_at: float) -> None:
     """Keeps the last good read's gauges and marks the read failed."""
+    # Looked at before it is opened for reading too: a FIFO would block the open for ever.
+    check_output_path(path, METRICS_FILE)
     try:
         with open(path, encoding="utf-8") as stream:
             previous = stream.read()
@@ -299,4 +348,4 @@ def write_failure(path: str, attempted_at: float) -> None:
         previous = ""
     status = status_metrics(True, attempted_at)
     kept = kept_blocks(previous, [PREFIX + metric.name for metric in status])
-    write_atomically(path, kept + render(status))
+    write_atomically(path, kept + render(status), what=METRICS_FILE)

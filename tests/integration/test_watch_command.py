@@ -7,6 +7,8 @@ database gone) keeps the last good gauges and sets the failure gauge.
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import socket
 import subprocess
@@ -14,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.watch_cli import DEFAULT_METRICS_FILE
 from tests.integration import reconcile_helpers as rh
 from tests.integration.module_playbook import REPO_ROOT
 from tests.unit.plugins.module_utils.prometheus_samples import samples
@@ -105,7 +108,9 @@ def test_a_stray_job_and_an_orphan_become_gauges_and_a_failed_read_keeps_them(
     assert (P + "dispatcher_unit_active", ()) not in read
     assert 0 < read[(P + "watch_read_duration_seconds", ())] < 60
     text = prom.read_text()
-    assert stray not in text and orphan not in text and job_id not in text
+    assert stray not in text and orphan not in text
+    # A small job id ("2" on a fresh lab) is in the HELP texts' "2.5": no label value is one.
+    assert job_id not in re.findall(r'="([^"]*)"', text)
     check = promtool_check(prom)
     assert check.returncode == 0, check.stdout + check.stderr
 
@@ -230,3 +235,151 @@ def test_an_overdue_retry_becomes_a_gauge_that_fires_the_alert(lab_env, slurm, r
     assert after[(P + "jobs_retry_overdue", ())] == 0
     silent = alert_fires_on(after[(P + "jobs_retry_overdue", ())], tmp_path)
     assert silent.returncode != 0 and "FAILED" in silent.stdout + silent.stderr
+
+
+# Issue 34 (High 4, Low 9) and issue 42 (item 2): what the command does with its outputs,
+# as a process on the lab, on real paths and file systems.
+
+
+def lstat_print(path) -> tuple:
+    status = os.lstat(path)
+    link = os.readlink(path) if os.path.islink(path) else None
+    return (status.st_mode, status.st_ino, status.st_rdev, status.st_size, status.st_mtime_ns, link)
+
+
+@pytest.mark.parametrize(
+    "flag, path, said",
+    [
+        ("--metrics-file", "/dev/null", "option metrics_file /dev/null is a character device"),
+        ("--json", "/dev/full", "--json /dev/full is a character device"),
+        ("--json", "/dev/null", "--json /dev/null is a character device"),
+    ],
+)
+def test_a_device_as_an_output_exits_2_and_the_device_stays(lab_env, options, tmp_path, flag, path, said):
+    before = lstat_print(path)
+
+    completed = run_watch(lab_env, tmp_path, options, flag, path)
+
+    assert completed.returncode == 2, completed.stderr
+    assert said in completed.stderr and completed.stdout == ""
+    assert lstat_print(path) == before
+    assert not Path(options["metrics_file"]).exists()
+
+
+def test_a_symlinked_json_file_exits_2_and_neither_link_nor_target_changes(lab_env, options, tmp_path):
+    target = tmp_path / "elsewhere" / "kept.json"
+    target.parent.mkdir()
+    target.write_text('{"kept": true}\n')
+    link = tmp_path / "result.json"
+    link.symlink_to(target)
+    before = (lstat_print(link), lstat_print(target))
+
+    completed = run_watch(lab_env, tmp_path, options, "--json", str(link))
+
+    assert completed.returncode == 2, completed.stderr
+    assert "--json %s is a symlink to '%s'" % (link, target) in completed.stderr
+    assert (lstat_print(link), lstat_print(target)) == before
+    assert target.read_text() == '{"kept": true}\n'
+    assert not Path(options["metrics_file"]).exists()
+
+
+@pytest.mark.parametrize(
+    "given, said",
+    [
+        ({"cluster_prefix": "zz"}, "cluster_prefix:"),
+        ({"squeue_path": "/nonexistent/squeue"}, "/nonexistent/squeue: cannot be run"),
+        ({"slurm_user": "a b"}, "slurm_user: invalid value"),
+    ],
+)
+def test_options_refused_before_the_read_exit_2_and_keep_the_gauges(lab_env, options, tmp_path, given, said):
+    assert run_watch(lab_env, tmp_path, options).returncode == 0
+    prom = Path(options["metrics_file"])
+    before = (lstat_print(prom), prom.read_bytes())
+
+    completed = run_watch(lab_env, tmp_path, dict(options, **given))
+
+    assert completed.returncode == 2, completed.stderr
+    assert said in completed.stderr and "read failed" not in completed.stderr
+    assert completed.stdout == ""
+    assert (lstat_print(prom), prom.read_bytes()) == before
+
+
+def unreachable(options) -> dict:
+    return dict(options, config_file="", db_host="127.0.0.1", db_port=free_port(), db_name="arvados", db_wait=0)
+
+
+@pytest.fixture
+def mounted(tmp_path):
+    """mount(8) in a directory under tmp_path, unmounted after the test, most recent first."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a file system needs root")
+    done = []
+
+    def mount(*argv):
+        completed = subprocess.run(["mount", *argv], capture_output=True, text=True, check=False)
+        if completed.returncode != 0:
+            pytest.skip("mount %s failed: %s" % (" ".join(argv), completed.stderr.strip()))
+        done.append(argv[-1])
+
+    yield mount
+    for point in reversed(done):
+        subprocess.run(["umount", point], check=False)
+
+
+def test_a_failed_read_on_a_read_only_directory_says_both_reasons(lab_env, options, tmp_path, mounted):
+    gauges = tmp_path / "gauges"
+    gauges.mkdir()
+    prom = gauges / "arvados_recovery.prom"
+    given = dict(options, metrics_file=str(prom))
+    assert run_watch(lab_env, tmp_path, given).returncode == 0
+    before = (lstat_print(prom), prom.read_bytes())
+    # Root ignores a directory's 0555: a read-only bind mount stops it.
+    mounted("--bind", str(gauges), str(gauges))
+    mounted("-o", "remount,bind,ro", str(gauges))
+
+    failed = run_watch(lab_env, tmp_path, unreachable(given))
+
+    assert failed.returncode == 1, failed.stderr
+    assert "read failed" in failed.stderr and "database" in failed.stderr.lower()
+    assert "the failure gauge could not be written: cannot write %s: Read-only file system" % prom in failed.stderr
+    assert json.loads(failed.stdout)["failed"] is True
+    assert (lstat_print(prom), prom.read_bytes()) == before
+    assert os.listdir(gauges) == [prom.name]
+
+
+def test_a_full_directory_keeps_the_read_failure_and_a_good_read_s_result(lab_env, options, tmp_path, mounted):
+    gauges = tmp_path / "gauges"
+    gauges.mkdir()
+    mounted("-t", "tmpfs", "-o", "size=4k", "tmpfs", str(gauges))
+    # The one block of the tmpfs taken: nothing more fits.
+    (gauges / "filler").write_bytes(b"x" * 4096)
+    prom = gauges / "arvados_recovery.prom"
+    given = dict(options, metrics_file=str(prom))
+
+    failed = run_watch(lab_env, tmp_path, unreachable(given))
+
+    assert failed.returncode == 1, failed.stderr
+    assert "read failed" in failed.stderr and "database" in failed.stderr.lower()
+    assert "the failure gauge could not be written: cannot write %s: No space left on device" % prom in failed.stderr
+    assert json.loads(failed.stdout)["failed"] is True
+
+    good = run_watch(lab_env, tmp_path, given)
+
+    assert good.returncode == 1, good.stderr
+    assert "the read succeeded" in good.stderr and "No space left on device" in good.stderr
+    assert "orphaned_containers" in json.loads(good.stdout)
+    assert sorted(os.listdir(gauges)) == ["filler"]
+
+
+@pytest.mark.skipif(
+    os.path.isdir(os.path.dirname(DEFAULT_METRICS_FILE)),
+    reason="this host has node_exporter's textfile directory: the default would be written",
+)
+def test_without_the_textfile_directory_the_result_is_printed(lab_env, options, tmp_path):
+    given = {key: value for key, value in options.items() if key != "metrics_file"}
+
+    completed = run_watch(lab_env, tmp_path, given)
+
+    assert completed.returncode == 0, completed.stderr
+    assert "orphaned_containers" in json.loads(completed.stdout)
+    assert "no gauges written: %s does not exist" % os.path.dirname(DEFAULT_METRICS_FILE) in completed.stderr

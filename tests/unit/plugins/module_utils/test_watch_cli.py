@@ -61,13 +61,20 @@ class Clock:
         return self.now
 
 
-def run(argv, read, unit_active=lambda unit, timeout: True, now=1796300000.0):
+def parse_only(params):
+    """reconcile_run.check_params' stand-in where the read is a fake: the table's checks,
+    without finding squeue or reading a config.yml."""
+    return options.parse(reconcile_run.ALL_OPTIONS, params)
+
+
+def run(argv, read, unit_active=lambda unit, timeout: True, now=1796300000.0, check=parse_only):
     stdout, stderr = io.StringIO(), io.StringIO()
     reporter = watch_cli.Reporter(stream=stderr, journald=False)
     code = watch_cli.main(
         argv,
         stdout=stdout,
         reporter=reporter,
+        check=check,
         read=read,
         unit_active=unit_active,
         clock=Clock(now),
@@ -296,10 +303,15 @@ def test_nodes_are_counted_when_the_result_lists_them_and_have_no_sample_otherwi
     assert not [key for key in samples(prom.read_text()) if key[0] == P + "slurm_nodes"]
 
 
-def test_a_metrics_file_that_cannot_be_written_exits_1(tmp_path):
-    code, stdout, stderr = run(["--metrics-file", str(tmp_path / "missing" / "x.prom")], FakeRead(result()))
-    assert (code, stdout) == (1, "")
-    assert "cannot write" in stderr
+def test_a_metrics_file_that_cannot_be_written_exits_1_and_still_prints_the_result(tmp_path):
+    # Issue 42 item 2: the read succeeded, so its result is printed; the error names the directory.
+    missing = tmp_path / "missing"
+    code, stdout, stderr = run(["--metrics-file", str(missing / "x.prom")], FakeRead(result()))
+    assert code == 1
+    assert json.loads(stdout)["orphaned_containers"][0]["uuid"] == CONTAINER
+    assert "the read succeeded" in stderr
+    assert "cannot write %s: its directory %s does not exist" % (missing / "x.prom", missing) in stderr
+    assert not missing.exists()
 
 
 def test_the_unit_is_asked_of_systemd_only_where_it_runs(monkeypatch):
