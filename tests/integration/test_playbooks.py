@@ -462,6 +462,50 @@ def test_a_wrong_password_says_authentication_failed_without_the_password(fresh_
     assert helpers.pg_dump(fresh_db, lab_env) == dump_before
 
 
+def rescue_messages(completed: subprocess.CompletedProcess, prefix: str) -> list[str]:
+    reasons = re.findall(r'"msg": ("%s(?:[^"\\]|\\.)*")' % re.escape(prefix), completed.stdout)
+    assert reasons, completed.stdout[-3000:]
+    return [json.loads(reason) for reason in reasons]
+
+
+@pytest.mark.parametrize(
+    "wrong_for, prefix",
+    [
+        ("both", "Comparing Slurm's queue with the database failed: "),
+        ("api", "Failing or requeueing the orphaned jobs failed: "),
+    ],
+    ids=["reconcile", "fail-jobs"],
+)
+def test_the_node_reboot_playbook_says_why_a_wrong_password_failed_without_it(
+    fresh_db, lab_env, tmp_path, wrong_for, prefix
+):
+    # Issue 34, Low 8: the database tasks of recover_after_node_reboot.yml run with no_log
+    # when db_password is given, and a wrong one read only "censored"; the rescues say the
+    # module's reason, which masks the password, as recover_after_reboot.yml's do.
+    with fresh_db.connect() as conn:
+        lost_job = Records(conn).job("Running")
+    dump_before = helpers.pg_dump(fresh_db, lab_env)
+    wrong_password = "Wrong-Pw-3e8a51c0d7"
+    extra = {
+        "recover_db": explicit_db(fresh_db, db_password=wrong_password),
+        "reconcile_settle": 1,
+        "reconcile_cluster_prefix": PREFIX,
+        "reconcile_orphans": "always",
+        "reconcile_crunch_v1_dispatcher": "stopped",
+    }
+    if wrong_for == "api":
+        extra["reconcile_db"] = explicit_db(fresh_db)
+
+    completed = ansible_playbook(without_password_files(lab_env), NODE_REBOOT, extra, flags=["-vvv"], expect_rc=2)
+
+    assert wrong_password not in completed.stdout + completed.stderr
+    reason = rescue_messages(completed, prefix)[0]
+    assert "cannot connect to the database" in reason and "password authentication failed for user" in reason, reason
+    assert helpers.pg_dump(fresh_db, lab_env) == dump_before
+    with fresh_db.connect() as conn:
+        assert Records(conn).state("jobs", lost_job) == "Running"
+
+
 def test_nothing_stale_changes_nothing(fresh_db, lab_env, tmp_path):
     summary = stale_cluster(fresh_db, running=2, running_after_boot=2, running_unstarted=0)
     dump_before = helpers.pg_dump(fresh_db, lab_env)
