@@ -506,6 +506,33 @@ def test_the_node_reboot_playbook_says_why_a_wrong_password_failed_without_it(
         assert Records(conn).state("jobs", lost_job) == "Running"
 
 
+@pytest.mark.parametrize(
+    "content", ["", "all: [\n", "ungrouped:\n  hosts:\n    somewhere:\n"], ids=["empty", "unparsable", "no-groups"]
+)
+@pytest.mark.parametrize("playbook", [RECOVER, NODE_REBOOT], ids=["recover_after_reboot", "recover_after_node_reboot"])
+def test_an_inventory_without_the_needed_hosts_fails_instead_of_exiting_0(lab_env, tmp_path, playbook, content):
+    # Issue 34, Low 9: Ansible only warns about an empty or unparsable inventory and skips
+    # every play, so both recovery playbooks exited 0 having done nothing.
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(content)
+
+    completed = ansible_playbook(lab_env, playbook, {}, expect_rc=2, inventory=inventory)
+
+    messages = re.findall(r'"msg": ("The inventory must name a host in (?:[^"\\]|\\.)*")', completed.stdout)
+    assert len(messages) == 1, completed.stdout[-3000:]
+    message = json.loads(messages[0])
+    if playbook == RECOVER:
+        assert message.startswith("The inventory must name a host in arvados_api (it names 0)"), message
+    else:
+        assert message.startswith(
+            "The inventory must name a host in each of slurm_controllers and arvados_api (it names 0 and 0)"
+        ), message
+    assert "Nothing was read or changed" in message
+    assert "PLAY [Check that the inventory names the hosts the recovery needs]" in completed.stdout
+    # The check is the first play: no other ran.
+    assert completed.stdout.count("PLAY [") == 1, completed.stdout
+
+
 def test_nothing_stale_changes_nothing(fresh_db, lab_env, tmp_path):
     summary = stale_cluster(fresh_db, running=2, running_after_boot=2, running_unstarted=0)
     dump_before = helpers.pg_dump(fresh_db, lab_env)
