@@ -373,6 +373,7 @@ class JobCleaner:
         conn.autocommit = True
         query, params = self._listing_query()
         cursor = conn.cursor(name=LISTING_CURSOR, withhold=True)
+        declared = False
         try:
             # The query runs whole here (WITH HOLD, outside a transaction), and waits here
             # behind an ACCESS EXCLUSIVE lock on jobs (a migration, a LOCK TABLE): within
@@ -383,13 +384,20 @@ class JobCleaner:
                 cursor.execute(query, params)
             finally:
                 self._lock_budget.spend(self.clock() - started)
+            declared = True
             while True:
                 page = cursor.fetchmany(self._batch_size())
                 if not page:
                     break
                 yield from page
         finally:
-            close_listing(cursor, conn)
+            if declared:
+                close_listing(cursor, conn)
+            else:
+                # The DECLARE failed (a lock timeout): the server has no cursor to close,
+                # and psycopg2 would say so in place of the error that tells why.
+                with contextlib.suppress(Exception):
+                    cursor.close()
 
     def _qualifying_batches(self) -> Generator[List[str], None, None]:
         """Yield lists of job UUIDs that qualify, a batch at a time, exempt ones apart."""

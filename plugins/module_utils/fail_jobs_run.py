@@ -271,7 +271,9 @@ def run_fail_jobs(
             listing_conn.close()
     except driver.Error as error:
         raise RecoveryError(
-            database_error_message(error, cleaner, describe_user(conn_kwargs), conn_kwargs.get("password"))
+            database_error_message(
+                error, cleaner, conn_kwargs.get("user") or describe_user(conn_kwargs), conn_kwargs.get("password")
+            )
         ) from None
     finally:
         conn.close()
