@@ -223,6 +223,8 @@ def resolve_database_settings(
         check_host("the host of %s" % source, file_values["host"])
     merged = dict(file_values)
     merged.update(explicit)
+    if source == _NO_FILE and not merged.get("dbname"):
+        raise ConfigError(_no_settings_message(options, default_config_file, default_database_yml))
     overrides = [_LIBPQ_TO_OPTION[key] for key in explicit if key != "connect_timeout"]
     if overrides and source != _NO_FILE:
         source = "%s; %s from options" % (source, ", ".join(overrides))
@@ -303,6 +305,22 @@ def _values_from_file(
     if found_database_yml:
         return _database_yml_values(found_database_yml)
     return {}, _NO_FILE
+
+
+def _no_settings_message(options: Mapping[str, Any], default_config_file: str, default_database_yml: str) -> str:
+    """Why no file gave the settings, when the options give no database name either: the
+    default files are missing (a host that is not the API server's), or were skipped."""
+    why = []
+    for option, default in (("config_file", default_config_file), ("database_yml", default_database_yml)):
+        if options.get(option) == "":
+            why.append("%s is '' (skipped)" % option)
+        else:
+            why.append("%s does not exist" % default)
+    return (
+        "no database settings: %s, and no db_name is given; name the cluster's file with "
+        "config_file (or database_yml on older clusters), or give db_name (and db_host, "
+        "db_user... as needed)" % " and ".join(why)
+    )
 
 
 def _existing_default(given: Optional[str], default_path: str) -> Optional[str]:
@@ -447,7 +465,7 @@ def _settings_from_values(values: Dict[str, Any], source: str) -> DatabaseSettin
     _refuse_erb_values(values)
     dbname = values.get("dbname")
     if not dbname:
-        raise ConfigError("no database name: set db_name (settings from %s)" % source)
+        raise ConfigError("no database name: none in the settings from %s; set it there or give db_name" % source)
     return DatabaseSettings(
         dbname=str(dbname),
         source=source,

@@ -57,9 +57,12 @@ from .arvados_db_config import APPLICATION_NAME
 from .errors import RecoveryError
 from .fail_jobs_batch import BatchTransaction, LockBudget
 from .fail_jobs_checks import (
+    BLOCKS_READS,
     check_primary,
     check_privileges,
     check_schema,
+    lock_holders,
+    lock_timeout_message,
     release_advisory_lock,
     take_advisory_lock,
 )
@@ -67,15 +70,19 @@ from .fail_jobs_options import DEFAULT_BATCH_SIZE, LIVE_BATCH_PAUSE, LIVE_BATCH_
 from .fail_jobs_result import BatchOutcome, CleanupResult
 from .fail_jobs_sql import (
     LISTING_CURSOR,
+    READ_TABLES,
     SQL_OTHER_SESSIONS,
     SQL_RUNNING,
     SQL_STILL_QUALIFYING,
+    SQLSTATE_LOCK_TIMEOUT,
+    TASK_TABLE,
+    TOKEN_TABLE,
     WHERE_ALL,
     WHERE_UNFINISHED,
     WHERE_UUIDS,
 )
 from .fail_jobs_threshold import EXEMPT, QUALIFIES, check_threshold_on, classify_running_job
-from .pg_driver import Connection, connection_lost
+from .pg_driver import Connection, connection_lost, sqlstate_of
 
 Item = TypeVar("Item")
 
@@ -187,6 +194,33 @@ class JobCleaner:
         self._retrying: List[str] = []
 
     def run(self) -> CleanupResult:
+        try:
+            return self._run()
+        except Exception as error:
+            if sqlstate_of(error) != SQLSTATE_LOCK_TIMEOUT or connection_lost(self.conn):
+                raise
+            raise RecoveryError(self._lock_timeout_text()) from None
+
+    def _lock_timeout_text(self) -> str:
+        """A statement outside a batch waited for a table's lock past row_lock_wait: the
+        message names the option, the tables and the sessions that hold them."""
+        self.conn.rollback()
+        tables = ["jobs"] if self.step == "listing the Running jobs" else list(self._tables_read())
+        holders = lock_holders(self.conn, tables, BLOCKS_READS)
+        self.conn.rollback()
+        return lock_timeout_message(
+            "row_lock_wait", self.options.row_lock_wait, tables, holders, self.failure_context()
+        )
+
+    def _tables_read(self) -> List[str]:
+        tables = ["jobs", "logs"]
+        if self.options.revoke_tokens:
+            tables += [TOKEN_TABLE] + list(READ_TABLES)
+        if self.options.retry:
+            tables.append(TASK_TABLE)
+        return tables
+
+    def _run(self) -> CleanupResult:
         opts = self.options
         self.step = "setting up the session"
         for conn in (self.conn, self.listing_conn):
@@ -195,6 +229,11 @@ class JobCleaner:
             conn.prepare_threshold = None
             # Compiling these short queries costs more than it saves.
             conn.execute("SET jit = off")
+            # No statement of the run waits for a lock longer than row_lock_wait, the
+            # checks below included (a batch sets its own, LOCAL, from what is left of the
+            # budget; so does the listing): the default, 0, waits for ever, and did, 40 s
+            # behind a LOCK TABLE jobs, holding the advisory lock (issue 34).
+            conn.execute("SET lock_timeout = %d" % self._lock_budget.lock_timeout_ms())
             conn.commit()
         self.step = "checking the schema"
         check_schema(self.conn)
@@ -334,15 +373,31 @@ class JobCleaner:
         conn.autocommit = True
         query, params = self._listing_query()
         cursor = conn.cursor(name=LISTING_CURSOR, withhold=True)
+        declared = False
         try:
-            cursor.execute(query, params)
+            # The query runs whole here (WITH HOLD, outside a transaction), and waits here
+            # behind an ACCESS EXCLUSIVE lock on jobs (a migration, a LOCK TABLE): within
+            # what is left of the run's budget, which the wait spends.
+            conn.execute("SET lock_timeout = %d" % self._lock_budget.lock_timeout_ms())
+            started = self.clock()
+            try:
+                cursor.execute(query, params)
+            finally:
+                self._lock_budget.spend(self.clock() - started)
+            declared = True
             while True:
                 page = cursor.fetchmany(self._batch_size())
                 if not page:
                     break
                 yield from page
         finally:
-            close_listing(cursor, conn)
+            if declared:
+                close_listing(cursor, conn)
+            else:
+                # The DECLARE failed (a lock timeout): the server has no cursor to close,
+                # and psycopg2 would say so in place of the error that tells why.
+                with contextlib.suppress(Exception):
+                    cursor.close()
 
     def _qualifying_batches(self) -> Generator[List[str], None, None]:
         """Yield lists of job UUIDs that qualify, a batch at a time, exempt ones apart."""

@@ -113,7 +113,9 @@ class BatchTransaction:
         lock was not had within the run's lock budget, the batch then rolled back. `last`:
         the batch keeps the server's gin_pending_list_limit (BULK_SETTINGS_KB)."""
         try:
-            if not self.options.check_mode:
+            if self.options.check_mode:
+                self.lock_tables_read()
+            else:
                 self.lock_tables()
                 self.raise_bulk_settings(last)
             outcome = self.write(uuids)
@@ -148,6 +150,22 @@ class BatchTransaction:
             self.conn.execute("LOCK TABLE %s IN ROW EXCLUSIVE MODE" % ", ".join(written))
             if read:
                 self.conn.execute("LOCK TABLE %s IN ACCESS SHARE MODE" % ", ".join(read))
+        finally:
+            self.lock_budget.spend(self.clock() - started)
+        self.conn.execute("SET LOCAL lock_timeout = %d" % ROW_PHASE_LOCK_TIMEOUT_MS)
+
+    def lock_tables_read(self) -> None:
+        """Check mode: lock the tables its reads read, in the ACCESS SHARE mode the reads
+        take anyway, within what is left of the run's lock budget, and spending it: behind
+        an ACCESS EXCLUSIVE lock (a migration) the batch is then set aside as a real run's
+        is, never waited for past row_lock_wait."""
+        read = ["jobs"]
+        if self.options.revoke_tokens:
+            read += [TOKEN_TABLE] + list(READ_TABLES)
+        self.conn.execute("SET LOCAL lock_timeout = %d" % self.lock_budget.lock_timeout_ms())
+        started = self.clock()
+        try:
+            self.conn.execute("LOCK TABLE %s IN ACCESS SHARE MODE" % ", ".join(read))
         finally:
             self.lock_budget.spend(self.clock() - started)
         self.conn.execute("SET LOCAL lock_timeout = %d" % ROW_PHASE_LOCK_TIMEOUT_MS)

@@ -8,7 +8,7 @@ and the advisory lock that keeps two runs apart."""
 from __future__ import annotations
 
 import time
-from typing import Callable, Dict, Iterable, List, NamedTuple, Set, Tuple
+from typing import Callable, Dict, Iterable, List, NamedTuple, Sequence, Set, Tuple
 
 from .errors import RecoveryError
 from .fail_jobs_options import CleanupOptions
@@ -208,3 +208,60 @@ def release_advisory_lock(conn: Connection) -> None:
     conn.rollback()
     conn.execute("SELECT pg_advisory_unlock(%s)", (ADVISORY_LOCK_KEY,))
     conn.commit()
+
+
+# The sessions that hold, or queue ahead for, a lock on one of the tables in a mode that
+# conflicts with what the run waited for. Asked after the wait ended (lock_timeout), so
+# pg_blocking_pids() of our own session is empty by then: pg_locks says who is still there.
+# pg_locks and pg_stat_activity's pid, usename and application_name are readable by every
+# user; the query text is not shown (it may hold anything).
+SQL_LOCK_HOLDERS = """
+    SELECT c.relname, l.mode, l.granted, l.pid, a.usename, a.application_name
+    FROM pg_locks l
+    JOIN pg_class c ON c.oid = l.relation
+    LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+    WHERE l.locktype = 'relation' AND l.pid <> pg_backend_pid()
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND l.relation IN (SELECT to_regclass(t) FROM unnest(%(tables)s::text[]) AS t)
+      AND l.mode = ANY(%(modes)s::text[])
+    ORDER BY c.relname, l.granted DESC, l.pid
+"""
+# What conflicts with the ACCESS SHARE lock a read takes (the listing, check mode's batches).
+BLOCKS_READS = ("AccessExclusiveLock",)
+# What conflicts with the ROW EXCLUSIVE lock a writing batch takes.
+BLOCKS_WRITES = ("ShareLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock")
+_MODE_NAMES = {
+    "AccessShareLock": "ACCESS SHARE",
+    "RowShareLock": "ROW SHARE",
+    "RowExclusiveLock": "ROW EXCLUSIVE",
+    "ShareUpdateExclusiveLock": "SHARE UPDATE EXCLUSIVE",
+    "ShareLock": "SHARE",
+    "ShareRowExclusiveLock": "SHARE ROW EXCLUSIVE",
+    "ExclusiveLock": "EXCLUSIVE",
+    "AccessExclusiveLock": "ACCESS EXCLUSIVE",
+}
+
+
+def lock_holders(conn: Connection, tables: Sequence[str], modes: Sequence[str] = BLOCKS_WRITES) -> List[str]:
+    """Phrases naming each other session that holds (or waits ahead for) a lock of `modes`
+    on one of `tables`: "pid 12 (user arvados, application psql) holds ACCESS EXCLUSIVE on jobs"."""
+    rows = conn.execute(SQL_LOCK_HOLDERS, {"tables": list(tables), "modes": list(modes)}).fetchall()
+    phrases = []
+    for table, mode, granted, pid, user, application in rows:
+        who = "user %s" % (user or "unknown")
+        if application:
+            who += ", application %s" % application
+        phrases.append(
+            "pid %s (%s) %s %s on %s"
+            % (pid, who, "holds" if granted else "waits for", _MODE_NAMES.get(mode, mode), table)
+        )
+    return phrases
+
+
+def lock_timeout_message(option: str, seconds: float, tables: Sequence[str], holders: List[str], context: str) -> str:
+    """The message of a wait for a table's lock that `option` (`seconds`) ended."""
+    who = "; ".join(holders) if holders else "no session holds it any more (it was let go as the wait ended)"
+    return (
+        "a lock on table %s was not had within %s (%g s): %s; %s. Try again when that session "
+        "has finished, or raise %s" % (", ".join(tables), option, seconds, who, context, option)
+    )

@@ -72,16 +72,19 @@ CLEANUP_OPTIONS: Dict[str, Option] = {
         "float",
         DEFAULT_LOCK_WAIT,
         check=seconds(MAX_SLEEP_SECONDS),
-        help="seconds to wait for another cleanup run to finish",
+        help="seconds to wait for another cleanup run to finish (the advisory lock only: "
+        "other locks are --row-lock-wait's)",
     ),
     "row_lock_wait": Option(
         "float",
         DEFAULT_ROW_LOCK_WAIT,
         # Also the batches' lock_timeout.
         check=seconds(MAX_PG_TIMEOUT_SECONDS),
-        help="seconds to keep trying jobs another transaction holds locked "
-        "(never waiting on them while holding other rows); those still "
-        "locked then are reported and left for a rerun",
+        help="seconds the run may wait in all for locks other sessions hold: jobs another "
+        "transaction holds locked are tried again (never waited on while holding other rows) "
+        "and those still locked then are reported and left for a rerun; a table held past it "
+        "(the listing's ACCESS SHARE behind a migration's ACCESS EXCLUSIVE) stops the run "
+        "before any change",
     ),
     "live": Option(
         "raw",

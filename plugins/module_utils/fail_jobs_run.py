@@ -23,7 +23,7 @@ from .fail_jobs_result import CleanupResult
 from .fail_jobs_threshold import parse_before
 from .option_bounds import MAX_CONCURRENT_SCANCEL, MAX_SCANCEL_PER_SECOND, MAX_SLEEP_SECONDS
 from .options import Option, Range, auto_or_bool, count, parse, seconds
-from .pg_connect import connect, redact
+from .pg_connect import connect, describe_user, redact
 from .pg_driver import error_text, load_driver, sqlstate_of
 from .slurm_cancel import CancelResult, cancel_jobs
 from .slurm_cancel_request import CancelRequest
@@ -272,7 +272,7 @@ def run_fail_jobs(
     except driver.Error as error:
         raise RecoveryError(
             database_error_message(
-                error, cleaner, conn_kwargs.get("user") or "the default user", conn_kwargs.get("password")
+                error, cleaner, conn_kwargs.get("user") or describe_user(conn_kwargs), conn_kwargs.get("password")
             )
         ) from None
     finally:

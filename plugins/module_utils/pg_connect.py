@@ -12,6 +12,8 @@ a missing database will not fix itself: those fail at once.
 
 from __future__ import annotations
 
+import getpass
+import os
 import time
 
 from .errors import RecoveryError, cut
@@ -64,11 +66,27 @@ def redact(text, secret):
     return text
 
 
-def describe_target(kwargs):
+def describe_target(kwargs, environ=None):
     host = cut(kwargs.get("host") or "the local socket")
     port = kwargs.get("port")
     where = "%s:%s" % (host, port) if port else host
-    return "database %s as %s on %s" % (_quoted(kwargs.get("dbname")), _quoted(kwargs.get("user")), where)
+    return "database %s as %s on %s" % (_quoted(kwargs.get("dbname")), describe_user(kwargs, environ), where)
+
+
+def describe_user(kwargs, environ=None):
+    """The user a connection logs in as: the one given, else the one libpq takes when none
+    is given (PGUSER, else the login name), said so, never "None"."""
+    if kwargs.get("user"):
+        return _quoted(kwargs["user"])
+    environ = os.environ if environ is None else environ
+    if environ.get("PGUSER"):
+        return "%s (no user given: libpq's PGUSER)" % _quoted(environ["PGUSER"])
+    try:
+        login = getpass.getuser()
+    except Exception:  # pylint: disable=broad-except
+        # No login name known to the system: libpq then fails with its own reason.
+        return "libpq's default user (no user given, no PGUSER, no login name)"
+    return "%s (no user given: libpq's default, the login name)" % _quoted(login)
 
 
 def _quoted(value):

@@ -48,6 +48,8 @@ from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 from .arvados_db_config import CONNECTION_OPTIONS, cluster_setting, resolve_database_settings
 from .dispatcher_state import lock_expected
 from .errors import ConfigError, RecoveryError
+from .fail_jobs_checks import BLOCKS_READS, lock_holders
+from .fail_jobs_sql import SQLSTATE_LOCK_TIMEOUT
 from .locked_containers import (
     MAX_DISPATCH_ATTEMPTS_KEY,
     UNKNOWN_LIMIT,
@@ -59,7 +61,7 @@ from .locked_containers import (
 from .option_bounds import MAX_BATCH_SIZE, MAX_PG_TIMEOUT_SECONDS, MAX_SLEEP_SECONDS
 from .options import Option, count, parse, seconds
 from .pg_connect import connect, redact
-from .pg_driver import error_text, load_driver
+from .pg_driver import connection_lost, error_text, load_driver, sqlstate_of
 from .reconcile import (
     CONTAINERS,
     DEFAULT_ORPHAN_GRACE,
@@ -638,9 +640,38 @@ def run_reconcile(
         result = Reconciler(options, reader, lister, clock or SystemClock(), _server(conn), nodes, limit).run()
     except driver.Error as error:
         raise RecoveryError(
-            "database error (nothing was changed): %s" % redact(error_text(error), conn_kwargs.get("password"))
+            database_error_message(conn, error, options.query_timeout, conn_kwargs.get("password"), driver.Error)
         ) from None
     finally:
         conn.close()
     result["database"] = settings.source
     return result
+
+
+# SQLSTATE 57014: query_canceled, which statement_timeout (query_timeout) raises.
+SQLSTATE_QUERY_CANCELED = "57014"
+# What the reads read: a session holding one of them ACCESS EXCLUSIVE (a migration, a
+# LOCK TABLE) holds every read up.
+TABLES_READ = ("jobs", "containers", "users")
+
+
+def database_error_message(conn, error, query_timeout: float, password: Optional[str], driver_error=Exception) -> str:
+    """One line for a database error. A read stopped by query_timeout names the option and,
+    when the wait was for a table another session holds (issue 34: a read takes ACCESS
+    SHARE, which waits only behind ACCESS EXCLUSIVE), the table and that session."""
+    reason = redact(error_text(error), password)
+    if sqlstate_of(error) not in (SQLSTATE_QUERY_CANCELED, SQLSTATE_LOCK_TIMEOUT) or connection_lost(conn):
+        return "database error (nothing was changed): %s" % reason
+    try:
+        conn.rollback()
+        holders = lock_holders(conn, TABLES_READ, BLOCKS_READS)
+        conn.rollback()
+    except driver_error:
+        holders = []
+    if not holders:
+        return "a read ran past query_timeout (%g s), nothing was changed: %s" % (query_timeout, reason)
+    return (
+        "a read waited past query_timeout (%g s) for a table another session holds: %s; nothing was "
+        "changed. Try again when that session has finished, or raise query_timeout"
+        % (query_timeout, "; ".join(holders))
+    )

@@ -12,6 +12,8 @@ checks, and no command runs before they pass. Pure Python (3.8+).
 from __future__ import annotations
 
 import re
+import signal
+import threading
 import unicodedata
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, Dict, Iterable, Optional, Tuple
@@ -139,7 +141,7 @@ class CancelRequest:
 
     def __post_init__(self) -> None:
         pattern = _compiled_pattern(self.name_pattern)
-        self._set("names", _unique(_checked_name(name, pattern) for name in _sequence("names", self.names)))
+        self._set("names", _unique(_checked_name(name) for name in _sequence("names", self.names)))
         self._set("job_ids", _unique(_checked_job_id(job_id) for job_id in _sequence("job_ids", self.job_ids)))
         self._set("user", _optional_word("user", self.user))
         self._set("signal", _checked_signal(self.signal))
@@ -155,6 +157,7 @@ class CancelRequest:
         if self.timeout is None:
             self._set("timeout", self.call_timeout)
             self._check_options(("timeout",))
+        _match_names(pattern, self.names, self.call_timeout)
         # Job ids name jobs of unknown kind: they extend the default deadline, but only
         # a job sure to get TERM makes a short timeout an error, and only where an
         # outright cancel must fit in it.
@@ -304,14 +307,57 @@ def _has_forbidden_character(text: str) -> bool:
     return any(char == "," or char.isspace() or unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp") for char in text)
 
 
-def _checked_name(name: Any, pattern) -> str:
+def _checked_name(name: Any) -> str:
     if not isinstance(name, str) or not name:
         raise CancelRequestError("job name %r is not a non-empty string" % (name,))
     if _has_forbidden_character(name):
         raise CancelRequestError("job name %r contains a comma, whitespace or a control character" % (name,))
-    if not pattern.fullmatch(name):
-        raise CancelRequestError("job name %r does not match name_pattern %r" % (name, pattern.pattern))
     return name
+
+
+class _MatchTimedOut(Exception):
+    pass
+
+
+def _raise_timed_out(_signum: int, _frame: Any) -> None:
+    raise _MatchTimedOut()
+
+
+def _match_names(pattern, names: Tuple[str, ...], seconds_allowed: float) -> None:
+    """Refuse the first name that does not fully match `pattern`, and a pattern that takes
+    longer than the call's timeout to say (issue 34: ``(a+)+$`` backtracks for 2^n steps on
+    n letters and spun past the module's timeout).
+
+    Why a bound in time and not a check of the pattern's form: which patterns backtrack
+    without end is not decidable from their form in general (``(a|aa)+$`` and ``(a|a)*$``
+    have no nested quantifier), and a limit on the names' length would not do either, as
+    UUIDs (27 characters) are long enough for 2^27 steps. Python's matcher checks for
+    signals as it runs, so a timer (SIGALRM) stops it; without a main thread to receive
+    it (a library caller's thread) the match is not bounded, as before.
+    """
+    if not names:
+        return
+    bounded = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    if bounded:
+        previous_handler = signal.signal(signal.SIGALRM, _raise_timed_out)
+        previous_timer = signal.setitimer(signal.ITIMER_REAL, seconds_allowed)
+    name = ""
+    try:
+        for name in names:
+            if not pattern.fullmatch(name):
+                raise CancelRequestError("job name %r does not match name_pattern %r" % (name, pattern.pattern))
+    except _MatchTimedOut:
+        raise CancelRequestError(
+            "name_pattern %r took longer than timeout %g s to match the job name %r, so nothing was asked of "
+            "Slurm: the pattern backtracks without end (nested repeats such as (a+)+ do); write it without them"
+            % (pattern.pattern, seconds_allowed, name)
+        ) from None
+    finally:
+        if bounded:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous_handler)
+            if previous_timer[0] > 0:
+                signal.setitimer(signal.ITIMER_REAL, *previous_timer)
 
 
 def _checked_job_id(job_id: Any) -> str:

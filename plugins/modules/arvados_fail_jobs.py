@@ -131,7 +131,9 @@ options:
   lock_wait:
     description:
       - Seconds to wait for another run of this cleanup (the boot unit or a playbook, kept
-        apart by a PostgreSQL advisory lock) to finish before failing.
+        apart by a PostgreSQL advisory lock) to finish before failing. It bounds that wait
+        only; every wait for a lock another session holds on a table or a row is
+        O(row_lock_wait)'s.
       - At most V(86400) (a day).
     type: float
     default: 60
@@ -143,6 +145,12 @@ options:
       - Jobs still locked when this is spent are left C(Running), their Slurm jobs already
         absent, and listed in RV(locked_jobs); a rerun finishes them. V(0) tries them once
         more only.
+      - The same budget bounds the waits outside the batches (PostgreSQL's C(lock_timeout)
+        on both of the run's sessions), in check mode too - above all the listing of the
+        C(Running) jobs, which waits behind an C(ACCESS EXCLUSIVE) lock on C(jobs) (a
+        migration, a C(LOCK TABLE)). A listing not had within it fails the run before
+        anything changes, Slurm included, with a message naming this option, the table and
+        the sessions that hold it.
       - At most V(2147483).
     type: float
     default: 10

@@ -182,7 +182,10 @@ options:
     default: 30
   query_timeout:
     description:
-      - Seconds one SQL statement may take (PostgreSQL C(statement_timeout)).
+      - Seconds one SQL statement may take (PostgreSQL C(statement_timeout)), the wait for a
+        table's lock included - a read waits only behind an C(ACCESS EXCLUSIVE) lock (a
+        migration, a C(LOCK TABLE)); the task then fails naming this option, the table and
+        the session that holds it.
       - At most V(2147483), the longest C(statement_timeout) PostgreSQL takes.
     type: float
     default: 300

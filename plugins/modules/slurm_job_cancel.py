@@ -274,6 +274,9 @@ options:
       - Regular expression every O(name) must match in full, for example V(^[0-9a-z]{5}-dz642-[0-9a-z]{15}$)
         for containers only or V(^[0-9a-z]{5}-8i9sb-[0-9a-z]{15}$) for crunch v1 jobs.
       - The default accepts any Arvados UUID.
+      - The names are matched before any command runs, within O(timeout) - a pattern that
+        backtracks without end (nested repeats such as V((a+\)+$)) fails the task then, naming
+        the pattern and the name, with nothing asked of Slurm.
     type: str
     default: ^[0-9a-z]{5}-[0-9a-z]{5}-[0-9a-z]{15}$
   squeue_path:

@@ -510,3 +510,30 @@ def test_nothing_is_written(fresh_db, lab_env, slurm, records, config, tmp_path)
     )
     assert result["counts"]["orphaned_jobs"] == 1 and result["counts"]["stray_slurm_jobs"] >= 1
     assert snapshot() == before
+
+
+@pytest.mark.parametrize("table", ["jobs", "containers"])
+def test_a_table_held_by_another_session_fails_within_query_timeout_naming_it(
+    lab_env, fresh_db, config, tmp_path, table
+):
+    # Issue 34, Medium 6, for the reconciliation: its reads take ACCESS SHARE, which waits
+    # behind a migration's ACCESS EXCLUSIVE; each statement is bounded by query_timeout,
+    # and the message now names the option, the table and the session holding it.
+    holder = fresh_db.connect(application_name="migration-in-test")
+    holder.execute("LOCK TABLE %s IN ACCESS EXCLUSIVE MODE" % table)
+    pid = holder.info.backend_pid
+    try:
+        started = time.monotonic()
+        result = rh.run_reconcile(lab_env, tmp_path, rh.reconcile_args(config, query_timeout=3))
+        elapsed = time.monotonic() - started
+    finally:
+        holder.rollback()
+        holder.close()
+    assert result.get("failed") is True, result
+    assert result["msg"] == (
+        "a read waited past query_timeout (3 s) for a table another session holds: pid %d (user arvados, "
+        "application migration-in-test) holds ACCESS EXCLUSIVE on %s; nothing was changed. Try again when that "
+        "session has finished, or raise query_timeout" % (pid, table)
+    ), result["msg"]
+    # The settle (1 s) and ansible-playbook's start-up besides the one bounded wait.
+    assert elapsed < 3 + 1 + 20, elapsed

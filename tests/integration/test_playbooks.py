@@ -462,6 +462,77 @@ def test_a_wrong_password_says_authentication_failed_without_the_password(fresh_
     assert helpers.pg_dump(fresh_db, lab_env) == dump_before
 
 
+def rescue_messages(completed: subprocess.CompletedProcess, prefix: str) -> list[str]:
+    reasons = re.findall(r'"msg": ("%s(?:[^"\\]|\\.)*")' % re.escape(prefix), completed.stdout)
+    assert reasons, completed.stdout[-3000:]
+    return [json.loads(reason) for reason in reasons]
+
+
+@pytest.mark.parametrize(
+    "wrong_for, prefix",
+    [
+        ("both", "Comparing Slurm's queue with the database failed: "),
+        ("api", "Failing or requeueing the orphaned jobs failed: "),
+    ],
+    ids=["reconcile", "fail-jobs"],
+)
+def test_the_node_reboot_playbook_says_why_a_wrong_password_failed_without_it(
+    fresh_db, lab_env, tmp_path, wrong_for, prefix
+):
+    # Issue 34, Low 8: the database tasks of recover_after_node_reboot.yml run with no_log
+    # when db_password is given, and a wrong one read only "censored"; the rescues say the
+    # module's reason, which masks the password, as recover_after_reboot.yml's do.
+    with fresh_db.connect() as conn:
+        lost_job = Records(conn).job("Running")
+    dump_before = helpers.pg_dump(fresh_db, lab_env)
+    wrong_password = "Wrong-Pw-3e8a51c0d7"
+    extra = {
+        "recover_db": explicit_db(fresh_db, db_password=wrong_password),
+        "reconcile_settle": 1,
+        "reconcile_cluster_prefix": PREFIX,
+        "reconcile_orphans": "always",
+        "reconcile_crunch_v1_dispatcher": "stopped",
+    }
+    if wrong_for == "api":
+        extra["reconcile_db"] = explicit_db(fresh_db)
+
+    completed = ansible_playbook(without_password_files(lab_env), NODE_REBOOT, extra, flags=["-vvv"], expect_rc=2)
+
+    assert wrong_password not in completed.stdout + completed.stderr
+    reason = rescue_messages(completed, prefix)[0]
+    assert "cannot connect to the database" in reason and "password authentication failed for user" in reason, reason
+    assert helpers.pg_dump(fresh_db, lab_env) == dump_before
+    with fresh_db.connect() as conn:
+        assert Records(conn).state("jobs", lost_job) == "Running"
+
+
+@pytest.mark.parametrize(
+    "content", ["", "all: [\n", "ungrouped:\n  hosts:\n    somewhere:\n"], ids=["empty", "unparsable", "no-groups"]
+)
+@pytest.mark.parametrize("playbook", [RECOVER, NODE_REBOOT], ids=["recover_after_reboot", "recover_after_node_reboot"])
+def test_an_inventory_without_the_needed_hosts_fails_instead_of_exiting_0(lab_env, tmp_path, playbook, content):
+    # Issue 34, Low 9: Ansible only warns about an empty or unparsable inventory and skips
+    # every play, so both recovery playbooks exited 0 having done nothing.
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(content)
+
+    completed = ansible_playbook(lab_env, playbook, {}, expect_rc=2, inventory=inventory)
+
+    messages = re.findall(r'"msg": ("The inventory must name a host in (?:[^"\\]|\\.)*")', completed.stdout)
+    assert len(messages) == 1, completed.stdout[-3000:]
+    message = json.loads(messages[0])
+    if playbook == RECOVER:
+        assert message.startswith("The inventory must name a host in arvados_api (it names 0)"), message
+    else:
+        assert message.startswith(
+            "The inventory must name a host in each of slurm_controllers and arvados_api (it names 0 and 0)"
+        ), message
+    assert "Nothing was read or changed" in message
+    assert "PLAY [Check that the inventory names the hosts the recovery needs]" in completed.stdout
+    # The check is the first play: no other ran.
+    assert completed.stdout.count("PLAY [") == 1, completed.stdout
+
+
 def test_nothing_stale_changes_nothing(fresh_db, lab_env, tmp_path):
     summary = stale_cluster(fresh_db, running=2, running_after_boot=2, running_unstarted=0)
     dump_before = helpers.pg_dump(fresh_db, lab_env)

@@ -143,3 +143,59 @@ def test_the_boot_recovery_options_file_with_a_password_loses_the_access_of_othe
     assert "was mode 0644" in done and "it is now 0600" in done and "secret-db-password" not in done
     assert yaml.safe_load(options.read_text())["db_password"] == "secret-db-password"
     assert run(collections, tmp_path, BOOT_RECOVERY_PLAY, variables)[1] == 0
+
+
+BOOT_RECOVERY_CHECKS_PLAY = {
+    "hosts": "localhost",
+    "gather_facts": False,
+    "tasks": [
+        {
+            "name": "Check the settings as the role does under every tag",
+            "ansible.builtin.include_role": {"name": "arvados_ops.recovery.boot_recovery", "tasks_from": "checks.yml"},
+        }
+    ],
+}
+
+
+@needs_root
+@pytest.mark.parametrize("kind", ["directory", "symlink", "fifo"])
+@pytest.mark.parametrize("check", [False, True], ids=["real", "check"])
+def test_an_options_file_path_that_is_not_a_regular_file_is_refused_before_anything_is_written(
+    collections, tmp_path, kind, check
+):
+    # Issue 34, Low 9: a directory at the options file's path reported ok, the options
+    # written into it. Now refused by the checks every tag runs, before the command.
+    path = tmp_path / "fail-jobs.yml"
+    target = tmp_path / "elsewhere.yml"
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "symlink":
+        target.write_text("keep: me\n")
+        path.symlink_to(target)
+    else:
+        os.mkfifo(path)
+    variables = {"boot_recovery_options_file": str(path), "boot_recovery_arvados_version": "3.2"}
+    options = ("--check",) if check else ()
+
+    said, changed = run(collections, tmp_path, BOOT_RECOVERY_CHECKS_PLAY, variables, *options, succeeds=False)
+
+    assert changed == 0
+    expected = {
+        "directory": "is a directory, not a regular file: nothing was written",
+        "symlink": "is a symlink to %s, not a regular file" % target,
+        "fifo": "is a FIFO, not a regular file: nothing was written",
+    }[kind]
+    assert "boot_recovery: boot_recovery_options_file %s %s" % (path, expected) in said.replace("\n", " "), said
+    if kind == "directory":
+        assert list(path.iterdir()) == []
+    if kind == "symlink":
+        assert target.read_text() == "keep: me\n"
+
+
+@needs_root
+def test_a_regular_or_absent_options_file_passes_the_check(collections, tmp_path):
+    path = tmp_path / "fail-jobs.yml"
+    variables = {"boot_recovery_options_file": str(path), "boot_recovery_arvados_version": "3.2"}
+    run(collections, tmp_path, BOOT_RECOVERY_CHECKS_PLAY, variables)
+    path.write_text("{}\n")
+    run(collections, tmp_path, BOOT_RECOVERY_CHECKS_PLAY, variables)

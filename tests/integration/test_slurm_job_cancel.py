@@ -20,6 +20,7 @@ import fcntl
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -379,6 +380,28 @@ def test_a_dangerous_name_is_refused_and_nothing_is_cancelled(shared_slurm: Slur
         assert repr(bad_name) in result["msg"], case
         assert result.get("scancel_calls", 0) == 0 and not result.get("cancelled"), case
     assert logged_calls(wrappers["squeue_log"]) == []  # refused before any command
+    assert scancel_requests(wrappers["scancel_log"]) == []
+    assert shared_slurm.queue([mine])[job_id].state == "PENDING"
+
+
+def test_a_pattern_that_backtracks_without_end_is_stopped_at_timeout(shared_slurm: Slurm, lab_env, tmp_path: Path):
+    # Issue 34, Low 9: name_pattern (a+)+$ spun past the module's timeout on a name of 40
+    # letters and a last one that fails it (2^40 steps). The module and the playbook alike.
+    mine = job_name()
+    job_id = shared_slurm.submit(mine, hold=True)
+    wrappers = clients(tmp_path)
+    spinner = "a" * 40 + "b"
+    args = dict(name=[spinner, mine], name_pattern="(a+)+$", timeout=2, **paths(wrappers))
+    began = time.monotonic()
+    result = run_module(lab_env, tmp_path, args)
+    elapsed = time.monotonic() - began
+    assert result.get("failed") is True, result
+    assert result["msg"].startswith(
+        "name_pattern '(a+)+$' took longer than timeout 2 s to match the job name %r, so nothing was asked of Slurm"
+        % spinner
+    ), result["msg"]
+    assert elapsed < 2 + ANSIBLE_OVERHEAD, elapsed
+    assert logged_calls(wrappers["squeue_log"]) == []
     assert scancel_requests(wrappers["scancel_log"]) == []
     assert shared_slurm.queue([mine])[job_id].state == "PENDING"
 

@@ -287,16 +287,32 @@ def test_the_ca_certificate_is_libpqs_sslrootcert_from_the_option_or_either_file
     assert files.resolve(config_file="", database_yml=database_yml).sslrootcert == "/etc/rails-ca.pem"
 
 
-def test_no_database_name_anywhere(files):
-    assert files.error_of(db_host="db") == "no database name: set db_name (settings from options)"
+def test_no_database_name_anywhere_says_the_default_files_are_missing(files):
+    # Issue 42 item 6: a host without /etc/arvados/config.yml was told "set db_name".
+    assert files.error_of(db_host="db") == (
+        "no database settings: %s does not exist and %s does not exist, and no db_name is given; "
+        "name the cluster's file with config_file (or database_yml on older clusters), or give "
+        "db_name (and db_host, db_user... as needed)" % (files.config_yml, files.database_yml)
+    )
+
+
+def test_no_database_name_with_the_files_skipped_says_so(files):
+    assert files.error_of(config_file="", database_yml="").startswith(
+        "no database settings: config_file is '' (skipped) and database_yml is '' (skipped), and no db_name"
+    )
+    assert files.error_of(config_file="").startswith(
+        "no database settings: config_file is '' (skipped) and %s does not exist, and no db_name" % files.database_yml
+    )
+    files.write(files.database_yml, "production:\n  database: a\n")
+    assert files.resolve(config_file="").dbname == "a"
 
 
 def test_no_database_name_in_the_file(files):
     path = files.write(files.config_yml, ONE_CLUSTER.replace("        dbname: arvados_production\n", ""))
     message = files.error_of(config_file=path, db_host="db")
     assert (
-        message
-        == "no database name: set db_name (settings from config_file %s, cluster zzzzz; db_host from options)" % path
+        message == "no database name: none in the settings from config_file %s, cluster zzzzz; db_host from options; "
+        "set it there or give db_name" % path
     )
 
 

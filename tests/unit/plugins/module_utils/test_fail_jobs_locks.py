@@ -94,14 +94,14 @@ class TableLockConnection(ScriptedConnection):
     """LOCK TABLE ... ROW EXCLUSIVE waits `table_wait` s of the fake clock, and fails as
     PostgreSQL does (55P03) when lock_timeout is shorter."""
 
-    def __init__(self, clock, table_wait):
+    def __init__(self, clock, table_wait, modes=("ROW EXCLUSIVE",)):
         super().__init__()
-        self.clock, self.table_wait, self.timeout_ms = clock, table_wait, None
+        self.clock, self.table_wait, self.timeout_ms, self.modes = clock, table_wait, None, modes
 
     def execute(self, query, params=None):
         if query.startswith("SET LOCAL lock_timeout"):
             self.timeout_ms = int(query.split("=")[1])
-        if query.startswith("LOCK TABLE") and "ROW EXCLUSIVE" in query:
+        if query.startswith("LOCK TABLE") and any(mode in query for mode in self.modes):
             waited = min(self.table_wait, self.timeout_ms / 1000.0)
             self.clock.sleep(waited)
             self.table_wait -= waited
@@ -154,13 +154,30 @@ def test_table_lock_waits_and_tries_again_share_one_budget():
     ]
 
 
-def test_check_mode_locks_nothing():
+def test_check_mode_takes_no_write_lock_and_waits_for_reads_within_the_budget():
     clock = FakeClock()
-    conn = TableLockConnection(clock, table_wait=10.0)
+    # A migration's ACCESS EXCLUSIVE: the reads of check mode wait too (issue 34).
+    conn = TableLockConnection(clock, table_wait=10.0, modes=("ACCESS SHARE",))
     cleaner = cleaner_on(conn, clock, row_lock_wait=3, check_mode=True)
     cleaner._clean_batch([JOB % 1], last=False)  # pylint: disable=protected-access
-    assert not [q for q, _p in conn.statements if "LOCK" in q or "lock_timeout" in q]
-    assert clock.elapsed() == 0
+    cleaner._retry_deferred()  # pylint: disable=protected-access
+    locks = [q for q, _p in conn.statements if q.startswith("LOCK")]
+    assert locks and all(q.endswith("IN ACCESS SHARE MODE") for q in locks)
+    assert (
+        locks[0]
+        == "LOCK TABLE jobs, api_client_authorizations, users, containers, pipeline_instances IN ACCESS SHARE MODE"
+    )
+    assert cleaner.result.to_dict()["locked_jobs"] == [JOB % 1]
+    assert clock.elapsed() == pytest.approx(3.001)
+
+
+def test_check_mode_with_free_tables_does_not_wait():
+    clock = FakeClock()
+    conn = TableLockConnection(clock, table_wait=0.0, modes=("ACCESS SHARE",))
+    cleaner = cleaner_on(conn, clock, row_lock_wait=3, check_mode=True, revoke_tokens=False)
+    cleaner._clean_batch([JOB % 1], last=False)  # pylint: disable=protected-access
+    assert [q for q, _p in conn.statements if q.startswith("LOCK")] == ["LOCK TABLE jobs IN ACCESS SHARE MODE"]
+    assert cleaner.result.to_dict()["locked_jobs"] == [] and clock.elapsed() == 0
 
 
 # -- a held token or task sets aside its job only ----------------------------------------

@@ -107,5 +107,12 @@ def test_is_permanent_and_describe_target():
     assert not pg_connect.is_permanent(FakeOperationalError(REFUSED))
     assert not pg_connect.is_permanent(FakeOperationalError("x", sqlstate="57P03"))
     assert pg_connect.describe_target({"dbname": "d", "user": "u"}) == "database 'd' as 'u' on the local socket"
+    # Issue 42 item 6: no user given read "as None".
+    assert (
+        pg_connect.describe_target({"dbname": "d"}, environ={"PGUSER": "arvados"})
+        == "database 'd' as 'arvados' (no user given: libpq's PGUSER) on the local socket"
+    )
+    login = pg_connect.describe_user({}, environ={})
+    assert login.endswith("(no user given: libpq's default, the login name)") and "None" not in login
     assert pg_connect.redact("a pw b pw", "pw") == "a ******** b ********"
     assert pg_connect.redact("text", None) == "text"

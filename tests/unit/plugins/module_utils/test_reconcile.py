@@ -1024,3 +1024,46 @@ def test_no_locked_orphan_no_lock_statement():
     result = reconcile(db, [queue, queue])
     assert uuids(result["orphaned_containers"]) == [CTR_A] and db.lock_reads == []
     assert result["max_dispatch_attempts"]["value"] is None
+
+
+class _Canceled(Exception):
+    def __init__(self, sqlstate):
+        super().__init__("canceling statement due to statement timeout")
+        self.sqlstate = sqlstate
+
+
+class _LocksConnection:
+    closed = broken = False
+
+    def __init__(self, rows):
+        self.rows, self.asked = rows, []
+
+    def execute(self, query, params=None):
+        self.asked.append(params)
+        rows = self.rows
+
+        class _Rows:
+            def fetchall(self):
+                return rows
+
+        return _Rows()
+
+    def rollback(self):
+        pass
+
+
+def test_a_read_stopped_by_query_timeout_names_the_option_the_table_and_its_holder():
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils import reconcile_run
+
+    conn = _LocksConnection([("jobs", "AccessExclusiveLock", True, 41, "arvados", "psql")])
+    message = reconcile_run.database_error_message(conn, _Canceled("57014"), 3.0, None)
+    assert message == (
+        "a read waited past query_timeout (3 s) for a table another session holds: pid 41 (user arvados, "
+        "application psql) holds ACCESS EXCLUSIVE on jobs; nothing was changed. Try again when that session "
+        "has finished, or raise query_timeout"
+    )
+    assert conn.asked == [{"tables": ["jobs", "containers", "users"], "modes": ["AccessExclusiveLock"]}]
+    slow = reconcile_run.database_error_message(_LocksConnection([]), _Canceled("57014"), 3.0, None)
+    assert slow.startswith("a read ran past query_timeout (3 s), nothing was changed: canceling statement")
+    other = reconcile_run.database_error_message(_LocksConnection([]), _Canceled("42501"), 3.0, None)
+    assert other.startswith("database error (nothing was changed): ")

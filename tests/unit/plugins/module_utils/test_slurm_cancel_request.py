@@ -4,6 +4,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 from __future__ import annotations
 
+import signal
+import time
 import unicodedata
 
 import pytest
@@ -176,3 +178,32 @@ def test_paths_may_hold_spaces_and_clusters_a_list():
     request = CancelRequest(names=[JOB], squeue_path="/opt/slurm 22/bin/squeue", clusters="east,west")
     assert request.squeue_path == "/opt/slurm 22/bin/squeue"
     assert request.clusters == "east,west"
+
+
+# -- a pattern cannot run past timeout (issue 34, Low 9) --------------------------------
+
+
+def test_a_pattern_that_backtracks_without_end_is_refused_at_timeout():
+    def mine(_signum, _frame):
+        raise AssertionError("the caller's handler must not fire")
+
+    previous = signal.signal(signal.SIGALRM, mine)
+    try:
+        began = time.monotonic()
+        with pytest.raises(CancelRequestError) as raised:
+            CancelRequest(names=("a" * 40 + "b",), name_pattern="(a+)+$", timeout=0.3)
+        assert 0.3 <= time.monotonic() - began < 5
+        assert str(raised.value).startswith(
+            "name_pattern '(a+)+$' took longer than timeout 0.3 s to match the job name 'aaaa"
+        )
+        # The caller's handler is back, and no timer is left running.
+        assert signal.getsignal(signal.SIGALRM) is mine
+        assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_names_are_still_matched_in_full_within_the_bound():
+    with pytest.raises(CancelRequestError, match="does not match name_pattern"):
+        CancelRequest(names=("zzzzz-dz642-0123456789abcde", "zzzzz-dz642-x"), timeout=1)
+    assert CancelRequest(names=("a" * 40,), name_pattern="(a+)+$", timeout=1).names == ("a" * 40,)
