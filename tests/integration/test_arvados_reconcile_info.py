@@ -6,6 +6,7 @@ other jobs).
 
 from __future__ import annotations
 
+import tempfile
 import threading
 import time
 from datetime import datetime
@@ -400,7 +401,9 @@ def test_a_standby_is_refused_unless_allowed(lab_env, tmp_path):
     # A real streaming replica (its own primary, never the lab's server): `SET
     # default_transaction_read_only` would not make pg_is_in_recovery() true.
     squeue, log = logging_client(tmp_path / "bin", "squeue")
-    with rh.standby_server(Path("/tmp") / ("reconcile-standby-" + tmp_path.name)) as standby:
+    # Under /tmp, short for the sockets' paths; its own directory, so that two runs of the
+    # tests at once on one machine do not share it.
+    with rh.standby_server(Path(tempfile.mkdtemp(prefix="reconcile-standby-", dir="/tmp"))) as standby:
         args = dict(standby, cluster_prefix=rh.PREFIX, settle=1, squeue_path=str(squeue))
         refused = rh.run_reconcile(lab_env, tmp_path, args)
         calls_when_refused = len(logged_calls(log))
