@@ -153,6 +153,22 @@ def test_example(block: doc_examples.Block, request: pytest.FixtureRequest) -> N
         )
 
 
+def _run_in_checkout(argv, env) -> subprocess.CompletedProcess:
+    """An example's command run as a user runs it in the checkout: no input, its output and
+    errors as one text, within EXAMPLE_TIMEOUT."""
+    return subprocess.run(
+        argv,
+        cwd=REPO_ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=EXAMPLE_TIMEOUT,
+        check=False,
+    )
+
+
 def _run_commands(block, scratch, lab, env):
     commands = block.commands()
     ran = []
@@ -166,17 +182,7 @@ def _run_commands(block, scratch, lab, env):
         ran.append(new)
     script = doc_examples.command_script(ran, block.markers.skip_commands)
     print("%s runs:\n%s" % (block.where, script))
-    completed = subprocess.run(
-        ["bash", "-c", script],
-        cwd=REPO_ROOT,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=EXAMPLE_TIMEOUT,
-        check=False,
-    )
+    completed = _run_in_checkout(["bash", "-c", script], env)
     output = completed.stdout
     statuses = doc_examples.exit_statuses(output)
     failed = {number: status for number, status in statuses.items() if status != 0}
@@ -218,17 +224,7 @@ def _run_play(block, scratch, lab, env):
     if block.markers.check:
         command.append("--check")
     print("%s runs: %s\n%s" % (block.where, " ".join(command), playbook.read_text()))
-    completed = subprocess.run(
-        command,
-        cwd=REPO_ROOT,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=EXAMPLE_TIMEOUT,
-        check=False,
-    )
+    completed = _run_in_checkout(command, env)
     assert completed.returncode == 0, "%s: ansible-playbook exited %d:\n%s" % (
         block.where,
         completed.returncode,
