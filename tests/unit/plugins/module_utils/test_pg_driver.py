@@ -233,6 +233,15 @@ def test_execute_runs_on_a_new_cursor_and_returns_it():
     assert [c.executed for c in raw.cursors] == [[("SELECT pg_try_advisory_lock(%s)", (1,))], [("SELECT 'a%'", None)]]
 
 
+def test_binary_placeholders_reach_psycopg2_as_its_own():
+    conn, raw = wrapped()
+    conn.execute("SELECT %(texts)b::text[], %(uuids)s::text[]", {"texts": ['a"b'], "uuids": []})
+    # psycopg2 has no binary parameters: it reads %(name)b as %(name)s
+    assert raw.cursors[0].executed == [("SELECT %(texts)s::text[], %(uuids)s::text[]", {"texts": ['a"b'], "uuids": []})]
+    # an escaped % stays one, whatever follows it
+    assert pg_driver.psycopg2_placeholders("%(a)b, %(_b1)b, %%(c)b, %%%(d)b") == "%(a)s, %(_b1)s, %%(c)b, %%%(d)s"
+
+
 def test_named_cursors_keep_their_name_and_hold():
     conn, raw = wrapped()
     listing = conn.cursor(name="listing", withhold=True)
