@@ -101,6 +101,7 @@ PSYCOPG2_TESTS=(
   tests/integration/test_arvados_fail_jobs.py
   tests/integration/test_arvados_fail_jobs_command.py
   tests/integration/test_arvados_reconcile_info.py
+  tests/integration/test_fail_jobs_audit_rows.py
 )
 PSYCOPG2_SELECTION="not sigkill_at_random_moments and (not test_arvados_reconcile_info
   or live_work_is_left_alone or row_modified_within_the_grace or lost_job_with_finished_at_set

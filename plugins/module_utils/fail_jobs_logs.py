@@ -6,9 +6,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 from datetime import datetime
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, cast
 
@@ -20,35 +18,17 @@ from .uuids import LOG_INFIX, new_uuid, system_user_uuid
 # The columns of SQL_INSERT_LOGS that differ from row to row, in its parameters' names.
 LOG_ROW_FIELDS = ("owners", "objects", "object_owners", "event_ats", "event_types", "summaries", "properties")
 
-# The columns Arvados' models serialize, each with the class it loads: jobs' four as Hash
-# (1.4.3 app/models/job.rb:14-17, the same at 1.1.0), a token's scopes as Array (1.4.3
-# app/models/api_client_authorization.rb:13). The audit row holds them as objects, not as
-# their JSON text, and a NULL as the empty object the serializer loads it as
-# (Serializer.load, 1.4.3 services/api/lib/serializers.rb:38-39: `object_class.new()`).
-JOB_SERIALIZED: Dict[str, type] = {
-    "components": dict,
-    "script_parameters": dict,
-    "runtime_constraints": dict,
-    "tasks_summary": dict,
-}
-TOKEN_SERIALIZED: Dict[str, type] = {"scopes": list}
-# ApiClientAuthorization#logged_attributes (1.4.3 app/models/api_client_authorization.rb:81-83):
-# SQL_REVOKE_TOKENS never returns it; dropped here again all the same.
-TOKEN_UNLOGGED = ("api_token",)
-SERIALIZED_JOB_COLUMNS = tuple(JOB_SERIALIZED)
-
 # One row of SQL_INSERT_LOGS, its columns in LOG_ROW_FIELDS' order.
 LogRow = Tuple[str, str, Optional[str], Optional[datetime], str, str, str]
 
 
 class TokenUpdate(NamedTuple):
     """A token SQL_REVOKE_TOKENS expired: its uuid, its user's (the token's owner_uuid), and
-    the row before and after, without api_token."""
+    its `update` audit row's properties (fail_jobs_audit_rows; None without audit rows)."""
 
     uuid: str
     owner_uuid: Optional[str]
-    old_row: Dict[str, Any]
-    new_row: Dict[str, Any]
+    audit_properties: Optional[str]
 
 
 def insert_logs(
@@ -80,13 +60,20 @@ def dispatch_log_row(job: BatchJob, message: str) -> LogRow:
 
 
 def update_log_row(job: BatchJob) -> LogRow:
-    """The `update` audit row of the job's save (1.4.3 arvados_model.rb log_update)."""
-    # Only the rows an update returned are logged, and those hold both.
-    old_row, new_row = cast(Dict[str, Any], job.old_row), cast(Dict[str, Any], job.new_row)
-    properties = audit_properties(audit_attributes(old_row), audit_attributes(new_row))
-    event_at = db_timestamp(new_row["modified_at"])
+    """The `update` audit row of the job's save (1.4.3 arvados_model.rb log_update): Log#fill_object
+    and #update_to (1.4.3 app/models/log.rb) make its owner the acting (system) user, its
+    object owner the job's owner, event_at the job's new modified_at; its properties were
+    built by the statement that changed the job (fail_jobs_audit_rows)."""
     owner = system_user_uuid(job.uuid[:5])
-    return (owner, job.uuid, job.owner_uuid, event_at, "update", "update of %s" % job.uuid, properties)
+    return (
+        owner,
+        job.uuid,
+        job.owner_uuid,
+        job.modified_at,
+        "update",
+        "update of %s" % job.uuid,
+        cast(str, job.audit_properties),
+    )
 
 
 def token_update_log_row(token: TokenUpdate) -> LogRow:
@@ -97,75 +84,13 @@ def token_update_log_row(token: TokenUpdate) -> LogRow:
     token's modified_at, which is always nil (api_client_authorization.rb:58-61), so
     set_default_event_at's database time (log.rb:90-92; NULL here, SQL_INSERT_LOGS's now).
     The attributes are logged_attributes: every column but api_token (:81-83)."""
-    old, new = (
-        dict((k, v) for k, v in row.items() if k not in TOKEN_UNLOGGED) for row in (token.old_row, token.new_row)
-    )
-    properties = audit_properties(audit_attributes(old, TOKEN_SERIALIZED), audit_attributes(new, TOKEN_SERIALIZED))
     owner = system_user_uuid(token.uuid[:5])
-    return (owner, token.uuid, token.owner_uuid, None, "update", "update of %s" % token.uuid, properties)
-
-
-def audit_properties(old: Dict[str, Any], new: Dict[str, Any]) -> str:
-    """log_update's properties (1.4.3 arvados_model.rb:846-853, log.rb fill_properties)."""
-    return json.dumps(
-        {"old_etag": audit_etag(old), "old_attributes": old, "new_etag": audit_etag(new), "new_attributes": new}
+    return (
+        owner,
+        token.uuid,
+        token.owner_uuid,
+        None,
+        "update",
+        "update of %s" % token.uuid,
+        cast(str, token.audit_properties),
     )
-
-
-def audit_attributes(row: Dict[str, Any], serialized: Optional[Dict[str, type]] = None) -> Dict[str, Any]:
-    """A row (jsonb, as PostgreSQL writes it) as Arvados' audit rows hold attributes:
-    timestamps as its API writes them (1.4.3 config/initializers/time_format.rb:
-    %Y-%m-%dT%H:%M:%S.%NZ) and serialized columns (`serialized`, a job's by default) as
-    objects, NULL as the empty one. A serialized column still in the YAML Arvados wrote
-    before 2017 stays text: this collection reads no YAML."""
-    serialized = JOB_SERIALIZED if serialized is None else serialized
-    attributes: Dict[str, Any] = {}
-    for column, value in sorted(row.items()):
-        if column in serialized:
-            value = serialized_value(value, serialized[column])
-        elif isinstance(value, str) and TIMESTAMP_TEXT_RE.match(value):
-            value = api_timestamp(value)
-        attributes[column] = value
-    return attributes
-
-
-def serialized_value(value: Any, kind: type) -> Any:
-    """Serializer.load (1.4.3 services/api/lib/serializers.rb:34-46): NULL as an empty
-    Hash or Array, JSON text as what it holds."""
-    if value is None:
-        return kind()
-    if isinstance(value, str) and value[:1] == ("{" if kind is dict else "["):
-        try:
-            return json.loads(value)
-        except ValueError:
-            pass
-    return value
-
-
-# A `timestamp without time zone` as to_jsonb writes it.
-TIMESTAMP_TEXT_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?\Z")
-
-
-def api_timestamp(text: str) -> str:
-    """'2026-11-30T10:00:00.12' -> '2026-11-30T10:00:00.120000000Z'."""
-    seconds, _dot, fraction = text.partition(".")
-    return "%s.%sZ" % (seconds, (fraction + "000000000")[:9])
-
-
-def db_timestamp(text: str) -> datetime:
-    return datetime.strptime(text.partition(".")[0], "%Y-%m-%dT%H:%M:%S").replace(
-        microsecond=int((text.partition(".")[2] + "000000")[:6])
-    )
-
-
-def audit_etag(attributes: Dict[str, Any]) -> str:
-    """An etag in Arvados' form: an MD5 digest in base 36 (1.4.3 lib/kind_and_etag.rb).
-    Arvados digests Ruby's inspect of all the attributes (a token's api_token too), which
-    Python cannot write; this digests the logged attributes' JSON, so it changes exactly
-    when they do, and never depends on a secret."""
-    digest = int(hashlib.md5(json.dumps(attributes, sort_keys=True).encode("utf-8")).hexdigest(), 16)
-    text = ""
-    while digest:
-        digest, digit = divmod(digest, 36)
-        text = "0123456789abcdefghijklmnopqrstuvwxyz"[digit] + text
-    return text or "0"

@@ -10,7 +10,9 @@ Only text and the row a batch's statements return (BatchJob): no statement is ru
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Dict, NamedTuple, Optional
+from typing import NamedTuple, Optional
+
+from .fail_jobs_audit_rows import JOB_SERIALIZED, JOBS, TOKENS, properties_sql
 
 # Arvados stores UTC in `timestamp without time zone`; the database's own clock decides
 # "now", so a host whose clock is off cannot put a token's expiry in the future.
@@ -65,10 +67,11 @@ class BatchJob(NamedTuple):
     is_locked_by_uuid: Optional[str]
     # The user a requeued job will run as (see SQL_RUN_AS); None when the row names none.
     run_as: Optional[str]
-    # The whole row before and after the change (jsonb as dicts), for the `update` audit
-    # row; None in check mode, which changes nothing.
-    old_row: Optional[Dict[str, Any]] = None
-    new_row: Optional[Dict[str, Any]] = None
+    # The change's modified_at and its `update` audit row's properties
+    # (fail_jobs_audit_rows); None in check mode, which changes nothing, and the
+    # properties None when the run writes no audit row.
+    modified_at: Optional[datetime] = None
+    audit_properties: Optional[str] = None
 
 
 BATCH_COLUMNS = BatchJob._fields[:5]
@@ -287,11 +290,11 @@ DISPATCH_ATTEMPT_PATTERNS = {"attempt_summary": DISPATCH_ATTEMPT_SUMMARY + "%"}
 
 # Expiring a token is what crunch-dispatch.rb's `update_attributes expires_at: Time.now`
 # did (reap_children, 1.4.3 services/api/lib/crunch_dispatch.rb:728-731), which saved an
-# `update` audit row of the token (fail_jobs_logs.token_update_log_row): each row is
-# returned as it was (`o`, rows SQL_LOCK_TOKENS already holds) and as it is now, with its
-# user's uuid, the token's owner_uuid (1.4.3 app/models/api_client_authorization.rb:38-40).
-# Never its secret: Arvados leaves api_token out of the logged attributes (:81-83), and
-# this run never reads it, so the column is dropped before the row leaves the server.
+# `update` audit row of the token (fail_jobs_logs.token_update_log_row): each row returns
+# its user's uuid, the token's owner_uuid (1.4.3 app/models/api_client_authorization.rb:38-40),
+# and the audit properties of the row as it was (`o`, rows SQL_LOCK_TOKENS already holds)
+# and as it is now. Never its secret: Arvados leaves api_token out of the logged attributes
+# (:81-83), and this run never reads it: the column is dropped before the properties are built.
 SQL_REVOKE_TOKENS = """
     UPDATE api_client_authorizations AS a SET expires_at = {now}, updated_at = {now}
     FROM (
@@ -300,8 +303,13 @@ SQL_REVOKE_TOKENS = """
         WHERE o.id = ANY(%(ids)s::bigint[]) AND (o.expires_at IS NULL OR o.expires_at > {now})
     ) AS o
     WHERE a.id = o.id
-    RETURNING a.uuid, o.owner_uuid_of_user, to_jsonb(o) - 'api_token' - 'owner_uuid_of_user', to_jsonb(a) - 'api_token'
-""".format(now=SQL_NOW_UTC)
+    RETURNING a.uuid, o.owner_uuid_of_user, CASE WHEN %(audit)s::boolean THEN {properties} END
+""".format(
+    now=SQL_NOW_UTC,
+    properties=properties_sql(
+        "to_jsonb(o) - 'api_token' - 'owner_uuid_of_user'", "to_jsonb(a) - 'api_token'", "a.uuid", TOKENS
+    ),
+)
 
 
 # Locks: a batch never waits on a lock while it holds job rows. It first takes the tables
@@ -337,7 +345,12 @@ TOKEN_TABLE = "api_client_authorizations"
 TASK_TABLE = "job_tasks"
 
 SQL_LOCKED_ROWS = "SELECT j.*, {run_as} AS run_as FROM jobs j WHERE {where} FOR UPDATE OF j SKIP LOCKED"
-SQL_CHANGED_ROWS = "{columns}, o.run_as, to_jsonb(o) - 'run_as', to_jsonb(j)".format(columns=batch_columns("o"))
+# The row's `update` audit properties only when the run writes audit rows (%(audit)s):
+# CASE evaluates them for no row otherwise.
+SQL_CHANGED_ROWS = "{columns}, o.run_as, j.modified_at, CASE WHEN %(audit)s::boolean THEN {properties} END".format(
+    columns=batch_columns("o"),
+    properties=properties_sql("to_jsonb(o) - 'run_as'", "to_jsonb(j)", "o.uuid", JOBS),
+)
 
 # Failing is what Arvados' fail_job did as the system user (act_as_system_user, 1.4.3
 # services/api/lib/crunch_dispatch.rb): the model then wrote the system user as modifier.
@@ -378,6 +391,18 @@ SQL_REQUEUE_JOBS = """
     changed=SQL_CHANGED_ROWS,
 )
 
+# The serialized texts of a batch's jobs and of the tokens it expires that look like JSON
+# (fail_jobs_audit_rows), for finding those PostgreSQL cannot parse; and the parse.
+SQL_SERIALIZED_TEXTS = """
+    SELECT j.uuid, c.name, c.value FROM jobs j
+        CROSS JOIN LATERAL (VALUES {job_columns}) AS c(name, value)
+    WHERE j.uuid = ANY(%(uuids)s::text[]) AND left(c.value, 1) = '{{'
+    UNION ALL
+    SELECT a.uuid, 'scopes', a.scopes FROM api_client_authorizations a
+    WHERE a.id = ANY(%(token_ids)s::bigint[]) AND left(a.scopes, 1) = '['
+""".format(job_columns=", ".join("('%s', j.%s)" % (column, column) for column in sorted(JOB_SERIALIZED)))
+SQL_PARSE_JSON = "SELECT %(text)s::jsonb"
+
 SQL_DELETE_TASKS = "DELETE FROM job_tasks WHERE job_uuid = ANY(%(uuids)s::text[])"
 
 # The log rows Arvados wrote for a job it failed (1.4.3): fail_job's `dispatch` row
@@ -388,6 +413,9 @@ SQL_DELETE_TASKS = "DELETE FROM job_tasks WHERE job_uuid = ANY(%(uuids)s::text[]
 # <uuid>", event_at the job's new modified_at, the old and new attributes and etags).
 # Websocket clients and Workbench react to the `update` row, which they read by the id
 # NOTIFY sends them. Rows are inserted in the order given, so ids follow Arvados' order.
+# The lists are bound in binary (pg_driver): psycopg 3 writes a text array's text form in
+# Python, a test of each element and one substitution per quote, and the properties hold
+# hundreds each.
 SQL_INSERT_LOGS = """
     WITH inserted AS (
         INSERT INTO logs (uuid, owner_uuid, modified_by_client_uuid, modified_by_user_uuid,
@@ -395,9 +423,9 @@ SQL_INSERT_LOGS = """
                           properties, created_at, updated_at, modified_at)
         SELECT l.uuid, l.owner_uuid, NULL, l.modified_by_user_uuid, l.object_uuid, l.object_owner_uuid,
                COALESCE(l.event_at, {now}), l.event_type, l.summary, l.properties, {now}, {now}, {now}
-        FROM unnest(%(log_uuids)s::text[], %(owners)s::text[], %(system_users)s::text[],
-                    %(objects)s::text[], %(object_owners)s::text[], %(event_ats)s::timestamp[],
-                    %(event_types)s::text[], %(summaries)s::text[], %(properties)s::text[])
+        FROM unnest(%(log_uuids)b::text[], %(owners)b::text[], %(system_users)b::text[],
+                    %(objects)b::text[], %(object_owners)b::text[], %(event_ats)b::timestamp[],
+                    %(event_types)b::text[], %(summaries)b::text[], %(properties)b::text[])
              WITH ORDINALITY
              AS l(uuid, owner_uuid, modified_by_user_uuid, object_uuid, object_owner_uuid,
                   event_at, event_type, summary, properties, position)

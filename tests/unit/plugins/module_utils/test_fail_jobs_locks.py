@@ -239,7 +239,8 @@ def batch_connection(locked_jobs, held_token_ids=(), task_counts=None, held_task
 
     def changed(params):
         kept = set(params["uuids"])
-        return [tuple(j)[:6] + ({}, {"modified_at": "2026-11-30T09:00:00.5"}) for j in locked_jobs if j.uuid in kept]
+        changed_at = T0 + timedelta(hours=9)
+        return [tuple(j)[:6] + (changed_at, '{"new_etag": "x"}') for j in locked_jobs if j.uuid in kept]
 
     def lock_tasks(params):
         wanted = set(params["uuids"])
@@ -263,7 +264,7 @@ def batch_connection(locked_jobs, held_token_ids=(), task_counts=None, held_task
             (fail_jobs_sql.SQL_LOCK_TASKS, lock_tasks),
             (
                 fail_jobs_sql.SQL_REVOKE_TOKENS,
-                lambda p: [("zzzzz-gj3su-%015d" % (i - 100), USER % 1, {"id": i}, {"id": i}) for i in p["ids"]],
+                lambda p: [("zzzzz-gj3su-%015d" % (i - 100), USER % 1, '{"old_etag": "x"}') for i in p["ids"]],
             ),
             (fail_jobs_sql.SQL_INSERT_LOGS, lambda p: [(u, None) for u in p["log_uuids"]]),
         ]
@@ -280,7 +281,7 @@ def test_a_batch_with_a_held_token_does_its_other_jobs_and_sets_the_one_aside():
     assert outcome.set_aside == [JOB % 2]
     assert outcome.done == [JOB % 1, JOB % 3] and outcome.skipped == []
     assert conn.ran(fail_jobs_sql.SQL_FAIL_JOBS)[0]["uuids"] == [JOB % 1, JOB % 3]
-    assert conn.ran(fail_jobs_sql.SQL_REVOKE_TOKENS) == [{"ids": [101, 103]}]
+    assert [p["ids"] for p in conn.ran(fail_jobs_sql.SQL_REVOKE_TOKENS)] == [[101, 103]]
     # Every row lock is taken before the first write, none waited for.
     order = [q for q, _p in conn.statements]
     assert order.index(fail_jobs_sql.SQL_LOCK_TOKENS) < order.index(fail_jobs_sql.SQL_FAIL_JOBS)
