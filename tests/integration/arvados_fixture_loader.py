@@ -418,6 +418,10 @@ def rails_row(fixtures: FixtureTable, label: str, now: datetime.datetime, column
 
 def stored_value(value: Any, column_type: str, kind: type | None, serialization: str) -> Any:
     """A value as it lands in its column (see the module docstring)."""
+    if isinstance(value, datetime.datetime) and value.tzinfo is not None:
+        # A time with its zone (containers.yml's modified_at at 3.2.1): Rails writes UTC
+        # (default_timezone :utc) into `timestamp without time zone`.
+        return value.astimezone(datetime.UTC).replace(tzinfo=None)
     if not isinstance(value, (dict, list)):
         return value
     if column_type == "jsonb":

@@ -1,7 +1,9 @@
-"""The cleanup on Arvados' own test fixtures at 1.4.3, the files themselves
-(services/api/test/fixtures/*.yml at the tag), loaded as Rails' fixture loader loads them
-(tests/integration/arvados_fixture_loader.py) into Arvados 1.4.3's schema, with the
-serialized columns stored both ways old clusters hold them.
+"""Arvados' own test fixtures, the files themselves (services/api/test/fixtures/*.yml at
+the tag), loaded as Rails' fixture loader loads them (tests/integration/
+arvados_fixture_loader.py) into the tag's schema, with the serialized columns stored both
+ways old clusters hold them: at 1.4.3 the cleanup (arvados-fail-jobs) on its crunch v1
+jobs, at 3.2.1 arvados_reconcile_info and the watch on its containers, with real Slurm
+jobs named after some of them.
 
 Nothing here restates a fixture: what must happen to each row is computed from the loaded
 rows by Arvados' own rule, and the labels it yields are checked against the list named
@@ -12,19 +14,24 @@ say so.
 
 from __future__ import annotations
 
+import contextlib
+import json
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.integration import arvados_fixture_loader as loader
 from tests.integration import fail_jobs_helpers as h
+from tests.integration import reconcile_helpers as rh
 from tests.integration.conftest import FreshDatabase, schema_database
 from tests.integration.test_arvados_fail_jobs_command import options
 from tests.integration.test_arvados_fixture_jobs import before_now
+from tests.integration.test_watch_command import P, run_watch, watch_options
+from tests.unit.plugins.module_utils.prometheus_samples import samples
 
 TAG = "1.4.3"
-SCHEMA = h.REPO_ROOT / "lab" / "schema" / TAG
 TABLES = (
     "users",
     "api_clients",
@@ -73,18 +80,34 @@ def fixture_source(*tags: str) -> loader.FixtureSource:
     return source
 
 
-@pytest.fixture(params=loader.SERIALIZATIONS)
-def fixture_db(lab, request) -> Iterator[tuple[FreshDatabase, dict[str, loader.FixtureTable]]]:
-    """1.4.3's schema holding 1.4.3's fixtures, serialized columns one way or the other."""
-    source = fixture_source(TAG)
-    with schema_database(lab, SCHEMA) as database:
+Loaded = dict[str, loader.FixtureTable]
+
+
+@contextlib.contextmanager
+def fixtures_database(
+    lab, tag: str, tables: tuple[str, ...], serialization: str
+) -> Iterator[tuple[FreshDatabase, Loaded]]:
+    """The tag's schema (lab/schema/<tag>) holding the tag's fixtures of `tables`."""
+    source = fixture_source(tag)
+    with schema_database(lab, h.REPO_ROOT / "lab" / "schema" / tag) as database:
         with database.connect() as conn:
-            loaded = loader.load_fixtures(conn, source, TAG, TABLES, request.param)
+            loaded = loader.load_fixtures(conn, source, tag, tables, serialization)
         yield database, loaded
 
 
-def snapshot(conn) -> dict[str, dict[str, dict[str, Any]]]:
-    return {table: h.rows_by_uuid(conn, table) for table in TABLES}
+@pytest.fixture(params=loader.SERIALIZATIONS)
+def fixture_db(lab, request) -> Iterator[tuple[FreshDatabase, Loaded]]:
+    """1.4.3's schema holding 1.4.3's fixtures, serialized columns one way or the other."""
+    with fixtures_database(lab, TAG, TABLES, request.param) as loaded:
+        yield loaded
+
+
+def counts(conn, tables) -> dict[str, int]:
+    return {table: conn.execute("SELECT count(*) FROM %s" % table).fetchone()[0] for table in tables}
+
+
+def snapshot(conn, tables: tuple[str, ...] = TABLES) -> dict[str, dict[str, dict[str, Any]]]:
+    return {table: h.rows_by_uuid(conn, table) for table in tables}
 
 
 def labels_of(loaded: Mapping[str, loader.FixtureTable], table: str, uuids) -> list[str]:
@@ -142,13 +165,13 @@ def test_loaded_rows_are_the_files_rows(fixture_db):
     resolved to those ids (belongs_to, 1.4.3 app/models/api_client_authorization.rb:11-12)."""
     database, loaded = fixture_db
     with database.connect() as conn:
-        counts = {table: conn.execute("SELECT count(*) FROM %s" % table).fetchone()[0] for table in TABLES}
+        loaded_counts = counts(conn, TABLES)
         token = conn.execute(
             "SELECT t.id, u.uuid, c.uuid FROM api_client_authorizations t JOIN users u ON u.id = t.user_id"
             " JOIN api_clients c ON c.id = t.api_client_id WHERE t.uuid = %s",
             (loaded["api_client_authorizations"].uuid("admin_trustedclient"),),
         ).fetchone()
-    assert counts == {table: len(loaded[table].rows) for table in TABLES} == ROWS
+    assert loaded_counts == {table: len(loaded[table].rows) for table in TABLES} == ROWS
     assert token == (
         loader.identify("admin_trustedclient"),
         loaded["users"].uuid("admin"),
@@ -225,3 +248,118 @@ def test_retry_on_a_fresh_copy_requeues_the_same_set(fixture_db, lab_env, tmp_pa
     assert {after["jobs"][uuid]["state"] for uuid in requeued} == {"Queued"}
     assert after["job_tasks"] == {}
     assert labels_of(loaded, "job_tasks", before["job_tasks"]) == ["running_job_task_1", "running_job_task_2"]
+
+
+# -- 3.2.1: the containers, arvados_reconcile_info and the watch --------------------------
+
+TAG_3_2_1 = "3.2.1"
+# The containers and what they reference that this collection reads (3.2.1 has no jobs
+# fixtures: 3.0 removed the jobs API; the table stays, empty here).
+TABLES_3_2_1 = ("users", "api_client_authorizations", "logs", "containers", "container_requests")
+ROWS_3_2_1 = {"users": 29, "api_client_authorizations": 48, "logs": 12, "containers": 22, "container_requests": 92}
+# Fixture containers given a Slurm job named after them, as crunch-dispatch-slurm names its
+# (--job-name=<uuid>); held, so they stay pending and take no CPU.
+WITH_SLURM_JOB = ("running", "locked", "queued", "completed")
+# crunch-dispatch-slurm would cancel these Slurm jobs (stray_by_arvados)...
+STRAY_BY_ARVADOS = ["completed", "locked", "queued"]
+# ...and act on these live containers that have none (orphaned_by_arvados).
+ORPHANED_BY_ARVADOS = ["running_container_with_logs", "running_older", "running_to_be_deleted", "runtime_token"]
+ORPHAN_GRACE = 60.0  # arvados_reconcile_info's default orphan_grace
+
+
+def stray_by_arvados(containers: Mapping[str, Mapping[str, Any]], with_job) -> list[str]:
+    """The Slurm jobs crunch-dispatch-slurm cancels: its container's tracker closes, which
+    3.2.1 sdk/go/dispatch/dispatch.go does on Queued, Cancelled and Complete (:376-377,
+    :290-292), and runContainer then cancels (services/crunch-dispatch-slurm/
+    crunch-dispatch-slurm.go:305-308); or its priority is 0 (:309-311)."""
+    return sorted(
+        uuid
+        for uuid in with_job
+        if containers[uuid]["state"] in ("Queued", "Cancelled", "Complete") or containers[uuid]["priority"] == 0
+    )
+
+
+def orphaned_by_arvados(containers: Mapping[str, Mapping[str, Any]], with_job, now) -> list[str]:
+    """The live containers (Locked or Running: the states a dispatcher holds, 3.2.1
+    app/models/container.rb:123-129) with no Slurm job: crunch-dispatch-slurm.go:293-303
+    cancels a Running one whose Slurm job is gone and unlocks a Locked one, and a dispatcher
+    that holds a Locked one submits it anew at its start (:269-277). A Locked one modified
+    within the grace is spared: the dispatcher may not have submitted it yet (:269-273)."""
+
+    def recent(row) -> bool:
+        return row["modified_at"] is not None and (now - row["modified_at"]).total_seconds() < ORPHAN_GRACE
+
+    return sorted(
+        uuid
+        for uuid, row in containers.items()
+        if row["state"] in ("Locked", "Running")
+        and uuid not in with_job
+        and not (row["state"] == "Locked" and recent(row))
+    )
+
+
+@pytest.fixture(params=loader.SERIALIZATIONS)
+def containers_db(lab, request) -> Iterator[tuple[FreshDatabase, Loaded]]:
+    """3.2.1's schema holding 3.2.1's container fixtures and what they reference."""
+    with fixtures_database(lab, TAG_3_2_1, TABLES_3_2_1, request.param) as loaded:
+        yield loaded
+
+
+def submit_for_fixtures(slurm, loaded: Loaded) -> dict[str, str]:
+    """Held Slurm jobs named after the WITH_SLURM_JOB containers: uuid -> Slurm job id."""
+    uuids = uuids_of(loaded, "containers", WITH_SLURM_JOB)
+    return {uuid: slurm.submit(uuid, hold=True) for uuid in uuids}
+
+
+def test_reconcile_reports_what_crunch_dispatch_slurm_would_do_with_the_fixture_containers(
+    containers_db, lab_env, slurm, tmp_path
+):
+    """running (priority 12, a Slurm job) is live work, left alone (crunch-dispatch-slurm.go
+    :312-321 keeps monitoring it); the Slurm jobs of completed and queued (trackers closed)
+    and of locked (priority 0) are stray; the four live containers without a Slurm job are
+    orphaned; nothing is missing from the database, and no row changes."""
+    database, loaded = containers_db
+    job_ids = submit_for_fixtures(slurm, loaded)
+    with database.connect() as conn:
+        assert counts(conn, TABLES_3_2_1) == {table: len(loaded[table].rows) for table in TABLES_3_2_1} == ROWS_3_2_1
+        before, now = snapshot(conn, TABLES_3_2_1), h.db_now(conn)
+    config = database.write_arvados_config(tmp_path / "config.yml")
+
+    result = rh.run_reconcile(lab_env, tmp_path, rh.reconcile_args(config), check=True)
+
+    assert not result.get("failed"), result.get("msg")
+    strays = {entry["name"]: entry for entry in result["stray_slurm_jobs"] if entry["kind"] == "container"}
+    expected_strays = stray_by_arvados(before["containers"], job_ids)
+    assert labels_of(loaded, "containers", expected_strays) == STRAY_BY_ARVADOS
+    assert sorted(strays) == expected_strays
+    assert {uuid: strays[uuid]["job_id"] for uuid in strays} == {uuid: job_ids[uuid] for uuid in expected_strays}
+    expected_orphans = orphaned_by_arvados(before["containers"], job_ids, now)
+    assert labels_of(loaded, "containers", expected_orphans) == ORPHANED_BY_ARVADOS
+    assert rh.names(result["orphaned_containers"]) == expected_orphans
+    assert result["missing_from_database"] == []
+    with database.connect() as conn:
+        assert snapshot(conn, TABLES_3_2_1) == before
+
+
+def test_the_watch_counts_the_fixture_containers_as_reconcile_reports_them(containers_db, lab_env, slurm, tmp_path):
+    """The watch's gauges (arvados-recovery-watch) of the same read: per state the orphaned
+    containers of ORPHANED_BY_ARVADOS (three Running, runtime_token Locked) and the three
+    stray Slurm jobs, pending (held), of STRAY_BY_ARVADOS."""
+    database, loaded = containers_db
+    submit_for_fixtures(slurm, loaded)
+    options = watch_options(database, tmp_path)
+    result_file = tmp_path / "result.json"
+
+    completed = run_watch(lab_env, tmp_path, options, "--json", str(result_file))
+
+    assert completed.returncode == 0, completed.stderr
+    result = json.loads(result_file.read_text())
+    orphans = {entry["uuid"]: entry["state"] for entry in result["orphaned_containers"]}
+    assert sorted(orphans) == uuids_of(loaded, "containers", ORPHANED_BY_ARVADOS)
+    read = samples(Path(options["metrics_file"]).read_text())
+    for state in ("Locked", "Running"):
+        expected = sum(1 for value in orphans.values() if value == state)
+        assert read[(P + "orphans", (("kind", "container"), ("state", state)))] == expected, state
+    assert read[(P + "orphans", (("kind", "container"), ("state", "Running")))] == 3
+    assert read[(P + "stray_slurm_jobs", (("kind", "container"), ("state", "pending")))] == len(STRAY_BY_ARVADOS)
+    assert read[(P + "watch_read_failed", ())] == 0

@@ -90,3 +90,11 @@ def test_other_ruby_is_refused(erb):
 )
 def test_serialized_values_both_ways(value, kind, serialization, stored):
     assert loader.stored_value(value, "text", kind, serialization) == stored
+
+
+def test_a_time_with_its_zone_is_stored_as_utc():
+    """Rails writes UTC (default_timezone :utc) into `timestamp without time zone`."""
+    zoned = datetime.datetime(2020, 11, 2, 2, 20, 43, tzinfo=datetime.timezone(datetime.timedelta(hours=2)))
+    assert loader.stored_value(zoned, "timestamp without time zone", None, "model") == datetime.datetime(
+        2020, 11, 2, 0, 20, 43
+    )
