@@ -1,9 +1,9 @@
 """Arvados' own test fixtures, the files themselves (services/api/test/fixtures/*.yml at
 the tag), loaded as Rails' fixture loader loads them (tests/integration/
 arvados_fixture_loader.py) into the tag's schema, with the serialized columns stored both
-ways old clusters hold them: at 1.4.3 the cleanup (arvados-fail-jobs) on its crunch v1
-jobs, at 3.2.1 arvados_reconcile_info and the watch on its containers, with real Slurm
-jobs named after some of them.
+ways old clusters hold them: at 1.4.3 the cleanup (arvados-fail-jobs), arvados_reconcile_info
+and the watch on its crunch v1 jobs, at 3.2.1 arvados_reconcile_info and the watch on its
+containers, with real Slurm jobs named after some of them.
 
 Nothing here restates a fixture: what must happen to each row is computed from the loaded
 rows by Arvados' own rule, and the labels it yields are checked against the list named
@@ -250,6 +250,80 @@ def test_retry_on_a_fresh_copy_requeues_the_same_set(fixture_db, lab_env, tmp_pa
     assert labels_of(loaded, "job_tasks", before["job_tasks"]) == ["running_job_task_1", "running_job_task_2"]
 
 
+# Fixture jobs given a Slurm job named after them, as crunch-dispatch.rb's salloc names
+# its (--job-name=<uuid>); held, so they stay pending.
+JOBS_WITH_SLURM_JOB = ("running", "queued", "foobar", "cancelled")
+# check_orphaned_slurm_jobs would cancel these Slurm jobs (v1_stray_by_arvados)...
+V1_STRAY_BY_ARVADOS = ["cancelled", "foobar"]
+# ...and these Running jobs have none, with no crunch-dispatch.rb to run them again.
+V1_ORPHANED_BY_ARVADOS = [
+    "running_job_1_with_circular_component_relationship",
+    "running_job_1_with_components_at_level_3",
+    "running_job_2_with_circular_component_relationship",
+    "running_job_2_with_components_at_level_3",
+    "running_job_in_publicly_accessible_project",
+    "running_job_with_components",
+    "running_job_with_components_at_level_1",
+    "running_job_with_components_at_level_2",
+    "running_will_be_completed",
+    "runningbarbaz",
+]
+
+
+def modified_within(row: Mapping[str, Any], now, seconds: float) -> bool:
+    return row["modified_at"] is not None and (now - row["modified_at"]).total_seconds() < seconds
+
+
+def v1_stray_by_arvados(jobs: Mapping[str, Mapping[str, Any]], with_job, now) -> list[str]:
+    """check_orphaned_slurm_jobs (1.4.3 services/api/lib/crunch_dispatch.rb:885-902)
+    cancels the Slurm job of every job neither Running nor Queued whose modified_at is not
+    within the last 60 s (a NULL modified_at, as every fixture job has, is not)."""
+    return sorted(
+        uuid
+        for uuid in with_job
+        if jobs[uuid]["state"] not in ("Running", "Queued") and not modified_within(jobs[uuid], now, 60)
+    )
+
+
+def v1_orphaned_by_arvados(jobs: Mapping[str, Mapping[str, Any]], with_job) -> list[str]:
+    """The Running jobs without a Slurm job once crunch-dispatch.rb is gone: only the
+    process that saw crunch-job exit 93 would run them again, from its memory
+    (@todo_job_retries, crunch_dispatch.rb:50); a restarted one fails them (fail_jobs,
+    :848-884) or, unstarted, leaves them Running."""
+    return sorted(uuid for uuid, row in jobs.items() if row["state"] == "Running" and uuid not in with_job)
+
+
+def test_reconcile_and_the_watch_on_the_fixture_jobs(fixture_db, lab_env, slurm, tmp_path):
+    """With crunch-dispatch.rb stopped: the Slurm jobs of foobar (Complete) and cancelled are
+    stray, those of running and queued are left alone, the ten other Running jobs (the
+    unstarted one too) are orphaned; the watch counts the same; no row changes."""
+    database, loaded = fixture_db
+    job_ids = {uuid: slurm.submit(uuid, hold=True) for uuid in uuids_of(loaded, "jobs", JOBS_WITH_SLURM_JOB)}
+    with database.connect() as conn:
+        before, now = snapshot(conn), h.db_now(conn)
+    config = database.write_arvados_config(tmp_path / "config.yml")
+    expected_strays = v1_stray_by_arvados(before["jobs"], job_ids, now)
+    expected_orphans = v1_orphaned_by_arvados(before["jobs"], job_ids)
+
+    result = rh.run_reconcile(lab_env, tmp_path, rh.reconcile_args(config, crunch_v1_dispatcher="stopped"), check=True)
+    watch = dict(watch_options(database, tmp_path), crunch_v1_dispatcher="stopped")
+    completed = run_watch(lab_env, tmp_path, watch)
+
+    assert not result.get("failed"), result.get("msg")
+    strays = {entry["name"]: entry["job_id"] for entry in result["stray_slurm_jobs"] if entry["kind"] == "job"}
+    assert labels_of(loaded, "jobs", expected_strays) == V1_STRAY_BY_ARVADOS
+    assert strays == {uuid: job_ids[uuid] for uuid in expected_strays}
+    assert labels_of(loaded, "jobs", expected_orphans) == V1_ORPHANED_BY_ARVADOS
+    assert rh.names(result["orphaned_jobs"]) == expected_orphans
+    assert result["jobs_ending"] == [] and result["missing_from_database"] == []
+    assert completed.returncode == 0, completed.stderr
+    read = samples(Path(watch["metrics_file"]).read_text())
+    assert read[(P + "orphans", (("kind", "job"), ("state", "Running")))] == len(V1_ORPHANED_BY_ARVADOS)
+    assert read[(P + "stray_slurm_jobs", (("kind", "job"), ("state", "pending")))] == len(V1_STRAY_BY_ARVADOS)
+    with database.connect() as conn:
+        assert snapshot(conn) == before
+
+
 # -- 3.2.1: the containers, arvados_reconcile_info and the watch --------------------------
 
 TAG_3_2_1 = "3.2.1"
@@ -285,16 +359,12 @@ def orphaned_by_arvados(containers: Mapping[str, Mapping[str, Any]], with_job, n
     cancels a Running one whose Slurm job is gone and unlocks a Locked one, and a dispatcher
     that holds a Locked one submits it anew at its start (:269-277). A Locked one modified
     within the grace is spared: the dispatcher may not have submitted it yet (:269-273)."""
-
-    def recent(row) -> bool:
-        return row["modified_at"] is not None and (now - row["modified_at"]).total_seconds() < ORPHAN_GRACE
-
     return sorted(
         uuid
         for uuid, row in containers.items()
         if row["state"] in ("Locked", "Running")
         and uuid not in with_job
-        and not (row["state"] == "Locked" and recent(row))
+        and not (row["state"] == "Locked" and modified_within(row, now, ORPHAN_GRACE))
     )
 
 
