@@ -135,21 +135,24 @@ class FixtureSource:
 
 
 def fixture_source(tags: tuple[str, ...]) -> tuple[FixtureSource | None, str]:
-    """The source holding every tag of `tags`, or None and why not (a skip reason)."""
+    """The source holding every tag of `tags` ($ARVADOS_SOURCE_GIT first, then the
+    directory), or None and why not: a skip reason naming both variables."""
+    problems = []
     git_dir = os.environ.get(SOURCE_GIT_ENV)
     if git_dir:
         missing = [tag for tag in tags if not _git_has_tag(Path(git_dir), tag)]
         if not missing:
             return FixtureSource(git_dir=Path(git_dir)), ""
-        return None, "%s=%s holds no tag %s" % (SOURCE_GIT_ENV, git_dir, ", ".join(missing))
+        problems.append("%s=%s holds no tag %s" % (SOURCE_GIT_ENV, git_dir, ", ".join(missing)))
     directory = Path(os.environ.get(FIXTURES_DIR_ENV) or DEFAULT_FIXTURES_DIR)
     missing = [tag for tag in tags if not (directory / tag).is_dir()]
     if not missing:
         return FixtureSource(directory=directory), ""
+    problems.append("%s has no %s" % (directory, ", ".join(missing)))
     return None, (
         "Arvados' own fixture files are not kept in this repository; set %s to a git directory"
-        " of Arvados holding the tags %s, or %s to a directory of <tag>/<table>.yml (%s has no %s)"
-        % (SOURCE_GIT_ENV, ", ".join(tags), FIXTURES_DIR_ENV, directory, ", ".join(missing))
+        " of Arvados holding the tags %s, or %s to a directory of <tag>/<table>.yml (%s)"
+        % (SOURCE_GIT_ENV, ", ".join(tags), FIXTURES_DIR_ENV, "; ".join(problems))
     )
 
 
