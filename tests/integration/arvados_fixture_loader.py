@@ -36,7 +36,7 @@ import os
 import re
 import subprocess
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -388,9 +388,6 @@ class FixtureTable:
     table: str
     rows: dict[str, dict[str, Any]]
 
-    def labels(self) -> list[str]:
-        return list(self.rows)
-
     def uuid(self, label: str) -> str:
         return self.rows[label]["uuid"]
 
@@ -483,7 +480,3 @@ def load_fixtures(
         insert_table(conn, fixtures, now, serialization)
     conn.commit()
     return loaded
-
-
-def iter_rows(loaded: Mapping[str, FixtureTable], table: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    yield from loaded[table].rows.items()

@@ -111,7 +111,7 @@ def snapshot(conn, tables: tuple[str, ...] = TABLES) -> dict[str, dict[str, dict
 
 
 def labels_of(loaded: Mapping[str, loader.FixtureTable], table: str, uuids) -> list[str]:
-    by_uuid = {row.get("uuid"): label for label, row in loader.iter_rows(loaded, table)}
+    by_uuid = {row.get("uuid"): label for label, row in loaded[table].rows.items()}
     return sorted(by_uuid[uuid] for uuid in uuids)
 
 
