@@ -160,8 +160,9 @@ class FreshDatabase:
 
 @contextlib.contextmanager
 def schema_database(lab: labctl.LabSettings, schema_dir: Path) -> Iterator[FreshDatabase]:
-    """A new database of another schema than the template's (lab/schema/2017, 1.4.3):
-    its tables.sql then indexes.sql, as `arvados`; dropped afterwards."""
+    """A new database of another schema than the template's (lab/schema/2017, 1.4.3, 3.2.1):
+    its tables.sql then indexes.sql, as `arvados`; dropped afterwards. Trigram indexes
+    (3.2.1's) need pg_trgm, which only a superuser creates, as for the template."""
     name = f"lab_test_{schema_dir.name.replace('.', '')}_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(**lab.superuser_connection("postgres"), autocommit=True) as admin:
         admin.execute(
@@ -170,6 +171,9 @@ def schema_database(lab: labctl.LabSettings, schema_dir: Path) -> Iterator[Fresh
             )
         )
     try:
+        if "gin_trgm_ops" in (schema_dir / "indexes.sql").read_text():
+            with psycopg.connect(**lab.superuser_connection(name), autocommit=True) as admin:
+                admin.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
         with psycopg.connect(**lab.connection(name), autocommit=True) as conn:
             for file_name in ("tables.sql", "indexes.sql"):
                 conn.execute((schema_dir / file_name).read_text())

@@ -62,8 +62,13 @@ def promtool_check(path: Path) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def options(fresh_db, tmp_path):
+    return watch_options(fresh_db, tmp_path)
+
+
+def watch_options(database, tmp_path: Path) -> dict:
+    """The watch's options for `database`, its .prom file in `tmp_path`."""
     return {
-        "config_file": str(fresh_db.write_arvados_config(tmp_path / "config.yml")),
+        "config_file": str(database.write_arvados_config(tmp_path / "config.yml")),
         "cluster_prefix": rh.PREFIX,
         "settle": 1,
         "db_wait": 0,

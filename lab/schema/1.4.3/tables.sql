@@ -1,8 +1,9 @@
--- The seven tables of ../tables.sql as Arvados 1.4.3, the last release that ran crunch v1
--- jobs, defines them: services/api/db/structure.sql at the tag 1.4.3 (last migration
--- 20190422144631), every column, type, default and NOT NULL of those tables, their id
--- sequences and primary keys, in the dump's order. Against 2017/ it adds
--- users.redirect_to_user_uuid, containers' secret_mounts, runtime_* and lock_count, and
+-- The seven tables of ../tables.sql, and api_clients (the tokens of Arvados' own test
+-- fixtures name theirs: tests/integration/arvados_fixture_loader.py), as Arvados 1.4.3,
+-- the last release that ran crunch v1 jobs, defines them: services/api/db/structure.sql
+-- at the tag 1.4.3 (last migration 20190422144631), every column, type, default and NOT
+-- NULL of those tables, their id sequences and primary keys, in the dump's order.
+-- Against 2017/ it adds users.redirect_to_user_uuid, containers' secret_mounts, runtime_* and lock_count, and
 -- containers.priority is bigint. Ids are still `integer` (the BigintId migration is
 -- later). Secondary indexes live in indexes.sql. No extension is needed.
 -- The crunch v1 replay of the tests (tests/integration/crunch_dispatch_replay.py) writes
@@ -226,3 +227,24 @@ ALTER SEQUENCE public.pipeline_instances_id_seq OWNED BY public.pipeline_instanc
 ALTER TABLE ONLY public.pipeline_instances
     ALTER COLUMN id SET DEFAULT nextval('public.pipeline_instances_id_seq'::regclass);
 ALTER TABLE ONLY public.pipeline_instances ADD CONSTRAINT pipeline_instances_pkey PRIMARY KEY (id);
+
+CREATE TABLE public.api_clients (
+    id integer NOT NULL,
+    uuid character varying(255),
+    owner_uuid character varying(255),
+    modified_by_client_uuid character varying(255),
+    modified_by_user_uuid character varying(255),
+    modified_at timestamp without time zone,
+    name character varying(255),
+    url_prefix character varying(255),
+    created_at timestamp without time zone NOT NULL,
+    updated_at timestamp without time zone NOT NULL,
+    is_trusted boolean DEFAULT false
+);
+
+CREATE SEQUENCE public.api_clients_id_seq
+    START WITH 1 INCREMENT BY 1 NO MINVALUE NO MAXVALUE CACHE 1;
+ALTER SEQUENCE public.api_clients_id_seq OWNED BY public.api_clients.id;
+ALTER TABLE ONLY public.api_clients
+    ALTER COLUMN id SET DEFAULT nextval('public.api_clients_id_seq'::regclass);
+ALTER TABLE ONLY public.api_clients ADD CONSTRAINT api_clients_pkey PRIMARY KEY (id);
