@@ -15,10 +15,9 @@ The attributes are the row's columns as Arvados' audit rows hold them: timestamp
 writes them (1.4.3 config/initializers/time_format.rb: %Y-%m-%dT%H:%M:%S.%NZ), serialized
 columns as the objects the model loads (Serializer.load, 1.4.3 services/api/lib/
 serializers.rb:34-46: NULL as the empty Hash or Array, JSON text as what it holds). A
-serialized column in the YAML Arvados wrote before 2017 stays text: this collection reads
-no YAML. Nor does it read JSON PostgreSQL cannot parse: the statement's `unparsed`
-parameter names those (key and column) and they stay text too (fail_jobs_batch finds them
-when a statement meets one).
+serialized column in the YAML Rails wrote before 2017, or in JSON PostgreSQL cannot parse,
+is loaded in Python instead (fail_jobs_serialized): the statement's `loaded_keys` ("<uuid>
+<column>") and `loaded_values` (the JSON of each) give them.
 """
 
 from __future__ import annotations
@@ -100,12 +99,15 @@ def _api_timestamp(value: str) -> str:
 
 
 def _loaded(value: str, key: str, column: str, first: str) -> str:
-    """A serialized column as Serializer.load loads it; NULL for a column the row lacks."""
+    """A serialized column as Serializer.load loads it, or as Python loaded it; NULL for a
+    column the row lacks."""
     text = "(%s #>> '{}')" % value
+    loaded_key = "%s || ' %s'" % (key, column)
     return (
-        "CASE WHEN %s = 'null'::jsonb THEN %s"
-        " WHEN left(%s, 1) = '%s' AND NOT (%s || ' %s' = ANY(%%(unparsed)s::text[]))"
-        " THEN %s::jsonb ELSE %s END" % (value, EMPTY[first], text, first, key, column, text, value)
+        "CASE WHEN %s = ANY(%%(loaded_keys)s::text[])"
+        " THEN (%%(loaded_values)s::text[])[array_position(%%(loaded_keys)s::text[], %s)]::jsonb"
+        " WHEN %s = 'null'::jsonb THEN %s WHEN left(%s, 1) = '%s' THEN %s::jsonb ELSE %s END"
+        % (loaded_key, loaded_key, value, EMPTY[first], text, first, text, value)
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Set
 from .fail_jobs_logs import TokenUpdate, insert_logs
 from .fail_jobs_options import CleanupOptions
 from .fail_jobs_result import BatchOutcome
+from .fail_jobs_serialized import LoadedTexts, is_data_exception
 from .fail_jobs_sql import (
     READ_TABLES,
     SQL_BATCH_JOBS,
@@ -22,10 +23,8 @@ from .fail_jobs_sql import (
     SQL_FAIL_UNRUNNABLE,
     SQL_LOCK_JOBS,
     SQL_LOCK_TASKS,
-    SQL_PARSE_JSON,
     SQL_REQUEUE_JOBS,
     SQL_REVOKE_TOKENS,
-    SQL_SERIALIZED_TEXTS,
     SQL_SET_LOCAL,
     SQL_SETTINGS_KB,
     SQLSTATE_LOCK_TIMEOUT,
@@ -43,8 +42,6 @@ from .uuids import system_user_uuid
 # entry another transaction is inserting. They are held for moments; this bounds them, and
 # a batch that meets the bound is set aside whole like one whose table was locked.
 ROW_PHASE_LOCK_TIMEOUT_MS = 500
-# A value a statement cannot take (22P02: JSON PostgreSQL does not parse).
-SQLSTATE_DATA_EXCEPTION_CLASS = "22"
 # lock_timeout is an int of milliseconds.
 MAX_LOCK_TIMEOUT_MS = 2147483647
 
@@ -111,9 +108,9 @@ class BatchTransaction:
         self.clock = clock
         # The server's BULK_SETTINGS_KB, read by the first writing batch.
         self._server_kb: Optional[Dict[str, int]] = None
-        # Serialized texts ("<uuid> <column>") PostgreSQL does not parse as JSON, kept as
-        # text in audit rows; the tokens the batch last tried to expire, where to look.
-        self.unparsed: Set[str] = set()
+        # The batch's serialized texts the audit rows' SQL does not load itself; the tokens
+        # it last tried to expire, where to look for them.
+        self.loaded = LoadedTexts()
         self._expiring_token_ids: List[int] = []
 
     def run(self, uuids: List[str], last: bool) -> Optional[BatchOutcome]:
@@ -122,6 +119,8 @@ class BatchTransaction:
         the batch keeps the server's gin_pending_list_limit (BULK_SETTINGS_KB). A batch whose
         audit properties meet a serialized text PostgreSQL cannot parse is done again with
         that text kept as text (fail_jobs_audit_rows)."""
+        self.loaded = LoadedTexts()
+        self._expiring_token_ids = []
         while True:
             try:
                 return self._run_once(uuids, last)
@@ -129,41 +128,18 @@ class BatchTransaction:
                 if not self._may_be_unparsable_text(error):
                     raise
                 # The jobs' texts are found first; the tokens' once the batch gets that far.
-                found = self.unparsable_texts(uuids)
-                if not found - self.unparsed:
+                if not self.loaded.keep_unparsable(self.conn, uuids, self._expiring_token_ids):
                     raise
-                self.unparsed.update(found)
 
     def _may_be_unparsable_text(self, error: BaseException) -> bool:
         """Whether the write failed on a value (a data exception) in a run that builds
         audit properties, on a connection still there to look with."""
-        sqlstate = sqlstate_of(error) or ""
         return (
-            sqlstate.startswith(SQLSTATE_DATA_EXCEPTION_CLASS)
+            is_data_exception(error)
             and self.options.audit_logs
             and not self.options.check_mode
             and not connection_lost(self.conn)
         )
-
-    def unparsable_texts(self, uuids: List[str]) -> Set[str]:
-        """The serialized texts ("<uuid> <column>") of the batch's jobs and of the tokens it
-        was expiring that look like JSON and that PostgreSQL does not parse, each tried
-        alone under a savepoint; the transaction then rolled back."""
-        texts = self.conn.execute(
-            SQL_SERIALIZED_TEXTS, {"uuids": uuids, "token_ids": self._expiring_token_ids}
-        ).fetchall()
-        unparsable: Set[str] = set()
-        for uuid, column, text in texts:
-            self.conn.execute("SAVEPOINT serialized_text")
-            try:
-                self.conn.execute(SQL_PARSE_JSON, {"text": text})
-            except Exception as error:  # pylint: disable=broad-except
-                if not (sqlstate_of(error) or "").startswith(SQLSTATE_DATA_EXCEPTION_CLASS):
-                    raise
-                unparsable.add("%s %s" % (uuid, column))
-            self.conn.execute("ROLLBACK TO SAVEPOINT serialized_text")
-        self.conn.rollback()
-        return unparsable
 
     def _run_once(self, uuids: List[str], last: bool) -> Optional[BatchOutcome]:
         try:
@@ -247,6 +223,9 @@ class BatchTransaction:
                 self._jobs_with_held_tasks([j.uuid for j in locked if j.uuid not in set_aside and j.run_as])
             )
         params["uuids"] = [job.uuid for job in locked if job.uuid not in set_aside]
+        if opts.audit_logs and params["uuids"]:
+            self.loaded.load_yaml(self.conn, uuids=params["uuids"])
+            params.update(self.loaded.params())
         jobs: List[BatchJob] = []
         unrunnable: List[BatchJob] = []
         if params["uuids"] and opts.retry:
@@ -262,6 +241,8 @@ class BatchTransaction:
         expired: List[TokenUpdate] = []
         if outcome.tokens:
             self._expiring_token_ids = tokens.ids(outcome.tokens)
+            if opts.audit_logs:
+                self.loaded.load_yaml(self.conn, token_ids=self._expiring_token_ids)
             revoked = self.conn.execute(SQL_REVOKE_TOKENS, self._audit_params({"ids": self._expiring_token_ids}))
             expired = [TokenUpdate(*row) for row in revoked]
             outcome = outcome._replace(tokens=[token.uuid for token in expired])
@@ -301,7 +282,7 @@ class BatchTransaction:
 
     def _audit_params(self, params: Dict[str, Any]) -> Dict[str, Any]:
         """`params` and what the statements that build audit properties take."""
-        params.update(audit=bool(self.options.audit_logs), unparsed=sorted(self.unparsed))
+        params.update(audit=bool(self.options.audit_logs), **self.loaded.params())
         return params
 
     def _jobs(self, statement: str, params: Dict[str, Any]) -> List[BatchJob]:

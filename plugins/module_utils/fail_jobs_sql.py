@@ -391,15 +391,15 @@ SQL_REQUEUE_JOBS = """
     changed=SQL_CHANGED_ROWS,
 )
 
-# The serialized texts of a batch's jobs and of the tokens it expires that look like JSON
-# (fail_jobs_audit_rows), for finding those PostgreSQL cannot parse; and the parse.
+# The serialized texts of jobs and tokens that start as `patterns` say (LIKE), for the
+# texts the audit rows' SQL does not load itself (fail_jobs_serialized); and a JSON parse.
 SQL_SERIALIZED_TEXTS = """
     SELECT j.uuid, c.name, c.value FROM jobs j
         CROSS JOIN LATERAL (VALUES {job_columns}) AS c(name, value)
-    WHERE j.uuid = ANY(%(uuids)s::text[]) AND left(c.value, 1) = '{{'
+    WHERE j.uuid = ANY(%(uuids)s::text[]) AND c.value LIKE ANY(%(patterns)s::text[])
     UNION ALL
     SELECT a.uuid, 'scopes', a.scopes FROM api_client_authorizations a
-    WHERE a.id = ANY(%(token_ids)s::bigint[]) AND left(a.scopes, 1) = '['
+    WHERE a.id = ANY(%(token_ids)s::bigint[]) AND a.scopes LIKE ANY(%(patterns)s::text[])
 """.format(job_columns=", ".join("('%s', j.%s)" % (column, column) for column in sorted(JOB_SERIALIZED)))
 SQL_PARSE_JSON = "SELECT %(text)s::jsonb"
 

@@ -207,6 +207,22 @@ def test_the_cleanup_does_to_the_fixtures_what_arvados_fail_jobs_does(fixture_db
     # was made at the load, after every job started: none is one get_authorization made.
     assert dispatch_tokens(before, expected, threshold) == result["revoked_tokens"] == []
     assert_only_the_failed_changed(loaded, before, after, expected)
+    assert_update_rows_hold_what_the_model_loads(loaded, before, after, expected)
+
+
+def assert_update_rows_hold_what_the_model_loads(loaded, before, after, failed) -> None:
+    """Stored as JSON (or NULL) or as YAML, each serialized column of a failed job's
+    `update` row is what Job's serializer loads (1.4.3 app/models/job.rb:14-17,
+    services/api/lib/serializers.rb:18-46): the fixture's own Hash, {} where it gives none."""
+    fixtures = {row["uuid"]: row for row in loaded["jobs"].rows.values()}
+    updates = {
+        row["object_uuid"]: json.loads(row["properties"])
+        for uuid, row in after["logs"].items()
+        if uuid not in before["logs"] and row["event_type"] == "update"
+    }
+    for uuid in failed:
+        for column in h.JOB_HASH_COLUMNS:
+            assert updates[uuid]["old_attributes"][column] == (fixtures[uuid].get(column) or {}), (uuid, column)
 
 
 def assert_only_the_failed_changed(loaded, before, after, failed) -> None:

@@ -47,15 +47,17 @@ def base36(number: int) -> str:
     return text or "0"
 
 
-def built(conn, old, new, table=JOBS, unparsed=()):
+def built(conn, old, new, table=JOBS, loaded=None):
     sql = "SELECT %s" % properties_sql("%(old)s::jsonb", "%(new)s::jsonb", "%(key)s", table)
-    params = {"old": json.dumps(old), "new": json.dumps(new), "key": old["uuid"], "unparsed": list(unparsed)}
+    params = {"old": json.dumps(old), "new": json.dumps(new), "key": old["uuid"]}
+    params.update(loaded_keys=sorted(loaded or {}), loaded_values=[(loaded or {})[k] for k in sorted(loaded or {})])
     return json.loads(conn.execute(sql, params).fetchone()[0])
 
 
 def attributes_text(conn, row, table=JOBS):
     sql = "SELECT (%s)::text" % attributes_sql("%(row)s::jsonb", "%(key)s", table)
-    return conn.execute(sql, {"row": json.dumps(row), "key": row["uuid"], "unparsed": []}).fetchone()[0]
+    params = {"row": json.dumps(row), "key": row["uuid"], "loaded_keys": [], "loaded_values": []}
+    return conn.execute(sql, params).fetchone()[0]
 
 
 @pytest.fixture
@@ -72,7 +74,7 @@ def test_each_attribute_as_arvados_audit_rows_hold_it(conn):
     old, new = properties["old_attributes"], properties["new_attributes"]
     assert old["components"] == {}  # NULL: Serializer.load's object_class.new
     assert old["script_parameters"] == {"input": "x", "n": [1, 2.5, "\u00e9"]}  # JSON: what it holds
-    assert old["tasks_summary"] == "---\ndone: 0\n"  # YAML of before 2017: kept as text
+    assert old["tasks_summary"] == "---\ndone: 0\n"  # YAML: SQL leaves it to Python (loaded_keys)
     assert old["runtime_constraints"] == "[1]"  # not a Hash's JSON: kept as text
     assert old["modified_at"] == "2026-11-30T08:00:00.250000000Z"
     assert old["started_at"] == "2026-11-30T07:00:00.000000000Z"
@@ -106,13 +108,13 @@ def test_a_token_s_scopes_are_an_array_null_as_empty_its_times_as_the_api_writes
     assert expired["new_attributes"]["expires_at"] == "2026-11-30T09:00:00.500000000Z"
 
 
-def test_json_postgresql_cannot_parse_fails_unless_named_then_stays_text(conn):
+def test_json_postgresql_cannot_parse_fails_unless_loaded_then_is_what_python_loaded(conn):
     broken = dict(OLD_JOB, components="{not json")
     with pytest.raises(psycopg.errors.InvalidTextRepresentation):
         built(conn, broken, broken)
     conn.rollback()
 
-    properties = built(conn, broken, broken, unparsed=[JOB + " components"])
+    properties = built(conn, broken, broken, loaded={JOB + " components": json.dumps("{not json")})
 
     assert properties["old_attributes"]["components"] == "{not json"
     assert properties["old_attributes"]["script_parameters"] == {"input": "x", "n": [1, 2.5, "\u00e9"]}
@@ -145,4 +147,37 @@ def test_a_run_keeps_unparsable_serialized_texts_as_text_and_writes_every_other_
         assert updates[broken_token][age + "_attributes"]["scopes"] == "[all"
         assert updates[healthy_token][age + "_attributes"]["scopes"] == ["all"]
     assert [r["event_type"] for r in rows].count("dispatch") == 2
+    db.close()
+
+
+def test_a_run_loads_yaml_serialized_columns_as_arvados_legacy_load_does(fresh_db, lab_env, tmp_path):
+    """Rails wrote serialized columns as YAML before 2017, and its fixture loader still does:
+    Serializer.load reads "---" texts with Psych.safe_load, a String decoded again as JSON
+    (1.4.3 services/api/lib/serializers.rb:18-46); a Ruby tag Psych.safe_load refuses."""
+    db = fresh_db.connect()
+    cluster = Cluster(db)
+    alice = cluster.user()
+    job = cluster.job(alice, cluster.ago(hours=3), started=cluster.ago(hours=2))
+    token = cluster.token(alice, cluster.ago(hours=2, seconds=5), scopes="---\n- all\n")
+    db.execute(
+        "UPDATE jobs SET script_parameters = %s, tasks_summary = %s, components = %s WHERE uuid = %s",
+        (
+            "---\ninput: x\nn:\n- 1\n- 2.5\n",
+            "--- '{\"done\": 0}'\n",
+            "--- !ruby/hash:ActiveSupport::HashWithIndifferentAccess\na: 1\n",
+            job,
+        ),
+    )
+    db.commit()
+
+    result = run(fresh_db, lab_env, tmp_path, uuids=[job])
+
+    assert result["failed_jobs"] == [job] and result["revoked_tokens"] == [token]
+    updates = {r["object_uuid"]: json.loads(r["properties"]) for r in h.logs(db) if r["event_type"] == "update"}
+    for age in ("old", "new"):
+        attributes = updates[job][age + "_attributes"]
+        assert attributes["script_parameters"] == {"input": "x", "n": [1, 2.5]}
+        assert attributes["tasks_summary"] == {"done": 0}
+        assert attributes["components"] == "--- !ruby/hash:ActiveSupport::HashWithIndifferentAccess\na: 1\n"
+        assert updates[token][age + "_attributes"]["scopes"] == ["all"]
     db.close()
