@@ -11,6 +11,9 @@ Side by side, in one run, each on its own copy of the same generated cluster:
     PostgreSQL's upkeep of the jobs table and its indexes alone costs;
 (d) the same floor with the session settings (a) raises for its GIN index merges, and the
     merge it leaves pending done and timed: how much of (a)'s lead over (c) is those settings;
+(e) the same writes as (a) done as plain set-based SQL (bench/plain_sql_cleanup.py): the
+    floor of what (a) writes, which issue 40 holds (a) to (at most 1.2 times it); (a), (p)
+    and (e) must leave the same rows, and the report says whether they did;
 and then the command again on (a)'s database: the no-op rerun.
 
 `--contenders` picks some of them, or adds (r): the command with `--retry` (the jobs
@@ -44,6 +47,7 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
+from bench import plain_sql_cleanup
 from lab import datagen, labctl
 
 REPO = Path(__file__).resolve().parent.parent
@@ -244,11 +248,14 @@ CONTENDERS = {
     "d": "floor with the command's GIN and work_mem settings, its merge timed",
     "r": "arvados-fail-jobs --retry (requeued, tasks deleted, batches of {batch_size})",
     "p": "arvados-fail-jobs through psycopg2 (set-based, batches of {batch_size})",
+    "e": "the same writes as plain SQL, one transaction",
 }
+# The contenders that write the same rows (plain_sql_cleanup.rows_left).
+SAME_ROWS = "ape"
 # The driver each command contender runs under (pg_driver.py: psycopg 3 wherever it is
 # installed, unless told otherwise).
 COMMAND_DRIVERS = {"a": "psycopg", "r": "psycopg", "p": "psycopg2"}
-DEFAULT_CONTENDERS = "abcd"
+DEFAULT_CONTENDERS = "abcde"
 
 
 def checkpoint(lab):
@@ -288,7 +295,19 @@ class Measurement:
         return 1000.0 * self.seconds / max(self.jobs, 1)
 
 
-def run_contender(lab, contender, round_no, args, before, threshold, noops):
+class Shared:
+    """What every contender of a run reads: the command's token set for (e), the first new
+    log id, and the digests of the rows each contender left."""
+
+    def __init__(self, lab, args, before):
+        self.tokens = []
+        if "e" in args.contenders:
+            self.tokens = plain_sql_cleanup.tokens_the_command_expires(lab, TEMPLATE, before, MESSAGE)
+        self.first_new_log = plain_sql_cleanup.first_new_log(lab, TEMPLATE)
+        self.rows_left = {}
+
+
+def run_contender(lab, contender, round_no, args, before, threshold, noops, shared):
     name = "bench_fj_%s" % contender
     clone(lab, name, TEMPLATE)
     warm(lab, name)
@@ -302,11 +321,15 @@ def run_contender(lab, contender, round_no, args, before, threshold, noops):
         jobs = qualifying
     elif contender == "b":
         seconds, jobs = per_row_baseline(lab, name, threshold, args.sample)
+    elif contender == "e":
+        seconds, jobs = plain_sql_cleanup.plain_sql_cleanup(lab, name, threshold, shared.tokens, MESSAGE)
     elif contender == "c":
         seconds, jobs = floor(lab, name, threshold)
     else:
         seconds, jobs = floor(lab, name, threshold, tuned=True)
     wal_end, fpi_end, checkpoints_end = server_counters(lab)
+    if contender in SAME_ROWS:
+        shared.rows_left.setdefault(contender, set()).add(plain_sql_cleanup.rows_left(lab, name, shared.first_new_log))
     if contender == "a":
         noop_wall, noop_out = run_command(lab, name, before, args.batch_size)
         noop_engine, noop_changed = engine_only_noop(lab, name, before)
@@ -346,6 +369,16 @@ def round_orders(rounds, contenders=DEFAULT_CONTENDERS):
     return [order[i % len(order) :] + order[: i % len(order)] for i in range(rounds)]
 
 
+def report_same_rows(shared):
+    digests = set().union(*shared.rows_left.values()) if shared.rows_left else set()
+    if len(shared.rows_left) > 1 or any(len(d) > 1 for d in shared.rows_left.values()):
+        print(
+            "same rows left by %s: %s"
+            % (", ".join("(%s)" % c for c in sorted(shared.rows_left)), "yes" if len(digests) == 1 else "NO")
+        )
+    return len(digests) <= 1
+
+
 def report(measurements, noops, args, qualifying, load):
     by_contender = {c: [m for m in measurements if m.contender == c] for c in args.contenders}
     medians = {c: statistics.median(m.ms_per_job for m in ms) for c, ms in by_contender.items()}
@@ -379,6 +412,16 @@ def report(measurements, noops, args, qualifying, load):
     print()
     if set("abcd") <= set(args.contenders):
         compare(measurements, medians, args.rounds)
+    if set("ae") <= set(args.contenders):
+        print(
+            "(a) / (e), the same writes as plain SQL: median %.2f; within each round: %s"
+            % (medians["a"] / medians["e"], ", ".join("%.2f" % r for r in ratios(measurements, "a", "e", args.rounds)))
+        )
+    if set("pe") <= set(args.contenders):
+        print(
+            "(p) / (e): median %.2f; within each round: %s"
+            % (medians["p"] / medians["e"], ", ".join("%.2f" % r for r in ratios(measurements, "p", "e", args.rounds)))
+        )
     print("peak RSS of the commands: %.0f MiB" % (resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0))
     if noops:
         print(
@@ -392,13 +435,18 @@ def report(measurements, noops, args, qualifying, load):
         print(noops[-1][3])
 
 
-def compare(measurements, medians, rounds):
-    """The issue's targets: (a) against the per-row baseline and the floor."""
-    in_round = [
-        next(m for m in measurements if m.round_no == r and m.contender == "a").ms_per_job
-        / next(m for m in measurements if m.round_no == r and m.contender == "c").ms_per_job
+def ratios(measurements, top, bottom, rounds):
+    """`top`'s time per job over `bottom`'s, within each round."""
+    return [
+        next(m for m in measurements if m.round_no == r and m.contender == top).ms_per_job
+        / next(m for m in measurements if m.round_no == r and m.contender == bottom).ms_per_job
         for r in range(1, rounds + 1)
     ]
+
+
+def compare(measurements, medians, rounds):
+    """The issue's targets: (a) against the per-row baseline and the floor."""
+    in_round = ratios(measurements, "a", "c", rounds)
     print(
         "medians: (a) is %.1f times faster per job than (b), %.2f times the floor (c) and "
         "%.2f times the tuned floor (d)"
@@ -460,11 +508,12 @@ def main(argv=None):
     qualifying = running_count(lab, TEMPLATE, threshold)
 
     measurements, noops = [], []
+    shared = Shared(lab, args, before)
     for round_no, order in enumerate(round_orders(args.rounds, args.contenders), start=1):
         for contender in order:
-            measurements.append(run_contender(lab, contender, round_no, args, before, threshold, noops))
+            measurements.append(run_contender(lab, contender, round_no, args, before, threshold, noops, shared))
     report(measurements, noops, args, qualifying, load)
-    return 0
+    return 0 if report_same_rows(shared) else 1
 
 
 if __name__ == "__main__":
