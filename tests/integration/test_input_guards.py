@@ -362,3 +362,71 @@ def test_an_options_file_of_nobody_never_runs_what_it_names(fresh_db, lab_env, t
     completed = run_command(lab_env, argv + [str(planted)] + (["--check"] if command == "fail-jobs" else []), 120)
     assert completed.returncode == 0, completed.stderr
     assert marker.exists()
+
+
+# -- cancel_slurm_jobs auto on a host without squeue ---------------------------------------
+# Before: Slurm was skipped ("cancel_slurm_jobs is auto and squeue is not on this host") and
+# the jobs were failed, their Slurm jobs running on. Now refused, before any change.
+NO_SQUEUE = (
+    "cancel_slurm_jobs is auto but squeue is not on this host (PATH) and squeue_path is not set: "
+    "the jobs' Slurm jobs cannot be made absent, so no job is failed or requeued (nothing was read "
+    "from the database or changed). Set cancel_slurm_jobs to false when this site runs no Slurm or "
+    "another step cancels the jobs' Slurm jobs (as recover_after_reboot.yml does on its "
+    "slurm_controllers hosts); or install the Slurm clients here, or set squeue_path and scancel_path"
+)
+
+
+def without_slurm_options(files):
+    """base_options less cancel_slurm_jobs: its default, auto, is what is refused."""
+    options = base_options(files)
+    del options["cancel_slurm_jobs"]
+    return options
+
+
+def test_the_module_with_auto_and_no_squeue_refuses_before_any_change(fresh_db, lab_env, tmp_path, queued, files):
+    env = h.env_without_slurm(lab_env, tmp_path)
+    dump_before = h.pg_dump(fresh_db, lab_env)
+    options = without_slurm_options(files)
+    tasks = [
+        {"args": options},
+        {"args": dict(options, cancel_slurm_jobs="auto")},
+        {"args": options, "check": True},
+    ]
+
+    run = module_playbook.run_playbook(h.MODULE, env, tmp_path, tasks)
+
+    for result in run.results:
+        assert result.get("failed") is True and not result.get("changed")
+        assert result["msg"] == NO_SQUEUE
+    assert h.squeue_names(lab_env, list(queued)) == queued
+    assert h.pg_dump(fresh_db, lab_env) == dump_before
+
+
+def test_the_command_with_auto_and_no_squeue_refuses_before_any_change(fresh_db, lab_env, tmp_path, queued, files):
+    env = h.env_without_slurm(lab_env, tmp_path)
+    dump_before = h.pg_dump(fresh_db, lab_env)
+    options = without_slurm_options(files)
+
+    for flags in ([], ["--check"], ["--cancel-slurm-jobs", "auto"]):
+        assert one_line(h.run_cli(env, tmp_path, options, flags)) == NO_SQUEUE
+    completed = h.run_cli(env, tmp_path, options, ["--json"])
+    assert completed.returncode == 1
+    assert json.loads(completed.stdout) == {"changed": False, "failed": True, "msg": NO_SQUEUE}
+
+    assert h.squeue_names(lab_env, list(queued)) == queued
+    assert h.pg_dump(fresh_db, lab_env) == dump_before
+
+
+def test_false_on_a_host_without_squeue_fails_the_jobs_without_asking_slurm(fresh_db, lab_env, tmp_path, queued, files):
+    """The explicit option says this host asks no Slurm: the jobs are failed, and their Slurm
+    jobs are left to another step (here they stay queued, as nothing asked Slurm)."""
+    env = h.env_without_slurm(lab_env, tmp_path)
+    options = dict(without_slurm_options(files), cancel_slurm_jobs=False)
+
+    completed = h.run_cli(env, tmp_path, options, ["--json"])
+
+    result = h.cli_json(completed)
+    assert result["slurm"] == {"skipped": "cancel_slurm_jobs is false"}
+    assert result["counts"]["jobs"] == len(queued)
+    assert h.squeue_names(lab_env, list(queued)) == queued
+
