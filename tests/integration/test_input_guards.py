@@ -430,3 +430,37 @@ def test_false_on_a_host_without_squeue_fails_the_jobs_without_asking_slurm(fres
     assert result["counts"]["jobs"] == len(queued)
     assert h.squeue_names(lab_env, list(queued)) == queued
 
+
+# -- numbers in other digits, given to the modules -------------------------------------------
+# Before: AnsibleModule read batch_size '\u0665' as 5 and '1_000' as 1000, and the run went on.
+
+
+def test_the_modules_refuse_numbers_in_other_digits_before_any_change(fresh_db, lab_env, tmp_path, queued, files):
+    dump_before = h.pg_dump(fresh_db, lab_env)
+    cases = [
+        ("batch_size", "\u0665"),
+        ("batch_size", "1_000"),
+        ("batch_size", "\uff15"),
+        ("lock_wait", "\u0665"),
+        ("slurm_timeout", "3_0"),
+        ("db_port", "\u0665\u0664\u0663\u0662"),
+    ]
+    tasks = [{"args": dict(base_options(files), **{name: text})} for name, text in cases]
+    tasks.append({"args": dict(base_options(files), batch_size="\u0665"), "check": True})
+    cancel_tasks = [
+        {"args": {"name": sorted(queued.values()), "timeout": text}} for text in ("\u0665", "1_0", "\uff15")
+    ]
+
+    results = module_playbook.run_playbook(h.MODULE, lab_env, tmp_path, tasks).results
+    cancelled = module_playbook.run_playbook(
+        "arvados_ops.recovery.slurm_job_cancel", lab_env, tmp_path, cancel_tasks
+    ).results
+
+    for (name, text), result in zip(cases + [("batch_size", "\u0665")], results, strict=True):
+        assert result.get("failed") is True and not result.get("changed")
+        assert result["msg"] == "option %s %s, got '%s'" % (name, NOT_ASCII, text)
+    for text, result in zip(("\u0665", "1_0", "\uff15"), cancelled, strict=True):
+        assert result.get("failed") is True and not result.get("changed")
+        assert result["msg"] == "option timeout %s, got '%s'" % (NOT_ASCII, text)
+    assert h.squeue_names(lab_env, list(queued)) == queued
+    assert h.pg_dump(fresh_db, lab_env) == dump_before
