@@ -23,6 +23,7 @@ import time
 from datetime import timedelta
 
 import pytest
+import yaml
 
 from tests.integration import fail_jobs_helpers as h
 from tests.integration import module_playbook
@@ -42,6 +43,10 @@ FUTURE = re.compile(
     r"before out \(no --before\) to take every Running job"
 )
 NOT_ASCII = "must be a number written with the ASCII digits 0-9 (no underscores, no other digits)"
+NOT_DECIMAL = (
+    "must be a plain decimal number in an options file (YAML 1.1 reads underscores, 0x, 0b, "
+    "a leading 0 and colons as other numbers: 1_000, 0x1F, 017, 1:20)"
+)
 
 
 @pytest.fixture
@@ -250,8 +255,13 @@ def test_the_command_refuses_each_input_before_any_change(fresh_db, lab_env, tmp
         message = one_line(h.run_cli(lab_env, tmp_path, base, ["--batch-size", text]))
         assert message == "option batch_size %s, got '%s'" % (NOT_ASCII, text)
         refused += 1
-    message = one_line(h.run_cli(lab_env, tmp_path, dict(base, batch_size="1_000")))
-    assert message == "option batch_size %s, got '1_000'" % NOT_ASCII
+    # In the options file, YAML 1.1's numbers too (1_000 unquoted read as 1000 before).
+    for text in ("1_000", "0x1F", "017", "1:20"):
+        message = one_line(run_cli_yaml(lab_env, tmp_path, base, "batch_size: %s\n" % text))
+        assert re.fullmatch(
+            r"options file \S+: option batch_size %s, got '%s'" % (re.escape(NOT_DECIMAL), text), message
+        )
+        refused += 1
     # TZ=UTC+25 moved a local time a day.
     env = dict(lab_env, TZ="UTC+25")
     completed = h.run_cli(env, tmp_path, base, ["--before", "2026-12-01 10:00"])
@@ -267,9 +277,17 @@ def test_the_command_refuses_each_input_before_any_change(fresh_db, lab_env, tmp
         "msg": "option db_host " + HOST + "an empty label (two dots in a row, or a dot first), got 'db..example.org'",
     }
 
-    assert refused == 4 + len(value_cases()) + len(file_cases(files)) + 3
+    assert refused == 4 + len(value_cases()) + len(file_cases(files)) + 3 + 4
     assert h.squeue_names(lab_env, list(queued)) == queued
     assert h.pg_dump(fresh_db, lab_env) == dump_before
+
+
+def run_cli_yaml(lab_env, tmp_path, options, yaml_text):
+    """The command with `options` and `yaml_text` in one YAML options file, as written."""
+    path = tmp_path / ("options-%d.yml" % time.monotonic_ns())
+    path.write_text(yaml.safe_dump(dict(options)) + yaml_text)
+    path.chmod(0o600)
+    return run_command(lab_env, h.CLI + ["--options-file", str(path)])
 
 
 def test_a_symlinked_config_yml_is_followed(fresh_db, lab_env, tmp_path, queued, files):
@@ -464,3 +482,20 @@ def test_the_modules_refuse_numbers_in_other_digits_before_any_change(fresh_db, 
         assert result["msg"] == "option timeout %s, got '%s'" % (NOT_ASCII, text)
     assert h.squeue_names(lab_env, list(queued)) == queued
     assert h.pg_dump(fresh_db, lab_env) == dump_before
+
+
+def test_the_watch_refuses_a_yaml_1_1_number_in_its_options_file_and_writes_nothing(fresh_db, lab_env, tmp_path, files):
+    metrics = tmp_path / "arvados_recovery.prom"
+    options = {"config_file": str(files["config"]), "db_wait": 0, "metrics_file": str(metrics), "dispatcher_unit": ""}
+    for name, text in (("settle", "1_0"), ("command_timeout", "0x1F"), ("batch_size", "1:20")):
+        path = tmp_path / ("watch-%s.yml" % name)
+        path.write_text(yaml.safe_dump(options) + "%s: %s\n" % (name, text))
+        path.chmod(0o600)
+
+        completed = run_command(lab_env, WATCH + ["--options-file", str(path)])
+
+        assert completed.returncode == 2, completed.stderr
+        assert completed.stderr.splitlines() == [
+            "arvados-recovery-watch: options file %s: option %s %s, got '%s'" % (path, name, NOT_DECIMAL, text)
+        ]
+        assert not metrics.exists()
