@@ -2,7 +2,8 @@
 # Copyright: Contributors to the arvados_ops.recovery collection
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""What the database modules share around their engines (Ansible is imported only when a module runs: task_arguments).
+"""What the modules share around their engines; Ansible is imported only once a module
+runs (task_arguments).
 
 - `run_engine(module, engine, options, describe_missing)`: one way to run an engine and
   report: psycopg 3 and psycopg2 both missing (for the database modules), its result, its warnings, or its

@@ -53,8 +53,12 @@ _ROOT_GROUP_READ = stat.S_IRGRP
 _INT_TAG = "tag:yaml.org,2002:int"
 _FLOAT_TAG = "tag:yaml.org,2002:float"
 # A number option's text in a file: decimal, ASCII digits, no leading 0 (octal to YAML
-# 1.1), as decimal_number_loader reads numbers.
-_DECIMAL_TEXT = re.compile(r"[-+]?(?:(?:0|[1-9][0-9]*)(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?", re.ASCII)
+# 1.1), as decimal_number_loader reads numbers; or a word the option layer reads itself
+# (inf, nan), so that its refusal is the same from a file, a flag and a module.
+_DECIMAL_TEXT = re.compile(
+    r"[-+]?(?:(?:(?:0|[1-9][0-9]*)(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|inf|infinity|nan)",
+    re.ASCII | re.IGNORECASE,
+)
 NOT_DECIMAL = (
     "must be a plain decimal number in an options file (YAML 1.1 reads underscores, 0x, 0b, "
     "a leading 0 and colons as other numbers: 1_000, 0x1F, 017, 1:20)"
@@ -261,7 +265,7 @@ def text_scalar_loader(yaml: Any) -> Any:
 def decimal_number_loader(yaml: Any) -> Any:
     """A safe loader that reads as numbers only plain decimal ones (5, -3, 0.5, 1.5e3):
     YAML 1.1's other forms (underscores, 0x, 0b, a leading 0 for octal, sexagesimal 1:20,
-    .inf) stay text, as written, for check_values to refuse in a number option; in a text
+    .inf) stay text, as written, for check_numbers to refuse in a number option; in a text
     option (a password, a message) they are then what was written, not a number."""
 
     class DecimalNumberLoader(yaml.SafeLoader):

@@ -316,3 +316,12 @@ def test_a_secret_number_option_is_refused_without_its_value():
     with pytest.raises(RecoveryError) as raised:
         options_file.check_numbers("f.yml", {"pin": "1_234"}, table)
     assert str(raised.value) == "options file f.yml: option pin %s" % options_file.NOT_DECIMAL
+
+
+@pytest.mark.parametrize("text", ["nan", "inf", "-Infinity"])
+def test_the_words_the_option_layer_reads_pass_to_it_for_its_own_message(tmp_path, text):
+    path = fail_jobs_options_file(tmp_path, "lock_wait: %s\n" % text)
+    assert fail_jobs_message(["--options-file", str(path)]) == (
+        "arvados-fail-jobs: option lock_wait must be a finite number, got %s\n"
+        % text.lower().replace("infinity", "inf")
+    )
