@@ -15,7 +15,7 @@ import shutil
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from .arvados_db_config import CONNECTION_OPTIONS, DatabaseSettings, resolve_database_settings
-from .errors import RecoveryError
+from .errors import ConfigError, RecoveryError
 from .fail_jobs import JobCleaner
 from .fail_jobs_audit import AuditLogs, audit_logs_setting
 from .fail_jobs_options import CLEANUP_OPTIONS, CleanupOptions
@@ -74,7 +74,9 @@ FAIL_JOBS_OPTIONS = {
         "raw",
         "auto",
         check=auto_or_bool,
-        help="make the jobs' Slurm jobs absent first: auto (when squeue is on this host), true, false",
+        help="make the jobs' Slurm jobs absent first: auto (the default: as true, but a host without "
+        "squeue is refused with what to set), true, false (this site runs no Slurm, or another step "
+        "cancels them)",
     ),
     "slurm_errors": Option(
         "str",
@@ -167,15 +169,27 @@ class SlurmStep:
         return outcome
 
 
+# Issue 34: auto without squeue used to skip Slurm and fail the jobs anyway, their Slurm
+# jobs running on. Only the operator can say that nothing here needs cancelling.
+NO_SQUEUE_MESSAGE = (
+    "cancel_slurm_jobs is auto but squeue is not on this host (PATH) and squeue_path is not set: "
+    "the jobs' Slurm jobs cannot be made absent, so no job is failed or requeued (nothing was read "
+    "from the database or changed). Set cancel_slurm_jobs to false when this site runs no Slurm or "
+    "another step cancels the jobs' Slurm jobs (as recover_after_reboot.yml does on its "
+    "slurm_controllers hosts); or install the Slurm clients here, or set squeue_path and scancel_path"
+)
+
+
 def slurm_step(
     params: Mapping[str, Any], which: Callable[[str], Optional[str]] = shutil.which
 ) -> Tuple[Optional[SlurmStep], Optional[str]]:
-    """(the Slurm step of this run, or None with the reason Slurm is not asked)."""
+    """(the Slurm step of this run, or None with the reason Slurm is not asked); a
+    ConfigError when auto finds no squeue to ask."""
     mode = cancel_slurm_mode(params["cancel_slurm_jobs"])
-    if mode == "auto" and not (params["squeue_path"] or which("squeue")):
-        return None, "cancel_slurm_jobs is auto and squeue is not on this host"
     if not mode:
         return None, "cancel_slurm_jobs is false"
+    if mode == "auto" and not (params["squeue_path"] or which("squeue")):
+        raise ConfigError(NO_SQUEUE_MESSAGE)
     return SlurmStep(params), None
 
 

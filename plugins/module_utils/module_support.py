@@ -2,12 +2,15 @@
 # Copyright: Contributors to the arvados_ops.recovery collection
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""What the database modules share around their engines, without importing Ansible.
+"""What the modules share around their engines; Ansible is imported only once a module
+runs (task_arguments).
 
 - `run_engine(module, engine, options, describe_missing)`: one way to run an engine and
   report: psycopg 3 and psycopg2 both missing (for the database modules), its result, its warnings, or its
   one-line reason as the failure, with the values of the no_log options masked in it
   (`without_secrets`), so that a failure says why without the secret.
+- the numbers as the task gave them (`task_arguments`) checked by the option layer before
+  the engine runs: AnsibleModule's int and float take '\u0665' and '1_000'.
 - `run_slurm_module(module, engine, options)`: the same for the Slurm modules, whose
   engines also take the task's check mode and diff and find Slurm's programs as Ansible
   finds them.
@@ -18,6 +21,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Mapping, Optional
 
 from .errors import RecoveryError, shown
+from .options import check_given_numbers
 from .pg_driver import INSTALL_HINT, LIBRARY, driver_import_error
 
 # What a secret is replaced with in a message (as Ansible masks no_log values).
@@ -49,6 +53,20 @@ def without_secrets(text: str, secrets) -> str:
     return shown(text)
 
 
+def task_arguments() -> Mapping[str, Any]:
+    """The task's arguments as the controller sent them, before AnsibleModule typed them:
+    Ansible's _load_params, which its docstring offers to modules that process their own
+    parameters, reading again what AnsibleModule read. Empty when no AnsibleModule read
+    any (a caller without Ansible, a test's stand-in module): nothing was converted then."""
+    try:
+        from ansible.module_utils import basic  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        return {}
+    if getattr(basic, "_ANSIBLE_ARGS", None) is None:
+        return {}
+    return basic._load_params()
+
+
 def psycopg_import_error() -> Optional[str]:
     """The traceback of importing psycopg 3 and psycopg2 (or the one
     ARVADOS_RECOVERY_PG_DRIVER names), or None when one is there."""
@@ -73,6 +91,7 @@ def run_engine(
             module.fail_json(msg="%s; %s" % (describe_missing(LIBRARY), INSTALL_HINT), exception=import_error)
     secrets = secret_values(module.params, options)
     try:
+        check_given_numbers(options, task_arguments())
         result = engine(canonical_params(module.params, options))
     except RecoveryError as error:
         module.fail_json(msg=without_secrets(str(error), secrets))

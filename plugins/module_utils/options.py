@@ -255,6 +255,20 @@ def parse(table: Mapping[str, Option], params: Mapping[str, Any], from_text: boo
     return values
 
 
+def check_given_numbers(table: Mapping[str, Option], given: Mapping[str, Any]) -> None:
+    """Refuse a number option's value as it was given (under its name or an alias), before
+    any conversion: AnsibleModule types int and float options with Python's int(), float()
+    and Decimal(), which read other scripts' digits ('\u0665' is 5) and underscores
+    ('1_000'), so the module's option would get a number nobody wrote. Parsed as the
+    command parses its text, for the same message; a ConfigError names the option."""
+    for name, option in table.items():
+        if option.get("type") not in NUMBER_TYPES:
+            continue
+        for key in [name] + list(option.get("aliases") or []):
+            if given.get(key) is not None:
+                option.parse_value(name, given[key], from_text=True)
+
+
 def _fresh(default: Any) -> Any:
     """A list default copied, so that no caller can change the table's."""
     return list(default) if isinstance(default, list) else default

@@ -23,6 +23,9 @@ count): a FIFO would block the read for ever and a device would never end it; a 
 more than :data:`MAX_OPTIONS_FILE_BYTES` is refused. The same reading, with its own size
 cap, serves Arvados' config files (:func:`read_trusted_file`).
 
+Numbers are read as plain decimal only (decimal_number_loader): YAML 1.1's 1_000, 0x1F,
+017 and 1:20 stay text, which a number option refuses naming the file (check_numbers).
+
 Pure Python (3.8+); PyYAML when installed, else JSON only.
 """
 
@@ -38,7 +41,7 @@ import stat
 from typing import Any, Dict, Mapping, Optional, Sequence
 
 from .errors import RecoveryError, cut
-from .options import Option
+from .options import NUMBER_TYPES, Option, option_error
 
 # An options file is a few lines; reading more is reading some other file.
 MAX_OPTIONS_FILE_BYTES = 65536
@@ -47,6 +50,19 @@ MAX_OPTIONS_FILE_BYTES = 65536
 # file, and what the roles write with their options file group).
 _OTHERS_PERMISSIONS = stat.S_IRWXG | stat.S_IRWXO
 _ROOT_GROUP_READ = stat.S_IRGRP
+_INT_TAG = "tag:yaml.org,2002:int"
+_FLOAT_TAG = "tag:yaml.org,2002:float"
+# A number option's text in a file: decimal, ASCII digits, no leading 0 (octal to YAML
+# 1.1), as decimal_number_loader reads numbers; or a word the option layer reads itself
+# (inf, nan), so that its refusal is the same from a file, a flag and a module.
+_DECIMAL_TEXT = re.compile(
+    r"[-+]?(?:(?:(?:0|[1-9][0-9]*)(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|inf|infinity|nan)",
+    re.ASCII | re.IGNORECASE,
+)
+NOT_DECIMAL = (
+    "must be a plain decimal number in an options file (YAML 1.1 reads underscores, 0x, 0b, "
+    "a leading 0 and colons as other numbers: 1_000, 0x1F, 017, 1:20)"
+)
 _TYPE_WORDS = (
     (dict, "a mapping"),
     (bool, "true or false"),
@@ -75,7 +91,25 @@ def read_options_file(path: str, table: Mapping[str, Mapping[str, Any]], program
     secrets = sorted(name for name, value in values.items() if table[name].get("no_log") and value)
     if secrets:
         check_secret_file_mode(shown_path, status, secrets)
+    check_numbers(shown_path, values, table)
     return values
+
+
+def check_numbers(shown_path: str, values: Mapping[str, Any], table: Mapping[str, Any]) -> None:
+    """Refuse a number option whose text in the file is not a plain decimal number, naming
+    the file (a flag may give the same option), the option and the value. The file is
+    loaded with decimal_number_loader, so '1_000', '0x1F', '017' and '1:20' (numbers to
+    YAML 1.1: 1000, 31, 15 and 80) reach here as written. Every other check of a value is
+    the caller's parse, after its flags are merged."""
+    for name, value in values.items():
+        option = table[name]
+        if option.get("type") not in NUMBER_TYPES or not isinstance(value, str):
+            continue
+        if not _DECIMAL_TEXT.fullmatch(value.strip(" \t\r\n")):
+            raise RecoveryError(
+                "options file %s: %s"
+                % (shown_path, option_error(name, NOT_DECIMAL, value, option.get("no_log", False)))
+            )
 
 
 def _read_small_text(path: str, shown_path: str):
@@ -205,7 +239,7 @@ def _parse_options(text: str, shown_path: str) -> Any:
     except ImportError:
         return _json_options(text, shown_path)
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=decimal_number_loader(yaml))  # a SafeLoader subclass
     except yaml.YAMLError:
         # PyYAML quotes the offending text, which may be the password: say only where.
         raise RecoveryError("options file %s is not valid YAML" % shown_path) from None
@@ -225,6 +259,27 @@ def text_scalar_loader(yaml: Any) -> Any:
         "tag:yaml.org,2002:null", re.compile(r"^(?:~|null|Null|NULL|)$"), ["~", "n", "N", ""]
     )
     return TextScalarLoader
+
+
+@functools.lru_cache(maxsize=1)
+def decimal_number_loader(yaml: Any) -> Any:
+    """A safe loader that reads as numbers only plain decimal ones (5, -3, 0.5, 1.5e3):
+    YAML 1.1's other forms (underscores, 0x, 0b, a leading 0 for octal, sexagesimal 1:20,
+    .inf) stay text, as written, for check_numbers to refuse in a number option; in a text
+    option (a password, a message) they are then what was written, not a number."""
+
+    class DecimalNumberLoader(yaml.SafeLoader):
+        pass
+
+    DecimalNumberLoader.yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag not in (_INT_TAG, _FLOAT_TAG)]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    DecimalNumberLoader.add_implicit_resolver(_INT_TAG, re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$"), list("-+0123456789"))
+    DecimalNumberLoader.add_implicit_resolver(
+        _FLOAT_TAG, re.compile(r"^[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$"), list("-+0123456789.")
+    )
+    return DecimalNumberLoader
 
 
 def _json_options(text: str, shown_path: str) -> Any:

@@ -9,7 +9,8 @@ database, nothing written), asks systemd whether the dispatcher's unit is active
 writes the result as node_exporter textfile gauges (watch_metrics), atomically, to
 ``metrics_file``; the result itself, with its UUIDs, goes to stdout as JSON, or to the
 file named by ``--json``. A failed read keeps the last good gauges in the file and sets
-``arvados_recovery_watch_read_failed``.
+``arvados_recovery_watch_read_failed``; a file there that is not UTF-8 text is no state to
+keep: it is replaced by the status gauges alone, and the message says so.
 
 Options: the module's (the database settings and the reconcile's, from the one table in
 reconcile_run) and the watch's own (WATCH_OPTIONS), from ``--options-file`` (read and
@@ -246,6 +247,9 @@ class GaugesNotWritten(Exception):
 # Set on the read's exception when the failure gauge could not be written either: the
 # read's reason must still be told, and the write's.
 GAUGE_FAILURE = "watch_gauge_failure"
+# Set on the read's exception when the failure gauge was written alone, the previous file
+# being no state the watch could keep (not UTF-8): why, for the message.
+GAUGES_DROPPED = "watch_gauges_dropped"
 
 
 def watch(
@@ -267,7 +271,7 @@ def watch(
         # Whatever stopped the read, a bug included, the alert on failing reads must fire.
         if metrics_file:
             try:
-                watch_metrics.write_failure(metrics_file, clock())
+                setattr(error, GAUGES_DROPPED, watch_metrics.write_failure(metrics_file, clock()))
             except Exception as failure:  # pylint: disable=broad-except
                 # A full or read-only directory must not hide why the read failed.
                 setattr(error, GAUGE_FAILURE, failure)
@@ -334,16 +338,7 @@ def main(
     try:
         result = watch(params, **engine)
     except RecoveryError as error:
-        failure = getattr(error, GAUGE_FAILURE, None)
-        if failure is None:
-            kept = (
-                " (the last good gauges are kept, %sread_failed is 1)" % (watch_metrics.PREFIX + "watch_")
-                if metrics_file
-                else ""
-            )
-        else:
-            kept = " (and the failure gauge could not be written: %s)" % write_problem(metrics_file, failure)
-        message = "read failed%s: %s" % (kept, error)
+        message = "read failed%s: %s" % (_gauges_note(error, metrics_file), error)
         reporter.say("error", message)
         _write_failure_json(message, args.json_file, stdout, reporter)
         return 1
@@ -363,6 +358,23 @@ def main(
             )
         raise
     return 0 if _write_result(result, args.json_file, stdout, reporter) else 1
+
+
+def _gauges_note(error: BaseException, metrics_file: str) -> str:
+    """What became of the gauges after a failed read, for its message."""
+    failure = getattr(error, GAUGE_FAILURE, None)
+    if failure is not None:
+        return " (and the failure gauge could not be written: %s)" % write_problem(metrics_file, failure)
+    if not metrics_file:
+        return ""
+    read_failed = watch_metrics.PREFIX + "watch_read_failed"
+    dropped = getattr(error, GAUGES_DROPPED, None)
+    if dropped:
+        return " (%s: taken as no previous state, replaced by the status gauges alone, %s is 1)" % (
+            dropped,
+            read_failed,
+        )
+    return " (the last good gauges are kept, %s is 1)" % read_failed
 
 
 def _write_result(result: Mapping[str, Any], json_file: Optional[str], stdout, reporter: Reporter) -> bool:

@@ -337,15 +337,35 @@ def write_success(path: str, metrics: Sequence[Metric], attempted_at: float) -> 
     write_atomically(path, render(list(metrics) + status_metrics(False, attempted_at)), what=METRICS_FILE)
 
 
-def write_failure(path: str, attempted_at: float) -> None:
-    """Keeps the last good read's gauges and marks the read failed."""
+def write_failure(path: str, attempted_at: float) -> Optional[str]:
+    """Keeps the last good read's gauges and marks the read failed. Returns why the last
+    gauges could not be kept (the file was not UTF-8 text), the failure gauge then written
+    alone; None when they were kept or there were none."""
     # Looked at before it is opened for reading too: a FIFO would block the open for ever.
     check_output_path(path, METRICS_FILE)
-    try:
-        with open(path, encoding="utf-8") as stream:
-            previous = stream.read()
-    except FileNotFoundError:
-        previous = ""
+    previous, dropped = read_previous(path)
     status = status_metrics(True, attempted_at)
     kept = kept_blocks(previous, [PREFIX + metric.name for metric in status])
     write_atomically(path, kept + render(status), what=METRICS_FILE)
+    return dropped
+
+
+def read_previous(path: str) -> Tuple[str, Optional[str]]:
+    """(the text of the file the last read wrote, or '' with why it cannot be kept).
+
+    A file that is not UTF-8 text (another program's, or a torn disk block) is no state
+    this watch can keep: node_exporter would refuse it whole, the failure gauge with it,
+    so it is treated as no previous state and replaced, and the caller says so."""
+    try:
+        with open(path, "rb") as stream:
+            data = stream.read()
+    except FileNotFoundError:
+        return "", None
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError as error:
+        return "", "%s %s was not UTF-8 text (byte %d), so its last gauges could not be kept" % (
+            METRICS_FILE,
+            cut(path),
+            error.start,
+        )

@@ -219,8 +219,14 @@ options:
       - Make the Slurm jobs named after the jobs' UUIDs absent before the database changes,
         as M(arvados_ops.recovery.slurm_job_cancel) does. Only Slurm jobs named exactly like
         a job UUID (C(^[0-9a-z]{5}-8i9sb-[0-9a-z]{15}$)) are considered.
-      - V(auto) does so when C(squeue) is on this host (or O(squeue_path) is set); V(true)
-        always (a missing C(squeue) is then an error); V(false) never.
+      - V(auto) and V(true) do so with the C(squeue) and C(scancel) of this host (or
+        O(squeue_path) and O(scancel_path)). Without C(squeue) on this host and without
+        O(squeue_path), V(auto) fails the task before anything is read from the database or
+        changed, saying what to set (a job is never failed while its Slurm job may still
+        run); V(true) fails it too, naming the missing program.
+      - V(false) never asks Slurm. Set it when the site runs no Slurm, or when another step
+        makes the jobs' Slurm jobs absent, as C(recover_after_reboot.yml) does on its
+        C(slurm_controllers) hosts (it passes V(false) to this module on C(arvados_api)).
     type: raw
     default: auto
   slurm_errors:
@@ -462,7 +468,7 @@ slurm:
   sample: {"cancelled": [], "already_absent": ["zzzzz-8i9sb-rx5jc1btxig25i6"], "squeue_calls": 1, "scancel_calls": 0}
   contains:
     skipped:
-      description: Why Slurm was not asked (O(cancel_slurm_jobs) false, or C(auto) without C(squeue) on the host).
+      description: Why Slurm was not asked (O(cancel_slurm_jobs) false).
       returned: when Slurm was not asked
       type: str
       sample: "cancel_slurm_jobs is false"

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import uuid as uuid_module
@@ -326,6 +327,25 @@ def scancel(lab_env: Mapping[str, str], job_ids: Sequence[str]) -> None:
     slurm = Slurm(lab_env)
     slurm.submitted = list(job_ids)
     slurm.cancel_leftovers()
+
+
+SLURM_CLIENTS = ("squeue", "scancel", "scontrol", "sbatch", "srun", "sinfo")
+
+
+def env_without_slurm(lab_env: Mapping[str, str], directory: Path) -> dict[str, str]:
+    """`lab_env` with a PATH of one directory that links every program of its PATH but
+    Slurm's clients: a host without Slurm's tools, where everything else (sh, ansible's
+    helpers) is found as before."""
+    bin_dir = directory / "path-without-slurm"
+    bin_dir.mkdir()
+    for entry in lab_env["PATH"].split(os.pathsep):
+        if not os.path.isdir(entry):
+            continue
+        for name in sorted(os.listdir(entry)):
+            link = bin_dir / name
+            if name not in SLURM_CLIENTS and not os.path.lexists(link):
+                link.symlink_to(os.path.join(entry, name))
+    return dict(lab_env, PATH=str(bin_dir))
 
 
 def unchanged_except(

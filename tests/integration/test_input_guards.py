@@ -23,6 +23,7 @@ import time
 from datetime import timedelta
 
 import pytest
+import yaml
 
 from tests.integration import fail_jobs_helpers as h
 from tests.integration import module_playbook
@@ -42,6 +43,10 @@ FUTURE = re.compile(
     r"before out \(no --before\) to take every Running job"
 )
 NOT_ASCII = "must be a number written with the ASCII digits 0-9 (no underscores, no other digits)"
+NOT_DECIMAL = (
+    "must be a plain decimal number in an options file (YAML 1.1 reads underscores, 0x, 0b, "
+    "a leading 0 and colons as other numbers: 1_000, 0x1F, 017, 1:20)"
+)
 
 
 @pytest.fixture
@@ -250,8 +255,13 @@ def test_the_command_refuses_each_input_before_any_change(fresh_db, lab_env, tmp
         message = one_line(h.run_cli(lab_env, tmp_path, base, ["--batch-size", text]))
         assert message == "option batch_size %s, got '%s'" % (NOT_ASCII, text)
         refused += 1
-    message = one_line(h.run_cli(lab_env, tmp_path, dict(base, batch_size="1_000")))
-    assert message == "option batch_size %s, got '1_000'" % NOT_ASCII
+    # In the options file, YAML 1.1's numbers too (1_000 unquoted read as 1000 before).
+    for text in ("1_000", "0x1F", "017", "1:20"):
+        message = one_line(run_cli_yaml(lab_env, tmp_path, base, "batch_size: %s\n" % text))
+        assert re.fullmatch(
+            r"options file \S+: option batch_size %s, got '%s'" % (re.escape(NOT_DECIMAL), text), message
+        )
+        refused += 1
     # TZ=UTC+25 moved a local time a day.
     env = dict(lab_env, TZ="UTC+25")
     completed = h.run_cli(env, tmp_path, base, ["--before", "2026-12-01 10:00"])
@@ -267,9 +277,17 @@ def test_the_command_refuses_each_input_before_any_change(fresh_db, lab_env, tmp
         "msg": "option db_host " + HOST + "an empty label (two dots in a row, or a dot first), got 'db..example.org'",
     }
 
-    assert refused == 4 + len(value_cases()) + len(file_cases(files)) + 3
+    assert refused == 4 + len(value_cases()) + len(file_cases(files)) + 3 + 4
     assert h.squeue_names(lab_env, list(queued)) == queued
     assert h.pg_dump(fresh_db, lab_env) == dump_before
+
+
+def run_cli_yaml(lab_env, tmp_path, options, yaml_text):
+    """The command with `options` and `yaml_text` in one YAML options file, as written."""
+    path = tmp_path / ("options-%d.yml" % time.monotonic_ns())
+    path.write_text(yaml.safe_dump(dict(options)) + yaml_text)
+    path.chmod(0o600)
+    return run_command(lab_env, h.CLI + ["--options-file", str(path)])
 
 
 def test_a_symlinked_config_yml_is_followed(fresh_db, lab_env, tmp_path, queued, files):
@@ -362,3 +380,122 @@ def test_an_options_file_of_nobody_never_runs_what_it_names(fresh_db, lab_env, t
     completed = run_command(lab_env, argv + [str(planted)] + (["--check"] if command == "fail-jobs" else []), 120)
     assert completed.returncode == 0, completed.stderr
     assert marker.exists()
+
+
+# -- cancel_slurm_jobs auto on a host without squeue ---------------------------------------
+# Before: Slurm was skipped ("cancel_slurm_jobs is auto and squeue is not on this host") and
+# the jobs were failed, their Slurm jobs running on. Now refused, before any change.
+NO_SQUEUE = (
+    "cancel_slurm_jobs is auto but squeue is not on this host (PATH) and squeue_path is not set: "
+    "the jobs' Slurm jobs cannot be made absent, so no job is failed or requeued (nothing was read "
+    "from the database or changed). Set cancel_slurm_jobs to false when this site runs no Slurm or "
+    "another step cancels the jobs' Slurm jobs (as recover_after_reboot.yml does on its "
+    "slurm_controllers hosts); or install the Slurm clients here, or set squeue_path and scancel_path"
+)
+
+
+def without_slurm_options(files):
+    """base_options less cancel_slurm_jobs: its default, auto, is what is refused."""
+    options = base_options(files)
+    del options["cancel_slurm_jobs"]
+    return options
+
+
+def test_the_module_with_auto_and_no_squeue_refuses_before_any_change(fresh_db, lab_env, tmp_path, queued, files):
+    env = h.env_without_slurm(lab_env, tmp_path)
+    dump_before = h.pg_dump(fresh_db, lab_env)
+    options = without_slurm_options(files)
+    tasks = [
+        {"args": options},
+        {"args": dict(options, cancel_slurm_jobs="auto")},
+        {"args": options, "check": True},
+    ]
+
+    run = module_playbook.run_playbook(h.MODULE, env, tmp_path, tasks)
+
+    for result in run.results:
+        assert result.get("failed") is True and not result.get("changed")
+        assert result["msg"] == NO_SQUEUE
+    assert h.squeue_names(lab_env, list(queued)) == queued
+    assert h.pg_dump(fresh_db, lab_env) == dump_before
+
+
+def test_the_command_with_auto_and_no_squeue_refuses_before_any_change(fresh_db, lab_env, tmp_path, queued, files):
+    env = h.env_without_slurm(lab_env, tmp_path)
+    dump_before = h.pg_dump(fresh_db, lab_env)
+    options = without_slurm_options(files)
+
+    for flags in ([], ["--check"], ["--cancel-slurm-jobs", "auto"]):
+        assert one_line(h.run_cli(env, tmp_path, options, flags)) == NO_SQUEUE
+    completed = h.run_cli(env, tmp_path, options, ["--json"])
+    assert completed.returncode == 1
+    assert json.loads(completed.stdout) == {"changed": False, "failed": True, "msg": NO_SQUEUE}
+
+    assert h.squeue_names(lab_env, list(queued)) == queued
+    assert h.pg_dump(fresh_db, lab_env) == dump_before
+
+
+def test_false_on_a_host_without_squeue_fails_the_jobs_without_asking_slurm(fresh_db, lab_env, tmp_path, queued, files):
+    """The explicit option says this host asks no Slurm: the jobs are failed, and their Slurm
+    jobs are left to another step (here they stay queued, as nothing asked Slurm)."""
+    env = h.env_without_slurm(lab_env, tmp_path)
+    options = dict(without_slurm_options(files), cancel_slurm_jobs=False)
+
+    completed = h.run_cli(env, tmp_path, options, ["--json"])
+
+    result = h.cli_json(completed)
+    assert result["slurm"] == {"skipped": "cancel_slurm_jobs is false"}
+    assert result["counts"]["jobs"] == len(queued)
+    assert h.squeue_names(lab_env, list(queued)) == queued
+
+
+# -- numbers in other digits, given to the modules -------------------------------------------
+# Before: AnsibleModule read batch_size '\u0665' as 5 and '1_000' as 1000, and the run went on.
+
+
+def test_the_modules_refuse_numbers_in_other_digits_before_any_change(fresh_db, lab_env, tmp_path, queued, files):
+    dump_before = h.pg_dump(fresh_db, lab_env)
+    cases = [
+        ("batch_size", "\u0665"),
+        ("batch_size", "1_000"),
+        ("batch_size", "\uff15"),
+        ("lock_wait", "\u0665"),
+        ("slurm_timeout", "3_0"),
+        ("db_port", "\u0665\u0664\u0663\u0662"),
+    ]
+    tasks = [{"args": dict(base_options(files), **{name: text})} for name, text in cases]
+    tasks.append({"args": dict(base_options(files), batch_size="\u0665"), "check": True})
+    cancel_tasks = [
+        {"args": {"name": sorted(queued.values()), "timeout": text}} for text in ("\u0665", "1_0", "\uff15")
+    ]
+
+    results = module_playbook.run_playbook(h.MODULE, lab_env, tmp_path, tasks).results
+    cancelled = module_playbook.run_playbook(
+        "arvados_ops.recovery.slurm_job_cancel", lab_env, tmp_path, cancel_tasks
+    ).results
+
+    for (name, text), result in zip(cases + [("batch_size", "\u0665")], results, strict=True):
+        assert result.get("failed") is True and not result.get("changed")
+        assert result["msg"] == "option %s %s, got '%s'" % (name, NOT_ASCII, text)
+    for text, result in zip(("\u0665", "1_0", "\uff15"), cancelled, strict=True):
+        assert result.get("failed") is True and not result.get("changed")
+        assert result["msg"] == "option timeout %s, got '%s'" % (NOT_ASCII, text)
+    assert h.squeue_names(lab_env, list(queued)) == queued
+    assert h.pg_dump(fresh_db, lab_env) == dump_before
+
+
+def test_the_watch_refuses_a_yaml_1_1_number_in_its_options_file_and_writes_nothing(fresh_db, lab_env, tmp_path, files):
+    metrics = tmp_path / "arvados_recovery.prom"
+    options = {"config_file": str(files["config"]), "db_wait": 0, "metrics_file": str(metrics), "dispatcher_unit": ""}
+    for name, text in (("settle", "1_0"), ("command_timeout", "0x1F"), ("batch_size", "1:20")):
+        path = tmp_path / ("watch-%s.yml" % name)
+        path.write_text(yaml.safe_dump(options) + "%s: %s\n" % (name, text))
+        path.chmod(0o600)
+
+        completed = run_command(lab_env, WATCH + ["--options-file", str(path)])
+
+        assert completed.returncode == 2, completed.stderr
+        assert completed.stderr.splitlines() == [
+            "arvados-recovery-watch: options file %s: option %s %s, got '%s'" % (path, name, NOT_DECIMAL, text)
+        ]
+        assert not metrics.exists()

@@ -16,7 +16,7 @@ import yaml
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils import dispatcher_config as dc
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError
-from tests.unit.roles.playbook_runs import DISPATCHER_PLAY, dispatcher_variables, run
+from tests.unit.roles.playbook_runs import DISPATCHER_PLAY, dispatcher_variables, role_tasks_play, run
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the roles write their files as root:<group>")
 
@@ -112,16 +112,7 @@ def test_the_1_x_dispatcher_file_readable_by_others_loses_their_access(collectio
     assert yaml.safe_load(legacy.read_text())["Client"]["AuthToken"] == "secret-token"
 
 
-BOOT_RECOVERY_PLAY = {
-    "hosts": "localhost",
-    "gather_facts": False,
-    "tasks": [
-        {
-            "name": "Write the options file as the role does",
-            "ansible.builtin.include_role": {"name": "arvados_ops.recovery.boot_recovery", "tasks_from": "options.yml"},
-        }
-    ],
-}
+BOOT_RECOVERY_PLAY = role_tasks_play("options.yml", "Write the options file as the role does")
 
 
 @needs_root
@@ -145,16 +136,7 @@ def test_the_boot_recovery_options_file_with_a_password_loses_the_access_of_othe
     assert run(collections, tmp_path, BOOT_RECOVERY_PLAY, variables)[1] == 0
 
 
-BOOT_RECOVERY_CHECKS_PLAY = {
-    "hosts": "localhost",
-    "gather_facts": False,
-    "tasks": [
-        {
-            "name": "Check the settings as the role does under every tag",
-            "ansible.builtin.include_role": {"name": "arvados_ops.recovery.boot_recovery", "tasks_from": "checks.yml"},
-        }
-    ],
-}
+BOOT_RECOVERY_CHECKS_PLAY = role_tasks_play("checks.yml", "Check the settings as the role does under every tag")
 
 
 @needs_root

@@ -27,9 +27,13 @@ SITE = REPO_ROOT / "playbooks" / "site.yml"
 WANTS_LINK = "/etc/systemd/system/multi-user.target.wants/arvados-fail-jobs.service"
 COLLECTIONS = [REPO_ROOT / ".build" / "collections", REPO_ROOT / ".build" / "molecule-collections"]
 
+# The image has no Slurm clients, as an API host may not: the boot cleanup is told that
+# another step cancels the jobs' Slurm jobs (without it the role refuses, see below).
+NO_SLURM_HERE = {"cancel_slurm_jobs": False}
 RELEASES = {
     "1.4": {
         "boot_recovery_arvados_version": "1.4",
+        "boot_recovery_options": NO_SLURM_HERE,
         "dispatcher_config_arvados_version": "1.4",
         "dispatcher_config_api_host": "zzzzz.example:443",
         "dispatcher_config_auth_token": "check-mode-token",
@@ -38,6 +42,7 @@ RELEASES = {
     },
     "3.2": {
         "boot_recovery_arvados_version": "3.2",
+        "boot_recovery_options": NO_SLURM_HERE,
         "dispatcher_config_arvados_version": "3.2",
         "dispatcher_config_cluster_id": "zzzzz",
         "dispatcher_config_system_root_token": "check-mode-root-token",
@@ -133,7 +138,7 @@ def write_inventory(path, containers: dict[str, str]):
     )
 
 
-def run_site(inventory, *options):
+def run_site(inventory, *options, succeeds=True):
     env = dict(
         podman_env(),
         ANSIBLE_COLLECTIONS_PATH=":".join(map(str, COLLECTIONS)),
@@ -142,7 +147,8 @@ def run_site(inventory, *options):
     )
     completed = run_ansible_playbook(["-i", inventory, SITE, *options], env=env, timeout=1800)
     run = Run(completed)
-    assert completed.returncode == 0 and all(c["failed"] == 0 for c in run.recap.values()), completed.stdout[-4000:]
+    ran_clean = completed.returncode == 0 and all(c["failed"] == 0 for c in run.recap.values())
+    assert ran_clean == succeeds, completed.stdout[-4000:]
     return run
 
 
@@ -243,3 +249,34 @@ def test_a_second_check_and_run_change_nothing(site, key):
     containers, runs, _before = site
     assert runs["predicted again"].recap[containers[key]]["changed"] == 0
     assert runs["done again"].recap[containers[key]]["changed"] == 0
+
+
+def test_site_refuses_a_boot_cleanup_that_would_find_no_squeue_and_writes_nothing(tmp_path):
+    """Issue 34: cancel_slurm_jobs unset (auto) on a host without Slurm's clients. The
+    command would refuse at every boot; the role refuses now, --check and real alike."""
+    if not shutil.which("podman"):
+        pytest.skip("podman is not installed")
+    if subprocess.run(["podman", "image", "exists", IMAGE], env=podman_env(), check=False).returncode != 0:
+        pytest.skip("%s is not built (scripts/build-molecule-image.sh)" % IMAGE)
+    host = start_container()
+    try:
+        inventory = tmp_path / "inventory.yml"
+        write_inventory(inventory, {"3.2": host})
+        # The inventory's boot_recovery_options dropped: the role's default, {}.
+        written = yaml.safe_load(inventory.read_text())
+        del written["all"]["hosts"][host]["boot_recovery_options"]
+        inventory.write_text(yaml.safe_dump(written))
+        assert podman_exec(host, ["sh", "-c", "command -v squeue"], check=False).returncode != 0
+
+        for options in (("--check",), ()):
+            run = run_site(inventory, *options, succeeds=False)
+            assert run.recap[host]["failed"] == 1 and run.recap[host]["changed"] == 0
+            said = " ".join(run.stdout.split())
+            assert (
+                "boot_recovery: boot_recovery_options.cancel_slurm_jobs is auto (unset) but squeue is not on this "
+                "host (/usr/local/sbin/squeue, /usr/local/bin/squeue, /usr/sbin/squeue, /usr/bin/squeue, "
+                "/sbin/squeue, /bin/squeue), so the cleanup would refuse at every boot" in said
+            ), run.stdout[-4000:]
+            assert existing(host, COMMON + WRITTEN["3.2"] + ["/usr/local/bin/arvados-fail-jobs"]) == []
+    finally:
+        remove_containers([host])

@@ -388,3 +388,33 @@ def test_without_the_textfile_directory_the_result_is_printed(lab_env, options, 
     assert completed.returncode == 0, completed.stderr
     assert "orphaned_containers" in json.loads(completed.stdout)
     assert "no gauges written: %s does not exist" % os.path.dirname(DEFAULT_METRICS_FILE) in completed.stderr
+
+
+def test_a_previous_gauge_file_that_is_not_utf8_is_replaced_and_said(lab_env, options, tmp_path):
+    """Issue 34: a non-UTF-8 .prom made the failed read's gauge unwritable (UnicodeDecodeError
+    told as "cannot write"). Now it is no previous state: replaced by the status gauges,
+    which say the read failed, and stderr and the JSON say why the old ones are gone."""
+    prom = Path(options["metrics_file"])
+    prom.write_bytes(b"arvados_recovery_orphans 3\n\xff\xfe torn\n")
+
+    failed = run_watch(lab_env, tmp_path, unreachable(options))
+
+    assert failed.returncode == 1, failed.stderr
+    said = (
+        "read failed (option metrics_file %s was not UTF-8 text (byte 27), so its last gauges could not be kept: "
+        "taken as no previous state, replaced by the status gauges alone, arvados_recovery_watch_read_failed is 1): "
+        % prom
+    )
+    assert failed.stderr.startswith("arvados-recovery-watch: " + said), failed.stderr
+    assert json.loads(failed.stdout)["msg"].startswith(said)
+    assert set(samples(prom.read_text())) == {
+        (P + "watch_read_failed", ()),
+        (P + "watch_last_attempt_timestamp_seconds", ()),
+    }
+    assert samples(prom.read_text())[(P + "watch_read_failed", ())] == 1
+
+    # A good read over such a file replaces it too, without a word.
+    prom.write_bytes(b"\xff\xfe\n")
+    done = run_watch(lab_env, tmp_path, options)
+    assert done.returncode == 0, done.stderr
+    assert samples(prom.read_text())[(P + "watch_read_failed", ())] == 0

@@ -122,6 +122,15 @@ def dispatcher_variables(tmp_path, release):
     return variables
 
 
+def role_tasks_play(tasks_from, name, role="arvados_ops.recovery.boot_recovery"):
+    """A play on localhost that runs one task file of a role (its checks, its options file)."""
+    return {
+        "hosts": "localhost",
+        "gather_facts": False,
+        "tasks": [{"name": name, "ansible.builtin.include_role": {"name": role, "tasks_from": tasks_from}}],
+    }
+
+
 DISPATCHER_PLAY = {
     "hosts": "localhost",
     "gather_facts": False,

@@ -74,12 +74,14 @@ def slurm_clients_on_path(tmp_path, monkeypatch):
 
 
 @pytest.mark.usefixtures("slurm_clients_on_path")
-def test_slurm_step_auto_without_squeue_is_skipped_with_a_reason():
+def test_slurm_step_auto_without_squeue_is_refused_saying_what_to_set():
+    # Issue 34: it used to skip Slurm and fail the jobs, their Slurm jobs running on.
     params = fail_jobs_run.with_defaults({})
-    assert fail_jobs_run.slurm_step(params, which=lambda name: None) == (
-        None,
-        "cancel_slurm_jobs is auto and squeue is not on this host",
-    )
+    with pytest.raises(ConfigError) as refused:
+        fail_jobs_run.slurm_step(params, which=lambda name: None)
+    assert str(refused.value) == fail_jobs_run.NO_SQUEUE_MESSAGE
+    assert str(refused.value).startswith("cancel_slurm_jobs is auto but squeue is not on this host")
+    assert "Set cancel_slurm_jobs to false when this site runs no Slurm" in str(refused.value)
     step, reason = fail_jobs_run.slurm_step(params, which=lambda name: "/usr/bin/squeue")
     assert isinstance(step, fail_jobs_run.SlurmStep) and reason is None
     assert fail_jobs_run.slurm_step(dict(params, cancel_slurm_jobs="false")) == (None, "cancel_slurm_jobs is false")

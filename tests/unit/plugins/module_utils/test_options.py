@@ -16,10 +16,12 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_options import CleanupOptions
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import (
     EXCERPT_CHARACTERS,
+    NOT_ASCII_NUMBER,
     Option,
     Range,
     argument_spec,
     auto_or_bool,
+    check_given_numbers,
     count,
     excerpt,
     parse,
@@ -289,3 +291,21 @@ def test_a_long_job_uuid_is_cut_in_the_message():
     assert str(raised.value) == "not Arvados job UUIDs (<prefix>-8i9sb-<15 chars>): '%s...' (100000 characters)" % (
         "x" * 60
     )
+
+
+def test_check_given_numbers_refuses_what_ansible_would_convert_under_the_name_or_an_alias():
+    table = {
+        "port": Option("int", aliases=["p"], check=count(65535)),
+        "wait": Option("float", 1.0, check=seconds(60)),
+        "name": Option("str"),
+    }
+    check_given_numbers(table, {"port": "5432", "p": 5432, "wait": " 2.5 ", "name": "\u0665"})
+    check_given_numbers(table, {})
+    for given, message in (
+        ({"p": "\u0665\u0664"}, "option port %s, got '\u0665\u0664'" % NOT_ASCII_NUMBER),
+        ({"wait": "1_0"}, "option wait %s, got '1_0'" % NOT_ASCII_NUMBER),
+        ({"port": "70000"}, "option port must be at most 65535, got 70000"),
+    ):
+        with pytest.raises(ConfigError) as refused:
+            check_given_numbers(table, given)
+        assert str(refused.value) == message

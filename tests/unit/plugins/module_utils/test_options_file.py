@@ -254,3 +254,74 @@ def test_the_command_refuses_a_writable_options_file_with_status_1(tmp_path):
     reporter = fail_jobs_cli.Reporter(stream=stderr, journald=False)
     assert fail_jobs_cli.main(["--options-file", str(path)], stdout=io.StringIO(), reporter=reporter) == 1
     assert "is mode 0666, writable by its group and others" in stderr.getvalue()
+
+
+# -- the options file: numbers as YAML 1.1 writes them ------------------------------------
+# Before: PyYAML's YAML 1.1 resolver read batch_size 1_000 as 1000, 0x1F as 31, 017 as 15
+# and 1:20 as 80, and the option layer saw a number nobody wrote.
+
+YAML_11_NUMBERS = ["1_000", "0x1F", "017", "1:20", "0b101", "0o17", "+0x1f", "1_0.5", "1:20.5", ".inf", "-.inf", ".nan"]
+
+
+def fail_jobs_options_file(tmp_path, text):
+    path = tmp_path / "fail-jobs.yml"
+    path.write_text(text)
+    path.chmod(0o600)
+    return path
+
+
+@pytest.mark.parametrize("text", YAML_11_NUMBERS)
+@pytest.mark.parametrize("name", ["batch_size", "lock_wait"])
+def test_a_number_yaml_1_1_reads_otherwise_is_refused_naming_the_file_option_and_value(tmp_path, name, text):
+    path = fail_jobs_options_file(tmp_path, "%s: %s\n" % (name, text))
+    with pytest.raises(RecoveryError) as raised:
+        options_file.read_options_file(str(path), fail_jobs_cli.ALL_OPTIONS, fail_jobs_cli.PROGRAM)
+    assert str(raised.value) == "options file %s: option %s %s, got '%s'" % (
+        path,
+        name,
+        options_file.NOT_DECIMAL,
+        text,
+    )
+
+
+def test_both_commands_refuse_it_before_anything_runs(tmp_path):
+    path = fail_jobs_options_file(tmp_path, "batch_size: 1_000\n")
+    message = "options file %s: option batch_size %s, got '1_000'" % (path, options_file.NOT_DECIMAL)
+    assert fail_jobs_message(["--options-file", str(path)]) == "arvados-fail-jobs: %s\n" % message
+    assert watch_message(["--options-file", str(path)], tmp_path) == "arvados-recovery-watch: %s\n" % message
+
+
+def test_plain_decimal_numbers_are_read_and_other_forms_stay_text_in_text_options(tmp_path):
+    path = fail_jobs_options_file(
+        tmp_path,
+        "batch_size: 500\nlock_wait: 0.5\nslurm_timeout: 1.5e2\nrow_lock_wait: '7'\ndb_wait: 1e3\n"
+        "db_connect_timeout: -0\nlog_message: 1:20\ndb_password: 0x1F\nslurm_user: 017\nretry: yes\n",
+    )
+    assert options_file.read_options_file(str(path), fail_jobs_cli.ALL_OPTIONS, fail_jobs_cli.PROGRAM) == {
+        "batch_size": 500,
+        "lock_wait": 0.5,
+        "slurm_timeout": 150.0,
+        "row_lock_wait": "7",
+        "db_wait": "1e3",
+        "db_connect_timeout": 0,
+        "log_message": "1:20",
+        "db_password": "0x1F",
+        "slurm_user": "017",
+        "retry": True,
+    }
+
+
+def test_a_secret_number_option_is_refused_without_its_value():
+    table = {"pin": Option("int", no_log=True)}
+    with pytest.raises(RecoveryError) as raised:
+        options_file.check_numbers("f.yml", {"pin": "1_234"}, table)
+    assert str(raised.value) == "options file f.yml: option pin %s" % options_file.NOT_DECIMAL
+
+
+@pytest.mark.parametrize("text", ["nan", "inf", "-Infinity"])
+def test_the_words_the_option_layer_reads_pass_to_it_for_its_own_message(tmp_path, text):
+    path = fail_jobs_options_file(tmp_path, "lock_wait: %s\n" % text)
+    assert fail_jobs_message(["--options-file", str(path)]) == (
+        "arvados-fail-jobs: option lock_wait must be a finite number, got %s\n"
+        % text.lower().replace("infinity", "inf")
+    )

@@ -186,3 +186,18 @@ def test_before_2_5_no_lock_is_expected_and_none_is_missing(expected, gauge, wit
     read = samples(render(reconcile_metrics(result, 1.0, 1.0, dispatcher_active=True)))
     assert read.get(("arvados_recovery_dispatcher_lock_expected", ())) == gauge
     assert read[("arvados_recovery_dispatcher_running_without_lock", ())] == without_lock
+
+
+def test_a_previous_file_that_is_not_utf8_is_no_state_the_failure_gauge_replaces_it(tmp_path):
+    # Issue 34: a non-UTF-8 .prom raised UnicodeDecodeError and no failure gauge was written.
+    path = tmp_path / "arvados_recovery.prom"
+    path.write_bytes(b"arvados_recovery_orphans 3\n\xff\xfe torn block\n")
+    dropped = write_failure(str(path), attempted_at=5.0)
+    assert dropped == (
+        "option metrics_file %s was not UTF-8 text (byte 27), so its last gauges could not be kept" % path
+    )
+    assert samples(path.read_text()) == {
+        ("arvados_recovery_watch_read_failed", ()): 1,
+        ("arvados_recovery_watch_last_attempt_timestamp_seconds", ()): 5.0,
+    }
+    assert write_failure(str(path), attempted_at=6.0) is None

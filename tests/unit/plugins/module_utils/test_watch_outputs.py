@@ -284,3 +284,26 @@ def test_a_kind_that_is_none_is_still_refused_by_name(tmp_path):
     code, _stdout, stderr = run(["--metrics-file", str(tmp_path / "x.prom"), "--kinds", "jobs,pipelines"], read)
     assert (code, read.params) == (2, [])
     assert "option kinds must be one of jobs, containers, got 'pipelines'" in stderr
+
+
+def test_a_failed_read_over_a_previous_file_not_utf8_writes_the_failure_gauge_and_says_so(tmp_path):
+    prom = tmp_path / "x.prom"
+    prom.write_bytes(b"\xff\xfe\n")
+    code, stdout, stderr = run(["--metrics-file", str(prom)], FakeRead(RecoveryError("slurmctld down")))
+    message = (
+        "read failed (option metrics_file %s was not UTF-8 text (byte 0), so its last gauges could not be kept: "
+        "taken as no previous state, replaced by the status gauges alone, arvados_recovery_watch_read_failed is 1): "
+        "slurmctld down" % prom
+    )
+    assert code == 1
+    assert stderr == "arvados-recovery-watch: %s\n" % message
+    assert json.loads(stdout) == {"changed": False, "failed": True, "msg": message}
+    assert samples(prom.read_text())[("arvados_recovery_watch_read_failed", ())] == 1
+
+
+def test_a_good_read_replaces_a_previous_file_not_utf8_without_reading_it(tmp_path):
+    prom = tmp_path / "x.prom"
+    prom.write_bytes(b"\xff\xfe\n")
+    code, _stdout, stderr = run(["--metrics-file", str(prom)], FakeRead(result()))
+    assert (code, stderr) == (0, "")
+    assert samples(prom.read_text())[("arvados_recovery_watch_read_failed", ())] == 0

@@ -6,28 +6,14 @@
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-from unittest import mock
 
 import pytest
-from ansible.module_utils import basic
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils import slurm_cancel_run
 from ansible_collections.arvados_ops.recovery.plugins.modules import slurm_job_cancel
 from tests.unit.plugins.module_utils.slurm_fakes import FakeClock, FakeSlurm, cancel_jobs_on, fake_client_directory
-
-try:
-    from ansible.module_utils.testing import patch_module_args
-except ImportError:  # ansible-core before 2.19 has no testing helper
-
-    @contextlib.contextmanager
-    def patch_module_args(args):
-        """Hands `args` to AnsibleModule as 2.16 to 2.18 read them: JSON bytes in basic._ANSIBLE_ARGS."""
-        with mock.patch.object(basic, "_ANSIBLE_ARGS", json.dumps({"ANSIBLE_MODULE_ARGS": args}).encode()):
-            yield
-
+from tests.unit.plugins.modules.module_args import run_main
 
 # Crunch v1 jobs: cancelled outright under the default stop=auto (containers' jobs get a TERM
 # first, see test_slurm_job_cancel_stop.py).
@@ -55,12 +41,7 @@ def warning_text(warning):
 
 
 def run_module(args, capsys):
-    with patch_module_args(args):
-        with pytest.raises(SystemExit) as exited:
-            slurm_job_cancel.main()
-    output = json.loads(capsys.readouterr().out)
-    assert (exited.value.code != 0) == bool(output.get("failed"))
-    return output
+    return run_main(slurm_job_cancel, args, capsys)
 
 
 def test_cancels_and_reports_with_the_clients_found_on_path(slurm, slurm_bin, capsys):

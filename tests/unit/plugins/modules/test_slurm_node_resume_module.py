@@ -7,25 +7,11 @@ stand-in scontrol found on PATH that prints a node list and logs its updates."""
 
 from __future__ import annotations
 
-import contextlib
-import json
-from unittest import mock
-
 import pytest
-from ansible.module_utils import basic
 
 from ansible_collections.arvados_ops.recovery.plugins.modules import slurm_node_resume
 from tests.unit.plugins.module_utils.slurm_fakes import REBOOT_REASON, FakeNode, scontrol_on_path
-
-try:
-    from ansible.module_utils.testing import patch_module_args
-except ImportError:  # ansible-core before 2.19 has no testing helper
-
-    @contextlib.contextmanager
-    def patch_module_args(args):
-        with mock.patch.object(basic, "_ANSIBLE_ARGS", json.dumps({"ANSIBLE_MODULE_ARGS": args}).encode()):
-            yield
-
+from tests.unit.plugins.modules.module_args import run_main
 
 NODES = [
     FakeNode("c1", "DOWN", REBOOT_REASON),
@@ -43,13 +29,7 @@ def scontrol(tmp_path, monkeypatch):
 
 
 def run_module(args, capsys, check=False, diff=False):
-    args = dict(args, _ansible_check_mode=check, _ansible_diff=diff)
-    with patch_module_args(args):
-        with pytest.raises(SystemExit) as exited:
-            slurm_node_resume.main()
-    output = json.loads(capsys.readouterr().out)
-    assert (exited.value.code != 0) == bool(output.get("failed"))
-    return output
+    return run_main(slurm_node_resume, dict(args, _ansible_check_mode=check, _ansible_diff=diff), capsys)
 
 
 def test_check_mode_predicts_and_runs_no_update(scontrol, capsys):
