@@ -64,6 +64,8 @@ class Target:
     limit: float
     # Shown in place of "≤ limit" where the value is a yes (1) or a no (0).
     label: str = ""
+    # The limit's unit, for a row judged on its value (a ratio has none).
+    unit: str = ""
 
     def holds(self, value: float | None) -> bool:
         if value is None or value != value:  # not measured, or NaN
@@ -71,7 +73,7 @@ class Target:
         return value <= self.limit if self.op == "<=" else value >= self.limit
 
     def __str__(self) -> str:
-        return self.label or "%s %g" % ("≤" if self.op == "<=" else "≥", self.limit)
+        return self.label or ("%s %g %s" % ("≤" if self.op == "<=" else "≥", self.limit, self.unit)).strip()
 
 
 @dataclass(frozen=True)
@@ -142,7 +144,9 @@ def p2_rows(data) -> list[Row]:
             Target(">=", 1, "yes"),
             1.0 if same_ok else 0.0,
         ),
-        value_row("P2", "peak RSS of the command", (data or {}).get("peak_rss_mib"), "%.0f MiB", Target("<=", 100)),
+        value_row(
+            "P2", "peak RSS of the command", (data or {}).get("peak_rss_mib"), "%.0f MiB", Target("<=", 100, unit="MiB")
+        ),
     ]
 
 
@@ -162,7 +166,7 @@ def p5_rows(data) -> list[Row]:
             "the live default's pace, projected to 100,000 jobs",
             None if pace is None else pace / 60.0,
             "%.1f min",
-            Target("<=", 10),
+            Target("<=", 10, unit="min"),
         ),
     ]
 
@@ -172,7 +176,9 @@ def p3_rows(noop, p2) -> list[Row]:
     command = median((p2 or {}).get("noop", {}).get("command_s", []))
     return [
         ratio_row("P3", "no-op, cold: the engine / the same read as plain SQL", ratio, "%.3f s", Target("<=", 1.2)),
-        value_row("P3", "no-op, warm: the command, process start included", command, "%.3f s", Target("<=", 0.25)),
+        value_row(
+            "P3", "no-op, warm: the command, process start included", command, "%.3f s", Target("<=", 0.25, unit="s")
+        ),
     ]
 
 

@@ -91,6 +91,7 @@ def test_target_shows_its_limit_or_its_label():
     assert str(summary.Target("<=", 1.2)) == "≤ 1.2"
     assert str(summary.Target(">=", 8)) == "≥ 8"
     assert str(summary.Target(">=", 1, "yes")) == "yes"
+    assert str(summary.Target("<=", 100, unit="MiB")) == "≤ 100 MiB"
 
 
 def test_every_row_holds_on_passing_numbers():
