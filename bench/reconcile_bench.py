@@ -59,6 +59,7 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
+from bench.fail_jobs_bench import database_comment
 from bench.results import ratio_summary, write_json
 from lab import datagen, labctl
 from lab.files import render_arvados_config, write_private_file
@@ -89,6 +90,15 @@ def exists(lab, name: str) -> bool:
         return conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is not None
 
 
+def up_to_date(lab, args, name: str) -> bool:
+    """Whether `name` can be reused. One made from --jobs-from carries its source's comment
+    (fail_jobs_bench writes its sizes there): a source rebuilt at other sizes (make bench,
+    then make bench-full) makes it stale, which its name alone would not tell."""
+    if not exists(lab, name):
+        return False
+    return not args.jobs_from or database_comment(lab, name) == database_comment(lab, args.jobs_from)
+
+
 def build(lab, args, name: str) -> dict[str, float]:
     with superuser(lab) as conn:
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
@@ -105,6 +115,9 @@ def build(lab, args, name: str) -> dict[str, float]:
         # place of the ones it has (one per Running job there).
         with psycopg.connect(conninfo, autocommit=True) as conn:
             conn.execute("TRUNCATE containers")
+        comment = database_comment(lab, args.jobs_from)
+        with superuser(lab) as conn:
+            conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(sql.Identifier(name), sql.Literal(comment)))
         began = time.monotonic()
         datagen.load_containers(conninfo, PREFIX, args.containers, args.live_containers, now, seed=args.seed)
         return {"containers_load_s": time.monotonic() - began}
@@ -380,7 +393,7 @@ def main(argv=None) -> int:
     env = dict(os.environ, **lab.exports())
     name = database_name(args)
     load = {}
-    if args.rebuild or not exists(lab, name):
+    if args.rebuild or not up_to_date(lab, args, name):
         print("generating %s" % name, flush=True)
         load = build(lab, args, name)
         print("loaded: %s" % json.dumps({k: round(v, 1) for k, v in load.items()}), flush=True)
