@@ -5,7 +5,7 @@ PYTHON := .venv/bin/python
 LABCTL := $(PYTHON) lab/labctl.py
 
 .PHONY: help deps venv test unit integration integration-cores examples sanity versions lint molecule releases molecule-releases build-check demo \
-        lab-start lab-stop lab-status clean
+        bench bench-full lab-start lab-stop lab-status clean
 
 help:
 	@echo "make demo         bring up the local lab, seed a cluster that just rebooted, recover it"
@@ -18,6 +18,8 @@ help:
 	@echo "                  integration-cores: the recovery playbooks on the lab with ansible-core 2.16 and 2.21;"
 	@echo "                  examples: every fenced example of README.md, playbooks/ and roles/ run on the lab)"
 	@echo "make molecule-releases  the cluster scenario's full verify on Debian 11 and 13 (not in make test)"
+	@echo "make bench        every benchmark comparison in one table, quick sizes (a few minutes; starts/stops the lab)"
+	@echo "make bench-full   the same at the sizes of issue 40 (1,000,000 jobs: an hour or more)"
 	@echo "make lab-start | lab-stop | lab-status                  the lab by hand"
 
 deps:
@@ -41,6 +43,12 @@ build-check: deps
 
 demo: deps
 	@scripts/demo.sh
+
+bench: deps
+	@scripts/bench.sh
+
+bench-full: deps
+	@scripts/bench.sh --full
 
 lab-start: deps
 	@$(LABCTL) start

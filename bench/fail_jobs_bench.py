@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -48,6 +47,7 @@ import psycopg
 from psycopg import sql
 
 from bench import plain_sql_cleanup
+from bench.results import ratio_summary, write_json
 from lab import datagen, labctl
 
 REPO = Path(__file__).resolve().parent.parent
@@ -153,16 +153,28 @@ def command_line(lab, name, before, batch_size=None, code_dir=REPO, extra=()):
 
 
 def run_command(lab, name, before, batch_size, extra=(), driver="psycopg"):
-    """(wall seconds, its summary lines); the children's peak RSS is read in the report."""
+    """(wall seconds, its summary lines, its peak RSS in MiB).
+
+    The RSS comes from GNU time, a small parent: Linux starts a child's ru_maxrss from its
+    parent's peak across fork and exec, so read here it would be this benchmark's own."""
     argv, env, options_file = command_line(lab, name, before, batch_size, extra=extra)
     env["ARVADOS_RECOVERY_PG_DRIVER"] = driver
-    began = time.monotonic()
-    child = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, check=False)
-    wall = time.monotonic() - began
+    with tempfile.NamedTemporaryFile(suffix=".time") as usage:
+        began = time.monotonic()
+        child = subprocess.run(
+            ["/usr/bin/time", "-f", "%M", "-o", usage.name] + argv,
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        wall = time.monotonic() - began
+        rss_mib = int(Path(usage.name).read_text().split()[-1]) / 1024.0
     os.unlink(options_file)
     if child.returncode != 0:
         raise SystemExit("arvados-fail-jobs failed: %s" % child.stderr.strip())
-    return wall, child.stdout
+    return wall, child.stdout, rss_mib
 
 
 def engine_only_noop(lab, name, before):
@@ -305,6 +317,8 @@ class Shared:
             self.tokens = plain_sql_cleanup.tokens_the_command_expires(lab, TEMPLATE, before, MESSAGE)
         self.first_new_log = plain_sql_cleanup.first_new_log(lab, TEMPLATE)
         self.rows_left = {}
+        # The peak RSS of each command run (the cleanups and the no-op reruns), in MiB.
+        self.command_rss_mib = []
 
 
 def run_contender(lab, contender, round_no, args, before, threshold, noops, shared):
@@ -315,9 +329,10 @@ def run_contender(lab, contender, round_no, args, before, threshold, noops, shar
     checkpoint(lab)
     wal_start, fpi_start, checkpoints_start = server_counters(lab)
     if contender in COMMAND_DRIVERS:
-        seconds, _out = run_command(
+        seconds, _out, rss_mib = run_command(
             lab, name, before, args.batch_size, ["--retry"] if contender == "r" else [], COMMAND_DRIVERS[contender]
         )
+        shared.command_rss_mib.append(rss_mib)
         jobs = qualifying
     elif contender == "b":
         seconds, jobs = per_row_baseline(lab, name, threshold, args.sample)
@@ -331,7 +346,8 @@ def run_contender(lab, contender, round_no, args, before, threshold, noops, shar
     if contender in SAME_ROWS:
         shared.rows_left.setdefault(contender, set()).add(plain_sql_cleanup.rows_left(lab, name, shared.first_new_log))
     if contender == "a":
-        noop_wall, noop_out = run_command(lab, name, before, args.batch_size)
+        noop_wall, noop_out, rss_mib = run_command(lab, name, before, args.batch_size)
+        shared.command_rss_mib.append(rss_mib)
         noop_engine, noop_changed = engine_only_noop(lab, name, before)
         noops.append((noop_wall, noop_engine, noop_changed, noop_out.strip().replace("\n", "; ")))
     if not args.keep:
@@ -369,17 +385,21 @@ def round_orders(rounds, contenders=DEFAULT_CONTENDERS):
     return [order[i % len(order) :] + order[: i % len(order)] for i in range(rounds)]
 
 
-def report_same_rows(shared):
+def same_rows(shared):
     digests = set().union(*shared.rows_left.values()) if shared.rows_left else set()
-    if len(shared.rows_left) > 1 or any(len(d) > 1 for d in shared.rows_left.values()):
-        print(
-            "same rows left by %s: %s"
-            % (", ".join("(%s)" % c for c in sorted(shared.rows_left)), "yes" if len(digests) == 1 else "NO")
-        )
     return len(digests) <= 1
 
 
-def report(measurements, noops, args, qualifying, load):
+def report_same_rows(shared):
+    if len(shared.rows_left) > 1 or any(len(d) > 1 for d in shared.rows_left.values()):
+        print(
+            "same rows left by %s: %s"
+            % (", ".join("(%s)" % c for c in sorted(shared.rows_left)), "yes" if same_rows(shared) else "NO")
+        )
+    return same_rows(shared)
+
+
+def report(measurements, noops, args, qualifying, load, shared):
     by_contender = {c: [m for m in measurements if m.contender == c] for c in args.contenders}
     medians = {c: statistics.median(m.ms_per_job for m in ms) for c, ms in by_contender.items()}
     labels = {c: label.format(batch_size=args.batch_size, sample=args.sample) for c, label in CONTENDERS.items()}
@@ -411,18 +431,23 @@ def report(measurements, noops, args, qualifying, load):
         )
     print()
     if set("abcd") <= set(args.contenders):
-        compare(measurements, medians, args.rounds)
-    if set("ae") <= set(args.contenders):
         print(
-            "(a) / (e), the same writes as plain SQL: median %.2f; within each round: %s"
-            % (medians["a"] / medians["e"], ", ".join("%.2f" % r for r in ratios(measurements, "a", "e", args.rounds)))
+            "medians: (a) is %.1f times faster per job than (b), %.2f times the floor (c) and "
+            "%.2f times the tuned floor (d)"
+            % (medians["b"] / medians["a"], medians["a"] / medians["c"], medians["a"] / medians["d"])
         )
-    if set("pe") <= set(args.contenders):
+    for label, summary in computed_ratios(measurements, args.contenders).items():
         print(
-            "(p) / (e): median %.2f; within each round: %s"
-            % (medians["p"] / medians["e"], ", ".join("%.2f" % r for r in ratios(measurements, "p", "e", args.rounds)))
+            "(%s) / (%s): median of the rounds %.2f (ratio of the medians %.2f); within each round: %s"
+            % (
+                label[0],
+                label[2],
+                summary["median"],
+                summary["of_medians"],
+                ", ".join("%.2f" % r for r in summary["rounds"]),
+            )
         )
-    print("peak RSS of the commands: %.0f MiB" % (resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0))
+    print("peak RSS of the commands: %.0f MiB" % max(shared.command_rss_mib, default=0.0))
     if noops:
         print(
             "no-op rerun: command %s s (process start included), engine %s s; changed=%s"
@@ -435,24 +460,46 @@ def report(measurements, noops, args, qualifying, load):
         print(noops[-1][3])
 
 
-def ratios(measurements, top, bottom, rounds):
-    """`top`'s time per job over `bottom`'s, within each round."""
-    return [
-        next(m for m in measurements if m.round_no == r and m.contender == top).ms_per_job
-        / next(m for m in measurements if m.round_no == r and m.contender == bottom).ms_per_job
-        for r in range(1, rounds + 1)
-    ]
+# The issue's comparisons, (top)/(bottom), each computed when both contenders ran.
+RATIOS = ("a/e", "p/e", "b/a", "a/c", "a/d")
 
 
-def compare(measurements, medians, rounds):
-    """The issue's targets: (a) against the per-row baseline and the floor."""
-    in_round = ratios(measurements, "a", "c", rounds)
-    print(
-        "medians: (a) is %.1f times faster per job than (b), %.2f times the floor (c) and "
-        "%.2f times the tuned floor (d)"
-        % (medians["b"] / medians["a"], medians["a"] / medians["c"], medians["a"] / medians["d"])
-    )
-    print("(a) / (c) within each round: %s" % ", ".join("%.2f" % r for r in in_round))
+def per_round(measurements, contender):
+    """`contender`'s ms per job, in round order."""
+    return [m.ms_per_job for m in sorted(measurements, key=lambda m: m.round_no) if m.contender == contender]
+
+
+def computed_ratios(measurements, contenders):
+    return {
+        label: ratio_summary(per_round(measurements, label[0]), per_round(measurements, label[2]))
+        for label in RATIOS
+        if label[0] in contenders and label[2] in contenders
+    }
+
+
+def json_payload(measurements, noops, args, qualifying, shared):
+    """Everything bench.summary reads: the raw numbers and the ratios printed."""
+    return {
+        "benchmark": "fail_jobs_bench",
+        "sizes": {
+            "jobs": args.jobs,
+            "running": args.running,
+            "qualifying": qualifying,
+            "tasks": args.tasks,
+            "sample": args.sample,
+            "batch_size": args.batch_size,
+            "rounds": args.rounds,
+        },
+        "ms_per_job": {c: per_round(measurements, c) for c in args.contenders},
+        "ratios": computed_ratios(measurements, args.contenders),
+        "same_rows": {"compared": sorted(shared.rows_left), "same": same_rows(shared)},
+        "peak_rss_mib": max(shared.command_rss_mib, default=None),
+        "noop": {
+            "command_s": [n[0] for n in noops],
+            "engine_s": [n[1] for n in noops],
+            "changed": [n[2] for n in noops],
+        },
+    }
 
 
 def template_threshold(lab):
@@ -487,6 +534,9 @@ def main(argv=None):
     parser.add_argument("--rebuild", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep the per-contender databases")
     parser.add_argument(
+        "--json-out", metavar="FILE", help="write the raw numbers and the ratios to FILE (bench.summary)"
+    )
+    parser.add_argument(
         "--prepare-only", action="store_true", help="only generate the template database (slow: minutes for 1M jobs)"
     )
     args = parser.parse_args(argv)
@@ -512,7 +562,8 @@ def main(argv=None):
     for round_no, order in enumerate(round_orders(args.rounds, args.contenders), start=1):
         for contender in order:
             measurements.append(run_contender(lab, contender, round_no, args, before, threshold, noops, shared))
-    report(measurements, noops, args, qualifying, load)
+    report(measurements, noops, args, qualifying, load, shared)
+    write_json(args.json_out, json_payload(measurements, noops, args, qualifying, shared))
     return 0 if report_same_rows(shared) else 1
 
 

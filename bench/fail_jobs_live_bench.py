@@ -50,12 +50,15 @@ from bench.fail_jobs_bench import (
     checkpoint,
     clone,
     command_line,
+    database_comment,
     drop,
     running_count,
     template_threshold,
     warm,
 )
+from bench.results import ratio_summary, write_json
 from lab import labctl
+from plugins.module_utils.fail_jobs_sql import SQL_RUNNING, WHERE_ALL
 
 REPO = Path(__file__).resolve().parent.parent
 KINDS = ("job update", "job read", "log update", "log read")
@@ -408,6 +411,28 @@ def engine_noop(lab, name, before, full_scan):
     return time.monotonic() - began, result["changed"]
 
 
+def plain_sql_noop(lab, name):
+    """The floor of the no-op: the default's read of the Running jobs (the whole table, as
+    Arvados' fail_jobs reads it) as plain SQL, its connection included as the engine's is."""
+    began = time.monotonic()
+    with psycopg.connect(**lab.connection(name)) as conn:
+        conn.execute(SQL_RUNNING.format(where=WHERE_ALL)).fetchall()
+    # A read changes nothing: (seconds, changed) as engine_noop returns them.
+    return time.monotonic() - began, False
+
+
+# (key in the JSON, label, how to run it, cold cache): the default reads the whole table
+# (full_scan, issue 41), the index on finished_at is the operator's faster option.
+NOOP_RUNS = (
+    ("engine_full_scan_cold", "engine, whole table (full_scan, the default), cold", True, True),
+    ("plain_sql_cold", "plain SQL, the same read, cold (the floor)", None, True),
+    ("engine_index_cold", "engine, index on finished_at, cold", False, True),
+    ("engine_full_scan_warm", "engine, whole table (full_scan, the default), warm", True, False),
+    ("plain_sql_warm", "plain SQL, the same read, warm", None, False),
+    ("engine_index_warm", "engine, index on finished_at, warm", False, False),
+)
+
+
 def run_noop(lab, args, before, threshold):
     name = "bench_fj_noop"
     if args.keep and cleaned_copy_exists(lab, name, threshold):
@@ -422,25 +447,33 @@ def run_noop(lab, args, before, threshold):
     engine_noop(lab, name, before, False)
     times = {}
     for _round in range(args.rounds):
-        for label, full_scan, cold_cache in (
-            ("index on finished_at, cold", False, True),
-            ("whole table (full_scan), cold", True, True),
-            ("index on finished_at, warm", False, False),
-            ("whole table (full_scan), warm", True, False),
-        ):
+        for key, label, full_scan, cold_cache in NOOP_RUNS:
             if cold_cache:
                 cold(lab)
-            seconds, changed = engine_noop(lab, name, before, full_scan)
+            if full_scan is None:
+                seconds, changed = plain_sql_noop(lab, name)
+            else:
+                seconds, changed = engine_noop(lab, name, before, full_scan)
             assert not changed
-            times.setdefault(label, []).append(seconds)
+            times.setdefault(key, []).append(seconds)
             print("%s: %.3f s" % (label, seconds), flush=True)
     if not args.keep:
         drop(lab, name)
     print()
-    print("| no-op run, engine time | median s | runs |")
+    print("| no-op run | median s | runs |")
     print("| --- | ---: | --- |")
-    for label, values in times.items():
+    for key, label, _full_scan, _cold in NOOP_RUNS:
+        values = times[key]
         print("| %s | %.3f | %s |" % (label, statistics.median(values), ", ".join("%.3f" % v for v in values)))
+    cold_ratio = ratio_summary(times["engine_full_scan_cold"], times["plain_sql_cold"])
+    print("engine / plain SQL, cold: median of the rounds %.2f" % cold_ratio["median"])
+    return {
+        "benchmark": "fail_jobs_live_bench",
+        "mode": "noop",
+        "sizes": {"rounds": args.rounds, "template": database_comment(lab, TEMPLATE)},
+        "seconds": times,
+        "ratios": {"engine/plain, cold": cold_ratio},
+    }
 
 
 def cleaned_copy_exists(lab, name, threshold):
@@ -467,21 +500,50 @@ def main(argv=None):
     )
     parser.add_argument("--noop", action="store_true", help="the cold no-op runs instead")
     parser.add_argument("--keep", action="store_true", help="--noop: keep the cleaned copy, and reuse one kept before")
+    parser.add_argument(
+        "--json-out", metavar="FILE", help="write the raw numbers and the ratios to FILE (bench.summary)"
+    )
     args = parser.parse_args(argv)
     lab = labctl.lab_settings()
     before, threshold = template_threshold(lab)
     if args.noop:
-        run_noop(lab, args, before, threshold)
+        write_json(args.json_out, run_noop(lab, args, before, threshold))
         return 0
-    today_dir = today_tree(args.today_commit)
     contenders = args.contenders.split(",")
+    # The tree at --today-commit only when `today` runs: it is a copy of plugins/ to remove.
+    today_dir = today_tree(args.today_commit) if "today" in contenders else None
     rows = []
     for round_no in range(args.rounds):
         order = contenders[round_no % len(contenders) :] + contenders[: round_no % len(contenders)]
         for contender in order:
             rows.append(run_latency(lab, args, contender, before, threshold, today_dir))
     report_latency(rows)
+    write_json(args.json_out, latency_payload(lab, args, rows))
     return 0
+
+
+def latency_payload(lab, args, rows):
+    """Everything bench.summary reads, by contender: the job update's p99 before and during
+    each round, their ratios, and each cleanup's time projected to 100,000 jobs."""
+    contenders = {}
+    for contender in dict.fromkeys(r["contender"] for r in rows):
+        mine = [r for r in rows if r["contender"] == contender]
+        contenders[contender] = {
+            "settings": mine[0]["settings"],
+            "seconds": [r["seconds"] for r in mine],
+            "jobs": [r["jobs"] for r in mine],
+            "seconds_per_100000_jobs": [r["seconds"] * 100000 / max(r["jobs"], 1) for r in mine],
+            "p99_during_before": ratio_summary(
+                [pct(r[("job update", "during")], 99) for r in mine],
+                [pct(r[("job update", "before")], 99) for r in mine],
+            ),
+        }
+    return {
+        "benchmark": "fail_jobs_live_bench",
+        "mode": "latency",
+        "sizes": {"rounds": args.rounds, "rate": args.rate, "template": database_comment(lab, TEMPLATE)},
+        "contenders": contenders,
+    }
 
 
 if __name__ == "__main__":
