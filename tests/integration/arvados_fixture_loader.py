@@ -158,7 +158,7 @@ def fixture_source(tags: tuple[str, ...]) -> tuple[FixtureSource | None, str]:
 
 def _git_has_tag(git_dir: Path, tag: str) -> bool:
     probe = ["git", "--git-dir", str(git_dir), "rev-parse", "--verify", "--quiet", "%s^{commit}" % tag]
-    return subprocess.run(probe, capture_output=True, timeout=60).returncode == 0
+    return subprocess.run(probe, capture_output=True, timeout=60, check=False).returncode == 0
 
 
 # -- ERB, the little of Ruby the fixture files use --------------------------------------
