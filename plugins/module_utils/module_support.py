@@ -85,13 +85,17 @@ def run_engine(
     needs psycopg 3 or psycopg2: it tells what to install when neither is there. A result with `failed` set
     (work the engine could not finish, with what it did) is reported with fail_json.
     """
+    secrets = secret_values(module.params, options)
+    try:
+        # The task's own values first: a bad one is named whatever the host lacks.
+        check_given_numbers(options, task_arguments())
+    except RecoveryError as error:
+        module.fail_json(msg=without_secrets(str(error), secrets))
     if describe_missing is not None:
         import_error = psycopg_import_error()
         if import_error:
             module.fail_json(msg="%s; %s" % (describe_missing(LIBRARY), INSTALL_HINT), exception=import_error)
-    secrets = secret_values(module.params, options)
     try:
-        check_given_numbers(options, task_arguments())
         result = engine(canonical_params(module.params, options))
     except RecoveryError as error:
         module.fail_json(msg=without_secrets(str(error), secrets))

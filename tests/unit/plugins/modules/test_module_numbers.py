@@ -14,6 +14,7 @@ import pytest
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils import (
     fail_jobs_run,
+    module_support,
     reconcile_run,
     slurm_cancel_run,
     slurm_node_resume,
@@ -75,6 +76,19 @@ def test_a_number_not_in_ascii_digits_is_refused_naming_the_option_and_value(
     assert result["failed"] is True
     assert result["msg"] == "option %s %s, got '%s'" % (name, NOT_ASCII_NUMBER, text)
     assert ran == []
+
+
+@pytest.mark.parametrize("module_name", ["arvados_fail_jobs", "arvados_reconcile_info"])
+def test_a_bad_number_is_named_before_a_missing_database_library(module_name, capsys, monkeypatch):
+    """A host without psycopg (the versions stage's Python 3.8) still hears about the task's
+    own bad value first: fixing the library would only lead to that refusal next."""
+    module, _table, required = MODULES[module_name]
+    monkeypatch.setattr(module_support, "psycopg_import_error", lambda: "No module named 'psycopg'")
+
+    result = run_main(module, dict(required, batch_size="\u0665"), capsys)
+
+    assert result["msg"] == "option batch_size %s, got '\u0665'" % NOT_ASCII_NUMBER
+    assert run_main(module, dict(required, batch_size="5"), capsys)["msg"].startswith("Failed to import")
 
 
 @pytest.mark.parametrize("text, expected", [("5", 5), (" 7 ", 7), (5, 5)])
