@@ -33,7 +33,7 @@ from .fail_jobs_sql import (
     WRITTEN_TABLES,
     BatchJob,
 )
-from .fail_jobs_tokens import TokenPlan, held_tokens, plan_tokens
+from .fail_jobs_tokens import TokenPlan, lock_tokens, plan_tokens
 from .pg_driver import Connection, connection_lost, sqlstate_of
 from .uuids import system_user_uuid
 
@@ -215,16 +215,19 @@ class BatchTransaction:
             return self.predict(uuids)
         opts = self.options
         params = self._params(uuids)
-        locked = self._jobs(SQL_LOCK_JOBS, params)
+        rows = self.conn.execute(SQL_LOCK_JOBS, params).fetchall()
+        locked = [BatchJob(*row[:-1]) for row in rows]
+        yaml_jobs = set(row[0] for row in rows if row[-1])
         tokens = plan_tokens(self.conn, opts, locked, uuids) if opts.revoke_tokens else TokenPlan()
-        set_aside = set(tokens.set_aside_for(held_tokens(self.conn, tokens.to_revoke), locked))
+        held, yaml_tokens = lock_tokens(self.conn, tokens.to_revoke)
+        set_aside = set(tokens.set_aside_for(held, locked))
         if opts.retry:
             set_aside.update(
                 self._jobs_with_held_tasks([j.uuid for j in locked if j.uuid not in set_aside and j.run_as])
             )
         params["uuids"] = [job.uuid for job in locked if job.uuid not in set_aside]
-        if opts.audit_logs and params["uuids"]:
-            self.loaded.load_yaml(self.conn, uuids=params["uuids"])
+        if opts.audit_logs and yaml_jobs.intersection(params["uuids"]):
+            self.loaded.load_yaml(self.conn, uuids=sorted(yaml_jobs.intersection(params["uuids"])))
             params.update(self.loaded.params())
         jobs: List[BatchJob] = []
         unrunnable: List[BatchJob] = []
@@ -241,8 +244,8 @@ class BatchTransaction:
         expired: List[TokenUpdate] = []
         if outcome.tokens:
             self._expiring_token_ids = tokens.ids(outcome.tokens)
-            if opts.audit_logs:
-                self.loaded.load_yaml(self.conn, token_ids=self._expiring_token_ids)
+            if opts.audit_logs and yaml_tokens.intersection(self._expiring_token_ids):
+                self.loaded.load_yaml(self.conn, token_ids=sorted(yaml_tokens.intersection(self._expiring_token_ids)))
             revoked = self.conn.execute(SQL_REVOKE_TOKENS, self._audit_params({"ids": self._expiring_token_ids}))
             expired = [TokenUpdate(*row) for row in revoked]
             outcome = outcome._replace(tokens=[token.uuid for token in expired])

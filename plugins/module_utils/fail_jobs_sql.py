@@ -10,9 +10,9 @@ Only text and the row a batch's statements return (BatchJob): no statement is ru
 from __future__ import annotations
 
 from datetime import datetime
-from typing import NamedTuple, Optional
+from typing import Iterable, NamedTuple, Optional
 
-from .fail_jobs_audit_rows import JOB_SERIALIZED, JOBS, TOKENS, properties_sql
+from .fail_jobs_audit_rows import JOB_SERIALIZED, JOBS, TOKEN_SERIALIZED, TOKENS, properties_sql
 
 # Arvados stores UTC in `timestamp without time zone`; the database's own clock decides
 # "now", so a host whose clock is off cannot put a token's expiry in the future.
@@ -327,10 +327,21 @@ SQL_REVOKE_TOKENS = """
 #
 # The update re-checks and changes each locked row in one pass. It returns the row as it
 # was (`o`, read by the subquery) and as it is now (`j`), whole, for the `update` audit row.
-SQL_LOCK_JOBS = "SELECT {columns}, {run_as} FROM jobs j WHERE {where} FOR UPDATE OF j SKIP LOCKED".format(
-    columns=batch_columns("j"), run_as=run_as("j"), where=SQL_QUALIFYING
+#
+# Each locked row also says whether one of its serialized texts is YAML, which only Python
+# loads (fail_jobs_serialized): a batch whose rows hold none asks nothing more about them.
+def yaml_text_flag(alias: str, columns: Iterable[str]) -> str:
+    texts = " OR ".join("{}.{} LIKE '---%%'".format(alias, column) for column in sorted(columns))
+    return "coalesce(%s, false)" % texts
+
+
+SQL_LOCK_JOBS = "SELECT {columns}, {run_as}, {yaml} FROM jobs j WHERE {where} FOR UPDATE OF j SKIP LOCKED".format(
+    columns=batch_columns("j"), run_as=run_as("j"), yaml=yaml_text_flag("j", JOB_SERIALIZED), where=SQL_QUALIFYING
 )
-SQL_LOCK_TOKENS = "SELECT id FROM api_client_authorizations WHERE id = ANY(%(ids)s::bigint[]) FOR UPDATE SKIP LOCKED"
+SQL_LOCK_TOKENS = (
+    "SELECT a.id, {yaml} FROM api_client_authorizations a WHERE a.id = ANY(%(ids)s::bigint[]) "
+    "FOR UPDATE SKIP LOCKED".format(yaml=yaml_text_flag("a", TOKEN_SERIALIZED))
+)
 # Two reads of the same tasks: a job has a task another transaction holds when the
 # second, which skips held rows, finds fewer of its tasks than the first.
 SQL_COUNT_TASKS = "SELECT job_uuid, count(*) FROM job_tasks WHERE job_uuid = ANY(%(uuids)s::text[]) GROUP BY job_uuid"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import bisect
 from datetime import datetime, timedelta
-from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from .fail_jobs_options import CleanupOptions
 from .fail_jobs_result import BatchOutcome
@@ -176,12 +176,14 @@ def token_windows_after_start(conn: Connection, jobs: Sequence[BatchJob]) -> Dic
     return found
 
 
-def held_tokens(conn: Connection, tokens: Sequence[TokenCandidate]) -> List[TokenCandidate]:
-    """Those of `tokens` another transaction holds: the others are locked for this batch."""
+def lock_tokens(conn: Connection, tokens: Sequence[TokenCandidate]) -> Tuple[List[TokenCandidate], Set[int]]:
+    """Lock `tokens` for this batch: those another transaction holds, left unlocked, and the
+    ids of the locked ones whose scopes are YAML text (SQL_LOCK_TOKENS)."""
     if not tokens:
-        return []
-    got = set(row[0] for row in conn.execute(SQL_LOCK_TOKENS, {"ids": [t.id for t in tokens]}))
-    return [token for token in tokens if token.id not in got]
+        return [], set()
+    rows = conn.execute(SQL_LOCK_TOKENS, {"ids": [t.id for t in tokens]}).fetchall()
+    got = set(token_id for token_id, _yaml in rows)
+    return [token for token in tokens if token.id not in got], set(token_id for token_id, yaml in rows if yaml)
 
 
 def token_candidates(conn: Connection, spans: Sequence[Window]) -> List[TokenCandidate]:

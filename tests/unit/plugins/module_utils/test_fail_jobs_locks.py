@@ -222,10 +222,10 @@ def test_a_token_in_an_ended_and_a_set_aside_window_waits_for_the_set_aside_job(
     assert outcome.tokens == []
 
 
-def batch_connection(locked_jobs, held_token_ids=(), task_counts=None, held_tasks=()):
+def batch_connection(locked_jobs, held_token_ids=(), task_counts=None, held_tasks=(), yaml_jobs=(), yaml_tokens=()):
     """A connection for one writing batch of BatchTransaction.write: the jobs it locks, their users'
     tokens (one per job, made an hour after the job's creation), those held by another
-    transaction, and the jobs' tasks."""
+    transaction, the jobs' tasks, and the jobs and tokens whose serialized texts are YAML."""
     users = sorted(set(j.is_locked_by_uuid for j in locked_jobs))
     candidates = [
         (
@@ -250,10 +250,13 @@ def batch_connection(locked_jobs, held_token_ids=(), task_counts=None, held_task
 
     return ScriptedConnection(
         [
-            (fail_jobs_sql.SQL_LOCK_JOBS, [tuple(j)[:6] for j in locked_jobs]),
+            (fail_jobs_sql.SQL_LOCK_JOBS, [tuple(j)[:6] + (j.uuid in yaml_jobs,) for j in locked_jobs]),
             (fail_jobs_sql.SQL_USER_IDS, [(u, i) for i, u in enumerate(users)]),
             (fail_jobs_sql.SQL_TOKEN_CANDIDATES, candidates),
-            (fail_jobs_sql.SQL_LOCK_TOKENS, lambda p: [(i,) for i in p["ids"] if i not in held_token_ids]),
+            (
+                fail_jobs_sql.SQL_LOCK_TOKENS,
+                lambda p: [(i, i in yaml_tokens) for i in p["ids"] if i not in held_token_ids],
+            ),
             (fail_jobs_sql.SQL_FAIL_JOBS, changed),
             (fail_jobs_sql.SQL_REQUEUE_JOBS, lambda p: [r for r in changed(p) if r[5]]),
             (fail_jobs_sql.SQL_FAIL_UNRUNNABLE, lambda p: [r for r in changed(p) if not r[5]]),
@@ -267,6 +270,7 @@ def batch_connection(locked_jobs, held_token_ids=(), task_counts=None, held_task
                 lambda p: [("zzzzz-gj3su-%015d" % (i - 100), USER % 1, '{"old_etag": "x"}') for i in p["ids"]],
             ),
             (fail_jobs_sql.SQL_INSERT_LOGS, lambda p: [(u, None) for u in p["log_uuids"]]),
+            (fail_jobs_sql.SQL_SERIALIZED_TEXTS, []),
         ]
     )
 
@@ -518,3 +522,16 @@ def test_a_slurm_step_failing_later_names_the_jobs_set_aside_before():
         "Slurm jobs of 1 job(s) could not be made absent: squeue timed out; 1 job(s) set aside "
         "earlier as locked have no Slurm job and are still Running: %s; a rerun finishes them" % (JOB % 4)
     )
+
+
+@pytest.mark.parametrize("yaml_jobs, yaml_tokens", [((), ()), ((JOB % 2,), ()), ((), (101,)), ((JOB % 1,), (102,))])
+def test_a_batch_asks_for_yaml_texts_only_of_the_rows_its_locks_flagged(yaml_jobs, yaml_tokens):
+    jobs = [job(1, 1, 0, 2), job(2, 2, 0, 2)]
+    conn = batch_connection(jobs, yaml_jobs=yaml_jobs, yaml_tokens=yaml_tokens)
+    cleaner = JobCleaner(conn, None, CleanupOptions(audit_logs=True))
+
+    cleaner.transaction.write([j.uuid for j in jobs])
+
+    asked = conn.ran(fail_jobs_sql.SQL_SERIALIZED_TEXTS)
+    assert [p["uuids"] for p in asked if p["uuids"]] == ([list(yaml_jobs)] if yaml_jobs else [])
+    assert [p["token_ids"] for p in asked if p["token_ids"]] == ([list(yaml_tokens)] if yaml_tokens else [])
