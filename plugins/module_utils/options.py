@@ -36,9 +36,10 @@ EXCERPT_CHARACTERS = 60
 # A number written as text: ASCII digits only. Python's int() and float() also take other
 # scripts' digits ('\u0665' is 5) and underscores ('1_000'), which no operator means to give.
 _INT_TEXT = re.compile(r"[+-]?[0-9]+", re.ASCII)
-_FLOAT_TEXT = re.compile(
-    r"[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)", re.ASCII | re.IGNORECASE
-)
+_DECIMAL = r"[+-]?(?:(?:{integer}(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)"
+_FLOAT_TEXT = re.compile(_DECIMAL.format(integer="[0-9]+"), re.ASCII | re.IGNORECASE)
+# The same without a leading zero: YAML 1.1 reads 017 as octal 15.
+_PLAIN_DECIMAL_TEXT = re.compile(_DECIMAL.format(integer="(?:0|[1-9][0-9]*)"), re.ASCII | re.IGNORECASE)
 # What surrounds a number in text and is dropped, as YAML and a shell leave it.
 _NUMBER_SPACE = " \t\r\n"
 NOT_ASCII_NUMBER = "must be a number written with the ASCII digits 0-9 (no underscores, no other digits)"
@@ -205,6 +206,13 @@ def _number(value: Any, kind: str, from_text: bool) -> Any:
     # YAML reads 1e23 (no dot) as text: a whole number written so is still a whole number.
     number = _number(value, "float", from_text) if kind == "int" else None
     return _number(number, "int", from_text) if number is not None else None
+
+
+def is_plain_decimal(text: str) -> bool:
+    """Whether `text` (space around it aside) is a decimal number of ASCII digits with no
+    leading zero, or a word the option layer reads as one (inf, nan): no text YAML 1.1 or
+    Python reads as another number."""
+    return _PLAIN_DECIMAL_TEXT.fullmatch(text.strip(_NUMBER_SPACE)) is not None
 
 
 def _python_reads_as_number(value: Any) -> bool:

@@ -41,7 +41,7 @@ import stat
 from typing import Any, Dict, Mapping, Optional, Sequence
 
 from .errors import RecoveryError, cut
-from .options import NUMBER_TYPES, Option, option_error
+from .options import NUMBER_TYPES, Option, is_plain_decimal, option_error
 
 # An options file is a few lines; reading more is reading some other file.
 MAX_OPTIONS_FILE_BYTES = 65536
@@ -52,13 +52,6 @@ _OTHERS_PERMISSIONS = stat.S_IRWXG | stat.S_IRWXO
 _ROOT_GROUP_READ = stat.S_IRGRP
 _INT_TAG = "tag:yaml.org,2002:int"
 _FLOAT_TAG = "tag:yaml.org,2002:float"
-# A number option's text in a file: decimal, ASCII digits, no leading 0 (octal to YAML
-# 1.1), as decimal_number_loader reads numbers; or a word the option layer reads itself
-# (inf, nan), so that its refusal is the same from a file, a flag and a module.
-_DECIMAL_TEXT = re.compile(
-    r"[-+]?(?:(?:(?:0|[1-9][0-9]*)(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|inf|infinity|nan)",
-    re.ASCII | re.IGNORECASE,
-)
 NOT_DECIMAL = (
     "must be a plain decimal number in an options file (YAML 1.1 reads underscores, 0x, 0b, "
     "a leading 0 and colons as other numbers: 1_000, 0x1F, 017, 1:20)"
@@ -105,7 +98,9 @@ def check_numbers(shown_path: str, values: Mapping[str, Any], table: Mapping[str
         option = table[name]
         if option.get("type") not in NUMBER_TYPES or not isinstance(value, str):
             continue
-        if not _DECIMAL_TEXT.fullmatch(value.strip(" \t\r\n")):
+        # As decimal_number_loader reads numbers, and so that its refusal is the same from a
+        # file, a flag and a module.
+        if not is_plain_decimal(value):
             raise RecoveryError(
                 "options file %s: %s"
                 % (shown_path, option_error(name, NOT_DECIMAL, value, option.get("no_log", False)))

@@ -24,6 +24,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils.options impor
     check_given_numbers,
     count,
     excerpt,
+    is_plain_decimal,
     parse,
     seconds,
 )
@@ -309,3 +310,13 @@ def test_check_given_numbers_refuses_what_ansible_would_convert_under_the_name_o
         with pytest.raises(ConfigError) as refused:
             check_given_numbers(table, given)
         assert str(refused.value) == message
+
+
+@pytest.mark.parametrize("text", ["0", "7", "-12", "+3.5", " 10\n", ".5", "1e3", "2.", "inf", "NaN", "0.25"])
+def test_a_plain_decimal_is_what_yaml_and_python_read_as_the_same_number(text):
+    assert is_plain_decimal(text)
+
+
+@pytest.mark.parametrize("text", ["017", "1_000", "0x1F", "0b1", "1:20", "\u0665", "", "-", "1e", "00.5"])
+def test_texts_yaml_or_python_read_as_another_number_are_not_plain_decimals(text):
+    assert not is_plain_decimal(text)
