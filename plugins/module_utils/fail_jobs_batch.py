@@ -108,6 +108,9 @@ class BatchTransaction:
         self.clock = clock
         # The server's BULK_SETTINGS_KB, read by the first writing batch.
         self._server_kb: Optional[Dict[str, int]] = None
+        self._start_batch()
+
+    def _start_batch(self) -> None:
         # The batch's serialized texts the audit rows' SQL does not load itself; the tokens
         # it last tried to expire, where to look for them.
         self.loaded = LoadedTexts()
@@ -119,8 +122,7 @@ class BatchTransaction:
         the batch keeps the server's gin_pending_list_limit (BULK_SETTINGS_KB). A batch whose
         audit properties meet a serialized text PostgreSQL cannot parse is done again with
         that text kept as text (fail_jobs_audit_rows)."""
-        self.loaded = LoadedTexts()
-        self._expiring_token_ids = []
+        self._start_batch()
         while True:
             try:
                 return self._run_once(uuids, last)
