@@ -79,7 +79,7 @@ from __future__ import annotations
 import operator
 import re
 from itertools import compress, repeat
-from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Set
+from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Set
 
 from .slurm_queue import FIELD_SEPARATOR, FINISHED_STATES, LEAVING_STATES
 from .uuids import CONTAINER_INFIX, JOB_INFIX, check_prefix
@@ -362,13 +362,25 @@ def orphan_reason(kind: str, state: str, settle: float) -> str:
     )
 
 
+_RETRY_OVERDUE = (
+    "awaiting crunch-dispatch.rb's retry for %s s, longer than retry_overdue_after (%g s): "
+    "it retries a job it remembers as soon as a node is idle and gives up after %d tries, but "
+    "keeps the list in memory only, so after a restart it never retries it; make sure, then "
+    "fail it (arvados_fail_jobs uuids)"
+)
+
+
 def retry_overdue_reason(age: float, bound: float) -> str:
-    return (
-        "awaiting crunch-dispatch.rb's retry for %.0f s, longer than retry_overdue_after (%g s): "
-        "it retries a job it remembers as soon as a node is idle and gives up after %d tries, but "
-        "keeps the list in memory only, so after a restart it never retries it; make sure, then "
-        "fail it (arvados_fail_jobs uuids)" % (age, bound, RETRY_UNLOCKED_LIMIT)
-    )
+    return overdue_reasons(bound)(age)
+
+
+def overdue_reasons(bound: float, then: str = "") -> Callable[[float], str]:
+    """age -> retry_overdue_reason(age, bound) + `then`. The text around the age is made
+    once: formatting all of it for each of 97,500 overdue jobs took 0.1 s, twice that
+    with the concatenation after."""
+    head, tail = (_RETRY_OVERDUE % ("\0", bound, RETRY_UNLOCKED_LIMIT)).split("\0")
+    tail += then
+    return lambda age: head + "%.0f" % age + tail
 
 
 def is_overdue(age: Optional[float], bound: float) -> bool:
@@ -382,6 +394,56 @@ def orphan_awaiting_retry_reason(settle: float, evidence: str) -> str:
         "but %s: crunch-dispatch.rb keeps a job whose nodes failed (crunch-job exit 93) "
         "Running without a Slurm job until idle nodes return, then runs it again" % (settle, evidence)
     )
+
+
+def orphan_entry_maker(
+    kind: str, settle: float, awaiting: Optional[str] = None, bound: float = DEFAULT_RETRY_OVERDUE_AFTER
+) -> Callable[[Record], Dict[str, Any]]:
+    """record -> its report entry, should it be orphaned; for a crunch v1 job with
+    `awaiting` (V1_DISPATCHER_EVIDENCE's text), as awaiting crunch-dispatch.rb's retry,
+    with its age and whether it is overdue past `bound`.
+
+    One dict display per record, whole: the run makes one for each live record (100,000s)
+    while the server still sends the rows, and a key added afterwards cost a dict resize
+    each."""
+    # One reason text per live state, shared by every entry. Keyed as Record.state is
+    # typed: a live record's state is one of them.
+    reasons: Dict[Optional[str], str] = {state: orphan_reason(kind, state, settle) for state in LIVE_STATES[kind]}
+    if kind == CONTAINERS:
+        return lambda record: {
+            "uuid": record.uuid,
+            "state": record.state,
+            "started_at": record.started_at,
+            "reason": reasons[record.state],
+            "locked_by_uuid": record.locked_by_uuid,
+            "priority": record.priority,
+        }
+    if awaiting is None:
+        return lambda record: {
+            "uuid": record.uuid,
+            "state": record.state,
+            "started_at": record.started_at,
+            "reason": reasons[record.state],
+            "is_locked_by_uuid": record.locked_by_uuid,
+        }
+    reason = orphan_awaiting_retry_reason(settle, awaiting)
+    overdue_reason = overdue_reasons(bound, "; " + reason)
+
+    def awaiting_entry(record: Record) -> Dict[str, Any]:
+        # The age at the first read, by the database's clock (reconcile_db's age column).
+        age = record.age
+        overdue = is_overdue(age, bound)
+        return {
+            "uuid": record.uuid,
+            "state": record.state,
+            "started_at": record.started_at,
+            "reason": overdue_reason(age) if overdue else reason,  # type: ignore[arg-type]
+            "is_locked_by_uuid": record.locked_by_uuid,
+            "age_seconds": None if age is None else round(age, 1),
+            "overdue": overdue,
+        }
+
+    return awaiting_entry
 
 
 class StrayJobs(NamedTuple):

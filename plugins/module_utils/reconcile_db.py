@@ -14,7 +14,7 @@ ONLY``), and each phase ends its transaction, so nothing is held open across ``s
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
 
 from .errors import ConfigError, RecoveryError
 from .fail_jobs_sql import SQL_NOW_UTC
@@ -122,11 +122,12 @@ class DatabaseReader:
         self.conn.commit()
         return standby
 
-    def live(self, kind: str) -> List[Record]:
+    def live(self, kind: str) -> Iterator[Record]:
+        """The live records of `kind`, as the server sends them (stream_live); the
+        transaction ends with the last."""
         self.statements += 1
-        records = read_live(self.conn, SQL_LIVE[kind], self.grace)
+        yield from stream_live(self.conn, SQL_LIVE[kind], self.grace)
         self.conn.commit()
-        return records
 
     @contextlib.contextmanager
     def pipeline(self):
@@ -223,19 +224,26 @@ LIVE_CHUNK_ROWS = 2000
 
 
 def read_live(conn, statement: str, params: Mapping[str, Any]) -> List[Record]:
-    """The live records `statement` (one of SQL_LIVE) reads, in one pass of the server.
+    """The live records `statement` (one of SQL_LIVE) reads, all at once."""
+    return list(stream_live(conn, statement, params))
+
+
+def stream_live(conn, statement: str, params: Mapping[str, Any]) -> Iterator[Record]:
+    """The live records `statement` reads, in one pass of the server, yielded as they come.
 
     Where psycopg 3 and libpq can, in chunks of LIVE_CHUNK_ROWS rows as the server finds
-    them: the rows become tuples while the server still scans. Measured on 100,000 live
+    them: the caller works on each chunk while the server still scans (the Python of a
+    100,000-record read waited for the server most of its 0.6 s). Measured on 100,000 live
     jobs among 1,000,000: 0.57-0.60 s, against 0.62-0.72 s for the whole result at once.
     Elsewhere, whole into libpq's buffer (a few hundred bytes per live record, none per other
     row), then tuples in one fetchall, in C. Both beat a server-side cursor (twice as long:
     it plans for the first rows) and one row at a time (1.8 us a row in Python)."""
     with conn.cursor() as cursor:
         if streams_in_chunks(conn):
-            return list(map(Record._make, cursor.stream(statement, params, size=LIVE_CHUNK_ROWS)))
+            yield from map(Record._make, cursor.stream(statement, params, size=LIVE_CHUNK_ROWS))
+            return
         cursor.execute(statement, params)
-        return list(map(Record._make, cursor.fetchall()))
+        yield from map(Record._make, cursor.fetchall())
 
 
 def refuse_standby(server: str) -> RecoveryError:
