@@ -756,6 +756,25 @@ def test_a_job_awaiting_retry_longer_than_the_bound_is_overdue_with_its_age(evid
     assert tighter["counts"]["jobs_retry_overdue"] == 2
 
 
+def test_an_overdue_entry_is_made_whole_with_its_keys_in_the_report_s_order():
+    # The entry is made as the row is read (orphan_entry_maker); its text and key order are
+    # those the report had when age, overdue and the reason were added after the re-read.
+    db = FakeDatabase([job(JOB_A, age=1250.46)])
+    result = reconcile(db, [[], []], orphans="always", crunch_v1_dispatcher="running", settle=10.0)
+    (entry,) = result["jobs_awaiting_retry"]
+    assert list(entry) == ["uuid", "state", "started_at", "reason", "is_locked_by_uuid", "age_seconds", "overdue"]
+    assert (entry["age_seconds"], entry["overdue"]) == (1250.5, True)
+    assert entry["reason"] == (
+        "awaiting crunch-dispatch.rb's retry for 1250 s, longer than retry_overdue_after (900 s): "
+        "it retries a job it remembers as soon as a node is idle and gives up after 3 tries, but "
+        "keeps the list in memory only, so after a restart it never retries it; make sure, then "
+        "fail it (arvados_fail_jobs uuids); job is Running without a Slurm job in two listings 10 s "
+        "apart, its row not updated, but crunch-dispatch.rb runs and may retry it: crunch-dispatch.rb "
+        "keeps a job whose nodes failed (crunch-job exit 93) Running without a Slurm job until idle "
+        "nodes return, then runs it again"
+    )
+
+
 def test_the_default_bound_is_three_retries_of_the_node_wait():
     opts = ReconcileOptions.from_params({"squeue_path": "/bin/true"})
     assert opts.retry_overdue_after == 900.0
