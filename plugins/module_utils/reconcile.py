@@ -182,7 +182,8 @@ class Record(NamedTuple):
 
 
 uuid_of = operator.itemgetter(0)
-version_of = operator.itemgetter(len(Record._fields) - 1)
+# A Record's last field, or the second of a (UUID, version) pair.
+version_of = operator.itemgetter(-1)
 is_finished = operator.itemgetter(Record._fields.index("finished"))
 is_recent = operator.itemgetter(Record._fields.index("recent"))
 # Not a version: a record the re-read did not find is never confirmed, whatever its own.
@@ -288,25 +289,47 @@ def stray_reason(kind: str, record: Record) -> Optional[str]:
     return None
 
 
+class Candidates(dict):
+    """Row versions by UUID (Record.version), in the order read, and the UUIDs among them
+    read live with finished_at set (`inconsistent`): the re-read's scan of the unfinished
+    rows cannot see those, so they are read again by UUID.
+
+    What the run keeps of each live record once its report entry is made: the version
+    string alone, where a whole Record was four objects (100,000s of them, 25 MiB at
+    1,000,000 jobs, and 30-50 ms to free at the end of the run)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inconsistent: List[str] = []
+
+
+def inconsistent_of(candidates: Mapping[str, Any]) -> List[str]:
+    """The UUIDs of the candidates read live with finished_at set: a Candidates keeps them;
+    a mapping of UUIDs to Records says it record by record."""
+    if isinstance(candidates, Candidates):
+        return [uuid for uuid in candidates.inconsistent if uuid in candidates]
+    return list(map(uuid_of, filter(is_finished, candidates.values())))
+
+
 class OrphanSearch:
     """The live records of one kind without a Slurm job, narrowed poll by poll.
 
-    It starts from every live record of the kind, by UUID in the order read, a mapping it
-    takes over (the caller builds it as the rows come, while the server still scans: built
-    after the read, 100,000 records cost 20-30 ms more); only those absent from the first
-    listing are kept, with their row version for the re-read. Those modified within the
-    orphan grace are set aside (never orphaned, never read again), yet a Slurm job of
-    theirs in the second listing still counts as evidence.
+    It starts from the versions of every live record of the kind (`versions`, a Candidates
+    it takes over: the caller fills it as the rows come, while the server still scans;
+    built after the read, 100,000 records cost 20-30 ms more); only those absent from the
+    first listing are kept, with their row version for the re-read. Those modified within
+    the orphan grace (among `spared`, the records read with `recent` set) are set aside
+    (never orphaned, never read again), yet a Slurm job of theirs in the second listing
+    still counts as evidence.
     """
 
-    def __init__(self, kind: str, records: Dict[str, Record], first: Listing) -> None:
+    def __init__(self, kind: str, versions: Candidates, spared: Iterable[Record], first: Listing) -> None:
         self.kind = kind
-        self.live = len(records)
+        self.live = len(versions)
         # Only Locked containers have a grace (the module's docstring), whatever the rows say.
-        spared = compress(records.values(), map(is_recent, records.values()))
         self.recent: Set[str] = {record.uuid for record in spared if record.state in GRACE_STATES}
         # The few listed ones taken out: a filtering comprehension took twice as long.
-        self.candidates = records
+        self.candidates = versions
         listed = [name for name in first.by_name if name in self.candidates]
         for uuid in listed:
             del self.candidates[uuid]
@@ -339,10 +362,11 @@ class OrphanSearch:
         return None
 
 
-def changed_since_read(records: Sequence[Record], versions: Mapping[str, str]) -> Set[str]:
-    """The UUIDs of the `records` whose row, read again after the second listing, has not
-    the version it had in the first read (`versions`: UUID -> version of the rows found
-    live again; a row not among them is gone, or no longer live).
+def changed_since_read(records: Iterable[Sequence[Any]], versions: Mapping[str, Optional[str]]) -> Set[str]:
+    """The UUIDs of the `records` (Records, or (UUID, version) pairs: a Candidates' items)
+    whose row, read again after the second listing, has not the version it had in the
+    first read (`versions`: UUID -> version of the rows found live again; a row not among
+    them is gone, or no longer live).
 
     Fastest with the records in the order they were read, which is near the order of
     `versions` (both follow the table): for 97,500 records in UUID order, the look-ups

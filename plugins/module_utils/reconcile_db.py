@@ -20,7 +20,7 @@ from .errors import ConfigError, RecoveryError
 from .fail_jobs_sql import SQL_NOW_UTC
 from .locked_containers import LockToken
 from .pg_driver import pipeline_of, streams_in_chunks
-from .reconcile import CONTAINERS, DEFAULT_ORPHAN_GRACE, JOBS, Record, is_finished, uuid_of
+from .reconcile import CONTAINERS, DEFAULT_ORPHAN_GRACE, JOBS, Record, inconsistent_of
 from .uuids import USER_INFIX, is_valid_prefix
 
 # lib/controller/dblock/dblock.go (2.5.0 to 3.2.1): `Dispatch = &DBLocker{key: 10005}
@@ -138,15 +138,16 @@ class DatabaseReader:
             yield
         self.conn.commit()
 
-    def send_reread(self, kind: str, candidates: Mapping[str, Record], live: int) -> Callable[[], Dict[str, str]]:
+    def send_reread(self, kind: str, candidates: Mapping[str, Any], live: int) -> Callable[[], Dict[str, str]]:
         """Asks for the candidates' row versions now; returns the call that waits for them
         (UUID -> version). By UUID, or, when they are most of the live records, through one
         scan of the unfinished live records (a gone or finished one is then absent), plus by
-        UUID the few candidates whose finished_at was set."""
+        UUID the few candidates whose finished_at was set (reconcile.inconsistent_of: the
+        candidates are a reconcile.Candidates, or UUIDs to Records)."""
         if len(candidates) <= REREAD_BY_UUID_UP_TO * live:
             return _as_dict(self._send_rows_by_uuid(SQL_VERSIONS_BY_UUID[kind], candidates))
         scanned = self._send(SQL_VERSIONS_UNFINISHED[kind])
-        inconsistent = list(map(uuid_of, filter(is_finished, candidates.values())))
+        inconsistent = inconsistent_of(candidates)
         if not inconsistent:
             return _as_dict(scanned)
         by_uuid = self._send_rows_by_uuid(SQL_VERSIONS_BY_UUID[kind], inconsistent)

@@ -74,6 +74,7 @@ from .reconcile import (
     ORPHAN_RULES,
     UNKNOWN,
     V1_DISPATCHER_EVIDENCE,
+    Candidates,
     Listing,
     OrphanSearch,
     Record,
@@ -403,8 +404,8 @@ class Reconciler:
         live = {kind: self._timed_db(self._live, kind) for kind in self.options.kinds}
         first = self._finish_listing(squeue, began, prefix)
         nodes = self._finish_nodes(self.nodes, scontrol, began) if self.nodes else []
-        searches = {kind: OrphanSearch(kind, live[kind][0], first) for kind in self.options.kinds}
-        return first, searches, {kind: entries for kind, (_records, entries) in live.items()}, nodes
+        searches = {kind: OrphanSearch(kind, versions, spared, first) for kind, (versions, spared, _) in live.items()}
+        return first, searches, {kind: entries for kind, (_versions, _spared, entries) in live.items()}, nodes
 
     def _finish_nodes(self, nodes: NodeLister, handle, began: float) -> List[Dict[str, Any]]:
         try:
@@ -430,8 +431,8 @@ class Reconciler:
         drops out in _judge."""
         began = self.clock.now()
         squeue = self.lister.start()
-        # The candidates as read (table order), for the entries and for the comparison.
-        candidates = {kind: list(search.candidates.values()) for kind, search in searches.items()}
+        # The candidates' (UUID, version) as read (table order), for the comparison.
+        candidates = {kind: list(search.candidates.items()) for kind, search in searches.items()}
         with self.db.pipeline():
             versions = {
                 kind: self._timed_db(self.db.send_reread, kind, search.candidates, search.live)
@@ -464,19 +465,25 @@ class Reconciler:
         finally:
             self.time.squeue += self.clock.now() - began
 
-    def _live(self, kind: str) -> Tuple[Dict[str, Record], List[Dict[str, Any]]]:
-        """The live records of `kind` by UUID, and the report entry each would have as an orphan,
-        made as the rows come: the server is still scanning meanwhile (the Python of the
-        read waited for it most of the time), where afterwards they cost 0.1 s more."""
+    def _live(self, kind: str) -> Tuple[Candidates, List[Record], List[Dict[str, Any]]]:
+        """The live records of `kind`: their versions by UUID, those modified within the
+        orphan grace, and the report entry each would have as an orphan, made as the rows
+        come: the server is still scanning meanwhile (the Python of the read waited for it
+        most of the time), where afterwards they cost 0.1 s more. No record is kept whole."""
         options = self.options
         awaiting = V1_DISPATCHER_EVIDENCE[options.crunch_v1_dispatcher] if kind == JOBS else None
         entry_of = orphan_entry_maker(kind, options.settle, awaiting, options.retry_overdue_after)
-        records: Dict[str, Record] = {}
+        versions = Candidates()
+        spared: List[Record] = []
         entries: List[Dict[str, Any]] = []
         for record in self.db.live(kind):
-            records[record.uuid] = record
+            versions[record.uuid] = record.version
+            if record.finished:
+                versions.inconsistent.append(record.uuid)
+            if record.recent:
+                spared.append(record)
             entries.append(entry_of(record))
-        return records, entries
+        return versions, spared, entries
 
     def _judge(self, kind: str, search: OrphanSearch, poll: _SecondPoll, result: Dict[str, Any]) -> None:
         """The stray Slurm jobs of `kind` in listing 2, and its orphans: the candidates
