@@ -20,7 +20,7 @@ from .errors import ConfigError, RecoveryError
 from .fail_jobs_sql import SQL_NOW_UTC
 from .locked_containers import LockToken
 from .pg_driver import pipeline_of, streams_in_chunks
-from .reconcile import CONTAINERS, DEFAULT_ORPHAN_GRACE, JOBS, Record, inconsistent_of
+from .reconcile import CONTAINERS, DEFAULT_ORPHAN_GRACE, JOBS, LiveRow, Record, inconsistent_of
 from .uuids import USER_INFIX, is_valid_prefix
 
 # lib/controller/dblock/dblock.go (2.5.0 to 3.2.1): `Dispatch = &DBLocker{key: 10005}
@@ -122,9 +122,9 @@ class DatabaseReader:
         self.conn.commit()
         return standby
 
-    def live(self, kind: str) -> Iterator[Record]:
-        """The live records of `kind`, as the server sends them (stream_live); the
-        transaction ends with the last."""
+    def live(self, kind: str) -> Iterator[LiveRow]:
+        """The live records of `kind`, rows in Record's field order as the server sends them
+        (stream_live); the transaction ends with the last."""
         self.statements += 1
         yield from stream_live(self.conn, SQL_LIVE[kind], self.grace)
         self.conn.commit()
@@ -226,11 +226,12 @@ LIVE_CHUNK_ROWS = 2000
 
 def read_live(conn, statement: str, params: Mapping[str, Any]) -> List[Record]:
     """The live records `statement` (one of SQL_LIVE) reads, all at once."""
-    return list(stream_live(conn, statement, params))
+    return list(map(Record._make, stream_live(conn, statement, params)))
 
 
-def stream_live(conn, statement: str, params: Mapping[str, Any]) -> Iterator[Record]:
-    """The live records `statement` reads, in one pass of the server, yielded as they come.
+def stream_live(conn, statement: str, params: Mapping[str, Any]) -> Iterator[LiveRow]:
+    """The live records `statement` reads, in one pass of the server, yielded as they come:
+    the driver's rows, in Record's field order (reconcile.LiveRow).
 
     Where psycopg 3 and libpq can, in chunks of LIVE_CHUNK_ROWS rows as the server finds
     them: the caller works on each chunk while the server still scans (the Python of a
@@ -241,10 +242,10 @@ def stream_live(conn, statement: str, params: Mapping[str, Any]) -> Iterator[Rec
     it plans for the first rows) and one row at a time (1.8 us a row in Python)."""
     with conn.cursor() as cursor:
         if streams_in_chunks(conn):
-            yield from map(Record._make, cursor.stream(statement, params, size=LIVE_CHUNK_ROWS))
+            yield from cursor.stream(statement, params, size=LIVE_CHUNK_ROWS)
             return
         cursor.execute(statement, params)
-        yield from map(Record._make, cursor.fetchall())
+        yield from cursor.fetchall()
 
 
 def refuse_standby(server: str) -> RecoveryError:

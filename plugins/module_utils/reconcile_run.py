@@ -43,7 +43,6 @@ import operator
 import os
 import re
 from dataclasses import dataclass, field
-from itertools import compress
 from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 from .arvados_db_config import CONNECTION_OPTIONS, cluster_setting, resolve_database_settings
@@ -431,8 +430,9 @@ class Reconciler:
         drops out in _judge."""
         began = self.clock.now()
         squeue = self.lister.start()
-        # The candidates' (UUID, version) as read (table order), for the comparison.
-        candidates = {kind: list(search.candidates.items()) for kind, search in searches.items()}
+        # The candidates' (UUID, version) as read (table order), for the comparison: a view,
+        # whose iterator makes no tuple per candidate that lives on.
+        candidates = {kind: search.candidates.items() for kind, search in searches.items()}
         with self.db.pipeline():
             versions = {
                 kind: self._timed_db(self.db.send_reread, kind, search.candidates, search.live)
@@ -477,11 +477,12 @@ class Reconciler:
         spared: List[Record] = []
         entries: List[Dict[str, Any]] = []
         for record in self.db.live(kind):
-            versions[record.uuid] = record.version
-            if record.finished:
-                versions.inconsistent.append(record.uuid)
-            if record.recent:
-                spared.append(record)
+            uuid, _state, _started, _lock, _priority, finished, recent, _age, version = record
+            versions[uuid] = version
+            if finished:
+                versions.inconsistent.append(uuid)
+            if recent:
+                spared.append(Record._make(record))
             entries.append(entry_of(record))
         return versions, spared, entries
 
@@ -562,11 +563,22 @@ def _dispatcher(holders: List[Dict[str, Any]], expected: Optional[bool]) -> Dict
     }
 
 
-def _drafts(entries: List[Dict[str, Any]], candidates: Mapping[str, Record]) -> List[Dict[str, Any]]:
-    """The entries of the candidates, by UUID. Chosen in C (compress), then sorted by a
-    key of their own: sorting the records by UUID first took as long."""
-    uuids = map(_uuid_of_entry, entries)
-    drafts = list(compress(entries, map(candidates.__contains__, uuids)))
+def _drafts(entries: List[Dict[str, Any]], candidates: Mapping[str, Any]) -> List[Dict[str, Any]]:
+    """The entries of the candidates, by UUID. `candidates` holds the UUIDs of `entries`
+    themselves, the same objects in the same order (Reconciler._live), but for the few taken
+    out: one walk along both, comparing identities, finds them. Asking `candidates` for each
+    entry's UUID instead probed its table at random, a miss of the processor's caches per
+    entry (60-120 ms for 100,000 entries on the busy lab, against 10)."""
+    wanted = iter(candidates)
+    want = next(wanted, None)
+    drafts = []
+    for entry in entries:
+        if entry["uuid"] is want:
+            drafts.append(entry)
+            want = next(wanted, None)
+    if len(drafts) != len(candidates):
+        # Not the same objects in the same order after all: asked one by one, then.
+        drafts = [entry for entry in entries if entry["uuid"] in candidates]
     drafts.sort(key=_uuid_of_entry)
     return drafts
 

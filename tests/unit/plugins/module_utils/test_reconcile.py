@@ -689,6 +689,21 @@ def test_a_candidate_is_confirmed_only_with_the_version_of_its_first_read():
     assert changed_since_read(first, {JOB_C: "5", JOB_B: "5", JOB_A: "5"}) == set()
 
 
+def test_the_candidates_entries_are_found_by_identity_else_by_their_text():
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile_run import _drafts
+
+    entries = [{"uuid": uuid} for uuid in (JOB_C, JOB_A, JOB_B)]
+    # The search's own UUIDs: the same objects, in the same order, a few taken out.
+    assert _drafts(entries, dict.fromkeys([entries[0]["uuid"], entries[2]["uuid"]])) == [
+        {"uuid": JOB_B},
+        {"uuid": JOB_C},
+    ]
+    # Equal texts in other objects (or another order): each entry's UUID asked instead.
+    copies = dict.fromkeys("".join(list(uuid)) for uuid in (JOB_B, JOB_C))
+    assert _drafts(entries, copies) == [{"uuid": JOB_B}, {"uuid": JOB_C}]
+    assert _drafts(entries, {}) == []
+
+
 def test_the_confirmed_orphans_come_by_uuid():
     db = FakeDatabase([job(JOB_C), job(JOB_A), job(JOB_B)])
     result = reconcile(db, [[], []], orphans="always", **STOPPED)
