@@ -437,33 +437,23 @@ def orphan_entry_maker(
     # One reason text per live state, shared by every entry. Keyed as Record.state is
     # typed: a live record's state is one of them.
     reasons: Dict[Optional[str], str] = {state: orphan_reason(kind, state, settle) for state in LIVE_STATES[kind]}
-    if kind == CONTAINERS:
+    if kind == CONTAINERS or awaiting is None:
+        lock = "is_locked_by_uuid" if kind == JOBS else "locked_by_uuid"
 
-        def container_entry(record: LiveRow) -> Dict[str, Any]:
+        def orphan_entry(record: LiveRow) -> Dict[str, Any]:
             uuid, state, started_at, locked_by_uuid, priority, _finished, _recent, _age, _version = record
-            return {
+            entry = {
                 "uuid": uuid,
                 "state": state,
                 "started_at": started_at,
                 "reason": reasons[state],
-                "locked_by_uuid": locked_by_uuid,
-                "priority": priority,
+                lock: locked_by_uuid,
             }
+            if kind == CONTAINERS:
+                entry["priority"] = priority
+            return entry
 
-        return container_entry
-    if awaiting is None:
-
-        def job_entry(record: LiveRow) -> Dict[str, Any]:
-            uuid, state, started_at, locked_by_uuid, _priority, _finished, _recent, _age, _version = record
-            return {
-                "uuid": uuid,
-                "state": state,
-                "started_at": started_at,
-                "reason": reasons[state],
-                "is_locked_by_uuid": locked_by_uuid,
-            }
-
-        return job_entry
+        return orphan_entry
     reason = orphan_awaiting_retry_reason(settle, awaiting)
     overdue_reason = overdue_reasons(bound, "; " + reason)
 
