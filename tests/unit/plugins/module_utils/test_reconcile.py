@@ -689,6 +689,21 @@ def test_a_candidate_is_confirmed_only_with_the_version_of_its_first_read():
     assert changed_since_read(first, {JOB_C: "5", JOB_B: "5", JOB_A: "5"}) == set()
 
 
+def test_the_candidates_entries_are_found_by_identity_else_by_their_text():
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile_run import _drafts
+
+    entries = [{"uuid": uuid} for uuid in (JOB_C, JOB_A, JOB_B)]
+    # The search's own UUIDs: the same objects, in the same order, a few taken out.
+    assert _drafts(entries, dict.fromkeys([entries[0]["uuid"], entries[2]["uuid"]])) == [
+        {"uuid": JOB_B},
+        {"uuid": JOB_C},
+    ]
+    # Equal texts in other objects (or another order): each entry's UUID asked instead.
+    copies = dict.fromkeys("".join(list(uuid)) for uuid in (JOB_B, JOB_C))
+    assert _drafts(entries, copies) == [{"uuid": JOB_B}, {"uuid": JOB_C}]
+    assert _drafts(entries, {}) == []
+
+
 def test_the_confirmed_orphans_come_by_uuid():
     db = FakeDatabase([job(JOB_C), job(JOB_A), job(JOB_B)])
     result = reconcile(db, [[], []], orphans="always", **STOPPED)
@@ -754,6 +769,25 @@ def test_a_job_awaiting_retry_longer_than_the_bound_is_overdue_with_its_age(evid
     assert result["counts"]["jobs_retry_overdue"] == 1 and result["retry_overdue_after"] == 900.0
     tighter = reconcile(db, [[], []], orphans="always", crunch_v1_dispatcher=evidence, retry_overdue_after=60.0)
     assert tighter["counts"]["jobs_retry_overdue"] == 2
+
+
+def test_an_overdue_entry_is_made_whole_with_its_keys_in_the_report_s_order():
+    # The entry is made as the row is read (orphan_entry_maker); its text and key order are
+    # those the report had when age, overdue and the reason were added after the re-read.
+    db = FakeDatabase([job(JOB_A, age=1250.46)])
+    result = reconcile(db, [[], []], orphans="always", crunch_v1_dispatcher="running", settle=10.0)
+    (entry,) = result["jobs_awaiting_retry"]
+    assert list(entry) == ["uuid", "state", "started_at", "reason", "is_locked_by_uuid", "age_seconds", "overdue"]
+    assert (entry["age_seconds"], entry["overdue"]) == (1250.5, True)
+    assert entry["reason"] == (
+        "awaiting crunch-dispatch.rb's retry for 1250 s, longer than retry_overdue_after (900 s): "
+        "it retries a job it remembers as soon as a node is idle and gives up after 3 tries, but "
+        "keeps the list in memory only, so after a restart it never retries it; make sure, then "
+        "fail it (arvados_fail_jobs uuids); job is Running without a Slurm job in two listings 10 s "
+        "apart, its row not updated, but crunch-dispatch.rb runs and may retry it: crunch-dispatch.rb "
+        "keeps a job whose nodes failed (crunch-job exit 93) Running without a Slurm job until idle "
+        "nodes return, then runs it again"
+    )
 
 
 def test_the_default_bound_is_three_retries_of_the_node_wait():
