@@ -1,9 +1,9 @@
-"""bench/wal_by_relation.py's count of pg_waldump's lines, on lines PostgreSQL 15's
+"""bench/waldump.py's count of pg_waldump's lines, on lines PostgreSQL 15's
 pg_waldump printed on the lab (a non-HOT update, a vacuum's visibility map, a commit)."""
 
 from __future__ import annotations
 
-from bench.wal_by_relation import tally_records
+from bench.waldump import tally_records
 
 LINES = [
     "rmgr: Heap        len (rec/tot):     73/  6949, tx:     201210, lsn: 1D/354447A8, prev 1D/354427E0, "
