@@ -63,6 +63,7 @@ from .fail_jobs_checks import (
     check_schema,
     lock_holders,
     lock_timeout_message,
+    read_server_facts,
     release_advisory_lock,
     take_advisory_lock,
 )
@@ -81,7 +82,7 @@ from .fail_jobs_sql import (
     WHERE_UNFINISHED,
     WHERE_UUIDS,
 )
-from .fail_jobs_threshold import EXEMPT, QUALIFIES, check_threshold_on, classify_running_job
+from .fail_jobs_threshold import EXEMPT, QUALIFIES, classify_running_job, threshold_against
 from .pg_driver import Connection, connection_lost, sqlstate_of
 
 Item = TypeVar("Item")
@@ -223,26 +224,15 @@ class JobCleaner:
     def _run(self) -> CleanupResult:
         opts = self.options
         self.step = "setting up the session"
-        for conn in (self.conn, self.listing_conn):
-            # A generic plan, which psycopg's automatic preparing leads to after a few
-            # batches, turns the token look-up into a slow one; custom plans see each batch.
-            conn.prepare_threshold = None
-            # Compiling these short queries costs more than it saves.
-            conn.execute("SET jit = off")
-            # No statement of the run waits for a lock longer than row_lock_wait, the
-            # checks below included (a batch sets its own, LOCAL, from what is left of the
-            # budget; so does the listing): the default, 0, waits for ever, and did, 40 s
-            # behind a LOCK TABLE jobs, holding the advisory lock (issue 34).
-            conn.execute("SET lock_timeout = %d" % self._lock_budget.lock_timeout_ms())
-            conn.commit()
-        self.step = "checking the schema"
-        check_schema(self.conn)
-        check_primary(self.conn)
-        self.step = "comparing before with the database's now()"
-        opts.threshold = check_threshold_on(self.conn, opts.threshold)
-        self.step = "checking the database user's privileges"
-        check_privileges(self.conn, opts)
-        self.conn.rollback()
+        self._set_up_session(self.conn)
+        self.step = "checking the schema, the server and the privileges"
+        facts = read_server_facts(self.conn, opts)
+        # Committed, not rolled back: the session's settings above are kept.
+        self.conn.commit()
+        check_schema(facts.columns)
+        check_primary(facts.in_recovery)
+        opts.threshold = threshold_against(opts.threshold, facts.now)
+        check_privileges(facts, opts)
         self.step = "taking the cleanup lock (pg_try_advisory_lock)"
         take_advisory_lock(self.conn, opts.lock_wait)
         try:
@@ -271,6 +261,20 @@ class JobCleaner:
             if not connection_lost(self.conn):
                 release_advisory_lock(self.conn)
         return self.result
+
+    def _set_up_session(self, conn: Connection) -> None:
+        """The session's settings for the run, sent in one round trip (the transaction
+        under way, if any, is the caller's to commit)."""
+        # A generic plan, which psycopg's automatic preparing leads to after a few
+        # batches, turns the token look-up into a slow one; custom plans see each batch.
+        conn.prepare_threshold = None
+        # jit: compiling these short queries costs more than it saves. lock_timeout: no
+        # statement of the run waits for a lock longer than row_lock_wait, the checks
+        # included (a batch sets its own, LOCAL, from what is left of the budget; the
+        # listing's session is set up as it begins, from what is left then): the default,
+        # 0, waits for ever, and did, 40 s behind a LOCK TABLE jobs, holding the advisory
+        # lock (issue 34).
+        conn.execute("SET jit = off; SET lock_timeout = %d" % self._lock_budget.lock_timeout_ms())
 
     def _notice_other_sessions(self) -> None:
         """With live=auto, a run that began alone turns live when others connect (the API
@@ -378,7 +382,7 @@ class JobCleaner:
             # The query runs whole here (WITH HOLD, outside a transaction), and waits here
             # behind an ACCESS EXCLUSIVE lock on jobs (a migration, a LOCK TABLE): within
             # what is left of the run's budget, which the wait spends.
-            conn.execute("SET lock_timeout = %d" % self._lock_budget.lock_timeout_ms())
+            self._set_up_session(conn)
             started = self.clock()
             try:
                 cursor.execute(query, params)

@@ -455,16 +455,6 @@ SQL_OTHER_SESSIONS = """
       AND backend_type = 'client backend' AND application_name <> %(ours)s
 """
 
-SQL_HAS_PRIVILEGES = """
-    SELECT n.position, has_table_privilege(n.tab::regclass, n.privilege)
-    FROM unnest(%(tables)s::text[], %(privileges)s::text[]) WITH ORDINALITY AS n(tab, privilege, position)
-"""
-# The logs' ids come from their sequence (nextval), which needs its own privilege.
-SQL_LOG_SEQUENCE = """
-    SELECT s, has_sequence_privilege(s, 'USAGE')
-    FROM pg_get_serial_sequence('logs', 'id') AS s WHERE s IS NOT NULL
-"""
-
 # pg_catalog rather than information_schema: the same answer in a fraction of the time.
 SQL_TABLE_COLUMNS = (
     "SELECT c.relname, a.attname FROM pg_catalog.pg_class c "

@@ -335,18 +335,25 @@ def test_set_aside_jobs_are_tried_again_and_not_reported_as_skipped():
 # -- privileges, before the Slurm step ------------------------------------------------------
 
 
-def privilege_connection(refused, sequence=("public.logs_id_seq", True)):
-    def granted(params):
-        pairs = zip(params["tables"], params["privileges"])
-        return [(i, (table, privilege) not in refused) for i, (table, privilege) in enumerate(pairs, 1)]
+def privilege_facts(options, refused, sequence=("public.logs_id_seq", True)):
+    """The ServerFacts read_server_facts makes of SQL_SERVER_FACTS' row, for user `reader`
+    who lacks the (table, privilege) pairs of `refused`."""
 
-    return ScriptedConnection(
+    def granted(params):
+        pairs = zip(params["need_tables"], params["need_privileges"])
+        return [(table, privilege) not in refused for table, privilege in pairs]
+
+    conn = ScriptedConnection(
         [
-            (fail_jobs_sql.SQL_HAS_PRIVILEGES, granted),
-            (fail_jobs_sql.SQL_LOG_SEQUENCE, [sequence] if sequence else []),
-            ("SELECT current_user", [("reader",)]),
+            (
+                fail_jobs_checks.SQL_SERVER_FACTS,
+                lambda params: [([], [], False, None, granted(params)) + (sequence or (None, None)) + ("reader",)],
+            )
         ]
     )
+    facts = fail_jobs_checks.read_server_facts(conn, options)
+    assert [query for query, _params in conn.statements] == [fail_jobs_checks.SQL_SERVER_FACTS]
+    return facts
 
 
 def test_the_privileges_follow_what_the_run_writes():
@@ -358,9 +365,10 @@ def test_the_privileges_follow_what_the_run_writes():
 
 
 def test_missing_privileges_are_named_with_table_and_purpose():
-    conn = privilege_connection({("jobs", "UPDATE"), ("logs", "INSERT")}, sequence=("public.logs_id_seq", False))
+    options = CleanupOptions(check_mode=True)
+    facts = privilege_facts(options, {("jobs", "UPDATE"), ("logs", "INSERT")}, sequence=("public.logs_id_seq", False))
     with pytest.raises(RecoveryError) as caught:
-        fail_jobs_checks.check_privileges(conn, CleanupOptions(check_mode=True))
+        fail_jobs_checks.check_privileges(facts, options)
     assert str(caught.value) == (
         "the database user reader lacks privileges a run needs, so nothing was changed (no "
         "Slurm job cancelled, no row written): UPDATE on table jobs (to lock and change the "
@@ -371,9 +379,11 @@ def test_missing_privileges_are_named_with_table_and_purpose():
 
 
 def test_all_privileges_granted_pass_without_a_write():
-    conn = privilege_connection(set(), sequence=None)
-    fail_jobs_checks.check_privileges(conn, CleanupOptions(retry=True))
-    assert all(query.lstrip().startswith("SELECT") for query, _p in conn.statements)
+    options = CleanupOptions(retry=True)
+    fail_jobs_checks.check_privileges(privilege_facts(options, set(), sequence=None), options)
+    # privilege_facts asserted that the one statement read is SQL_SERVER_FACTS: a query.
+    assert fail_jobs_checks.SQL_SERVER_FACTS.split()[0] == "WITH"
+    assert not {"INSERT", "UPDATE", "DELETE", "LOCK"} & set(fail_jobs_checks.SQL_SERVER_FACTS.split())
 
 
 # -- a failed batch names the jobs it leaves without a Slurm job -----------------------------
@@ -482,6 +492,11 @@ def test_closing_the_listing_on_a_dead_connection_raises_nothing_on_a_live_one_i
 def test_a_run_killed_mid_batch_says_postgresqls_reason_once(monkeypatch):
     for name in ("check_schema", "check_primary", "check_privileges"):
         monkeypatch.setattr(fail_jobs, name, lambda *args: None)
+    monkeypatch.setattr(
+        fail_jobs,
+        "read_server_facts",
+        lambda *args: fail_jobs_checks.ServerFacts({}, False, T0, [], None, None, "arvados"),
+    )
     monkeypatch.setattr(fail_jobs, "take_advisory_lock", lambda conn, wait: None)
     unraisable = []
     monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
