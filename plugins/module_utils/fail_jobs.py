@@ -144,7 +144,9 @@ class JobCleaner:
 
     `listing_conn` (switched to autocommit) holds the list of Running jobs in a cursor
     WITH HOLD, a page fetched per batch (see LISTING_CURSOR), while `conn` (autocommit off)
-    works through them a batch at a time, a transaction each.
+    works through them a batch at a time, a transaction each. In place of `listing_conn`,
+    `open_listing()` may return it when the listing begins: run_fail_jobs opens it on a
+    thread meanwhile (pg_connect.ConnectionOnThread), beside the checks on `conn`.
 
     `cancel_slurm(uuids, check_mode)` makes the Slurm jobs named after `uuids` absent and
     returns the Slurm engine's result as a dict; it raises to stop the run before the
@@ -162,6 +164,7 @@ class JobCleaner:
         progress: Optional[Callable[[CleanupResult], None]] = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        open_listing: Optional[Callable[[], Connection]] = None,
     ) -> None:
         self.conn = conn
         # Live (the API server up), the batches keep the server's limit: the API server's
@@ -174,6 +177,7 @@ class JobCleaner:
         # writes and the run keeps the list to itself.
         self._keep_gin_limit = False
         self.listing_conn = listing_conn
+        self._open_listing = open_listing
         self.options = options
         self.cancel_slurm = cancel_slurm
         self.progress = progress
@@ -276,6 +280,11 @@ class JobCleaner:
         # lock (issue 34).
         conn.execute("SET jit = off; SET lock_timeout = %d" % self._lock_budget.lock_timeout_ms())
 
+    def _listing_connection(self) -> Connection:
+        if self.listing_conn is None and self._open_listing is not None:
+            self.listing_conn = self._open_listing()
+        return self.listing_conn
+
     def _notice_other_sessions(self) -> None:
         """With live=auto, a run that began alone turns live when others connect (the API
         server starting while a boot's run goes): from then on no API write finds a long
@@ -373,7 +382,7 @@ class JobCleaner:
 
     def _running_jobs(self) -> Iterator[Tuple[str, Optional[datetime], Optional[datetime]]]:
         """(uuid, started_at, finished_at) of the Running jobs, a page at a time."""
-        conn = self.listing_conn
+        conn = self._listing_connection()
         conn.autocommit = True
         query, params = self._listing_query()
         cursor = conn.cursor(name=LISTING_CURSOR, withhold=True)

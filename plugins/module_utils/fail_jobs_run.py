@@ -23,7 +23,7 @@ from .fail_jobs_result import CleanupResult
 from .fail_jobs_threshold import parse_before
 from .option_bounds import MAX_CONCURRENT_SCANCEL, MAX_SCANCEL_PER_SECOND, MAX_SLEEP_SECONDS
 from .options import Option, Range, auto_or_bool, count, parse, seconds
-from .pg_connect import connect, describe_user, redact
+from .pg_connect import ConnectionOnThread, connect, describe_user, redact
 from .pg_driver import error_text, load_driver, sqlstate_of
 from .slurm_cancel import CancelResult, cancel_jobs
 from .slurm_cancel_request import CancelRequest
@@ -274,15 +274,23 @@ def run_fail_jobs(
     plan = prepare(params, check_mode, diff, keep_uuids)
     conn_kwargs = plan.settings.as_psycopg_kwargs()
     driver = load_driver()
-    conn = connect_db(conn_kwargs, wait=plan.db_wait, driver=driver)
+    # The listing's connection opens beside this one and the checks on it, not after them:
+    # a connection is most of a no-op's time (bench/README.md, issue 40).
+    listing = ConnectionOnThread(lambda: connect_db(conn_kwargs, wait=plan.db_wait, driver=driver))
+    try:
+        conn = connect_db(conn_kwargs, wait=plan.db_wait, driver=driver)
+    except BaseException:
+        listing.close()
+        raise
     cleaner = None
     try:
-        listing_conn = connect_db(conn_kwargs, wait=plan.db_wait, driver=driver)
         try:
-            cleaner = JobCleaner(conn, listing_conn, plan.options, cancel_slurm=plan.slurm, progress=progress)
+            cleaner = JobCleaner(
+                conn, None, plan.options, cancel_slurm=plan.slurm, progress=progress, open_listing=listing.get
+            )
             result = cleaner.run().to_dict()
         finally:
-            listing_conn.close()
+            listing.close()
     except driver.Error as error:
         raise RecoveryError(
             database_error_message(

@@ -438,6 +438,12 @@ def test_after_a_committed_batch_only_its_set_aside_jobs_lack_a_slurm_job():
 # -- a dead connection: one error, PostgreSQL's -----------------------------------------------
 
 
+# Facts every check passes on (with the checks themselves patched out, as in the tests below).
+SERVER_FACTS = fail_jobs_checks.ServerFacts(
+    dict(fail_jobs_checks.REQUIRED_COLUMNS), False, T0, [True] * 20, None, None, "arvados"
+)
+
+
 class ListingCursor:
     def __init__(self, conn, rows):
         self.conn, self.rows, self.closes = conn, list(rows), 0
@@ -533,3 +539,19 @@ def test_a_slurm_step_failing_later_names_the_jobs_set_aside_before():
         "Slurm jobs of 1 job(s) could not be made absent: squeue timed out; 1 job(s) set aside "
         "earlier as locked have no Slurm job and are still Running: %s; a rerun finishes them" % (JOB % 4)
     )
+
+
+def test_the_listings_connection_is_asked_for_after_the_checks_and_the_lock(monkeypatch):
+    events = []
+    monkeypatch.setattr(fail_jobs, "read_server_facts", lambda *args: events.append("checks") or SERVER_FACTS)
+    monkeypatch.setattr(fail_jobs, "take_advisory_lock", lambda conn, wait: events.append("lock"))
+    listing = ListingConnection([])
+
+    def open_listing():
+        events.append("listing connection")
+        return listing
+
+    cleaner = JobCleaner(ScriptedConnection(), None, CleanupOptions(live=False), open_listing=open_listing)
+    cleaner.run()
+    assert events == ["checks", "lock", "listing connection"]
+    assert cleaner.listing_conn is listing and listing.autocommit is True
