@@ -233,38 +233,46 @@ class JobCleaner:
         facts = read_server_facts(self.conn, opts)
         # Committed, not rolled back: the session's settings above are kept.
         self.conn.commit()
-        check_schema(facts.columns)
-        check_primary(facts.in_recovery)
-        opts.threshold = threshold_against(opts.threshold, facts.now)
-        check_privileges(facts, opts)
-        self.step = "taking the cleanup lock (pg_try_advisory_lock)"
-        take_advisory_lock(self.conn, opts.lock_wait)
+        # The statement tried the cleanup lock too; it is let go of if a check fails.
+        holds_lock = bool(facts.locked)
         try:
-            self.step = "looking for other sessions (live or at boot)"
-            self.result.live = self._is_live()
-            self._keep_gin_limit = self.result.live
-            self.step = "listing the Running jobs"
-            # Closed here, not by the garbage collector: a generator left suspended by an
-            # error would close its server-side cursor later, on a connection closed by
-            # then, and Python would print that second error as "Exception ignored".
-            with contextlib.closing(self._qualifying_batches()) as batches:
-                for batch, last in with_last(batches):
-                    # The last batch merges the trigram index's pending list (see
-                    # BULK_SETTINGS_KB) even when some of its jobs are deferred: the tries
-                    # again run with the server's limit.
-                    self._clean_batch(batch, last)
-                    self._batch_done()
-                    self._notice_other_sessions()
-                    if self._batch_pause() and not last:
-                        self.sleep(self._batch_pause())
-            self.step = "trying the locked jobs again"
-            self._retry_deferred()
+            check_schema(facts.columns)
+            check_primary(facts.in_recovery)
+            opts.threshold = threshold_against(opts.threshold, facts.now)
+            check_privileges(facts, opts)
+            if not holds_lock:
+                self.step = "taking the cleanup lock (pg_try_advisory_lock)"
+                take_advisory_lock(self.conn, opts.lock_wait)
+                holds_lock = True
+            self._clean()
         finally:
             # A dead session has let go of its lock; trying to unlock it would only put
             # "the connection is lost" in place of the error that says why it died.
-            if not connection_lost(self.conn):
+            if holds_lock and not connection_lost(self.conn):
                 release_advisory_lock(self.conn)
         return self.result
+
+    def _clean(self) -> None:
+        """The run under the cleanup lock: the listing, the batches, the tries again."""
+        self.step = "looking for other sessions (live or at boot)"
+        self.result.live = self._is_live()
+        self._keep_gin_limit = self.result.live
+        self.step = "listing the Running jobs"
+        # Closed here, not by the garbage collector: a generator left suspended by an
+        # error would close its server-side cursor later, on a connection closed by
+        # then, and Python would print that second error as "Exception ignored".
+        with contextlib.closing(self._qualifying_batches()) as batches:
+            for batch, last in with_last(batches):
+                # The last batch merges the trigram index's pending list (see
+                # BULK_SETTINGS_KB) even when some of its jobs are deferred: the tries
+                # again run with the server's limit.
+                self._clean_batch(batch, last)
+                self._batch_done()
+                self._notice_other_sessions()
+                if self._batch_pause() and not last:
+                    self.sleep(self._batch_pause())
+        self.step = "trying the locked jobs again"
+        self._retry_deferred()
 
     def _set_up_session(self, conn: Connection) -> None:
         """The session's settings for the run, sent in one round trip (the transaction
@@ -399,10 +407,13 @@ class JobCleaner:
                 self._lock_budget.spend(self.clock() - started)
             declared = True
             while True:
-                page = cursor.fetchmany(self._batch_size())
-                if not page:
-                    break
+                size = self._batch_size()
+                page = cursor.fetchmany(size)
                 yield from page
+                # A short page is the last: no round trip to be told so (a no-op rerun's
+                # one page, issue 40).
+                if len(page) < size:
+                    break
         finally:
             if declared:
                 close_listing(cursor, conn)

@@ -347,7 +347,7 @@ def privilege_facts(options, refused, sequence=("public.logs_id_seq", True)):
         [
             (
                 fail_jobs_checks.SQL_SERVER_FACTS,
-                lambda params: [([], [], False, None, granted(params)) + (sequence or (None, None)) + ("reader",)],
+                lambda params: [([], [], False, None, granted(params)) + (sequence or (None, None)) + ("reader", True)],
             )
         ]
     )
@@ -440,7 +440,7 @@ def test_after_a_committed_batch_only_its_set_aside_jobs_lack_a_slurm_job():
 
 # Facts every check passes on (with the checks themselves patched out, as in the tests below).
 SERVER_FACTS = fail_jobs_checks.ServerFacts(
-    dict(fail_jobs_checks.REQUIRED_COLUMNS), False, T0, [True] * 20, None, None, "arvados"
+    dict(fail_jobs_checks.REQUIRED_COLUMNS), False, T0, [True] * 20, None, None, "arvados", False
 )
 
 
@@ -498,11 +498,7 @@ def test_closing_the_listing_on_a_dead_connection_raises_nothing_on_a_live_one_i
 def test_a_run_killed_mid_batch_says_postgresqls_reason_once(monkeypatch):
     for name in ("check_schema", "check_primary", "check_privileges"):
         monkeypatch.setattr(fail_jobs, name, lambda *args: None)
-    monkeypatch.setattr(
-        fail_jobs,
-        "read_server_facts",
-        lambda *args: fail_jobs_checks.ServerFacts({}, False, T0, [], None, None, "arvados"),
-    )
+    monkeypatch.setattr(fail_jobs, "read_server_facts", lambda *args: SERVER_FACTS)
     monkeypatch.setattr(fail_jobs, "take_advisory_lock", lambda conn, wait: None)
     unraisable = []
     monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
@@ -555,3 +551,27 @@ def test_the_listings_connection_is_asked_for_after_the_checks_and_the_lock(monk
     cleaner.run()
     assert events == ["checks", "lock", "listing connection"]
     assert cleaner.listing_conn is listing and listing.autocommit is True
+
+
+@pytest.mark.parametrize("locked", [True, False])
+def test_the_lock_the_checks_took_is_let_go_of_when_a_check_fails(monkeypatch, locked):
+    taken = []
+    monkeypatch.setattr(fail_jobs, "read_server_facts", lambda *args: SERVER_FACTS._replace(locked=locked, granted=[]))
+    monkeypatch.setattr(fail_jobs, "take_advisory_lock", lambda conn, wait: taken.append(conn))
+    conn = ScriptedConnection()
+    cleaner = JobCleaner(conn, ListingConnection([]), CleanupOptions(live=False))
+    with pytest.raises(RecoveryError, match="lacks privileges"):
+        cleaner.run()
+    # Neither waited for, nor let go of when it was not had.
+    assert taken == []
+    unlocks = [params for query, params in conn.statements if "pg_advisory_unlock" in query]
+    assert unlocks == ([(fail_jobs_checks.ADVISORY_LOCK_KEY,)] if locked else [])
+
+
+@pytest.mark.parametrize("locked, waits", [(True, []), (False, [7])])
+def test_the_lock_is_waited_for_only_when_the_checks_did_not_get_it(monkeypatch, locked, waits):
+    taken = []
+    monkeypatch.setattr(fail_jobs, "read_server_facts", lambda *args: SERVER_FACTS._replace(locked=locked))
+    monkeypatch.setattr(fail_jobs, "take_advisory_lock", lambda conn, wait: taken.append(wait))
+    JobCleaner(ScriptedConnection(), ListingConnection([]), CleanupOptions(live=False, lock_wait=7)).run()
+    assert taken == waits
