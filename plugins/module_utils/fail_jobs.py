@@ -58,6 +58,7 @@ from .errors import RecoveryError
 from .fail_jobs_batch import BatchTransaction, LockBudget
 from .fail_jobs_checks import (
     BLOCKS_READS,
+    ServerFacts,
     check_primary,
     check_privileges,
     check_schema,
@@ -227,12 +228,7 @@ class JobCleaner:
 
     def _run(self) -> CleanupResult:
         opts = self.options
-        self.step = "setting up the session"
-        self._set_up_session(self.conn)
-        self.step = "checking the schema, the server and the privileges"
-        facts = read_server_facts(self.conn, opts)
-        # Committed, not rolled back: the session's settings above are kept.
-        self.conn.commit()
+        facts = self._set_up_and_read_facts()
         # The statement tried the cleanup lock too; it is let go of if a check fails.
         holds_lock = bool(facts.locked)
         try:
@@ -251,6 +247,20 @@ class JobCleaner:
             if holds_lock and not connection_lost(self.conn):
                 release_advisory_lock(self.conn)
         return self.result
+
+    def _set_up_and_read_facts(self) -> ServerFacts:
+        """The session set up, and what the checks judge read: outside a transaction, one
+        round trip each, with no BEGIN and COMMIT around them (issue 40)."""
+        self.conn.autocommit = True
+        try:
+            self.step = "setting up the session"
+            self._set_up_session(self.conn)
+            self.step = "checking the schema, the server and the privileges"
+            return read_server_facts(self.conn, self.options)
+        finally:
+            # Not on a dead session: that would raise in place of the error that says why.
+            if not connection_lost(self.conn):
+                self.conn.autocommit = False
 
     def _clean(self) -> None:
         """The run under the cleanup lock: the listing, the batches, the tries again."""
@@ -275,8 +285,8 @@ class JobCleaner:
         self._retry_deferred()
 
     def _set_up_session(self, conn: Connection) -> None:
-        """The session's settings for the run, sent in one round trip (the transaction
-        under way, if any, is the caller's to commit)."""
+        """The session's settings for the run, in one round trip (in a transaction, the
+        caller commits it)."""
         # A generic plan, which psycopg's automatic preparing leads to after a few
         # batches, turns the token look-up into a slow one; custom plans see each batch.
         conn.prepare_threshold = None

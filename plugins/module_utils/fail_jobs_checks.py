@@ -14,7 +14,7 @@ from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Sequenc
 from .errors import RecoveryError
 from .fail_jobs_options import CleanupOptions
 from .fail_jobs_sql import READ_TABLES, SQL_TABLE_COLUMNS, TASK_TABLE, TOKEN_TABLE
-from .pg_driver import Connection
+from .pg_driver import Connection, connection_lost
 
 # Any fixed 64-bit number works, as long as every run of this collection uses the same one
 # and no other program picks it: 'arvados-fail-jobs' read as ASCII, folded to 63 bits.
@@ -265,8 +265,13 @@ def take_advisory_lock(
 def release_advisory_lock(conn: Connection) -> None:
     """Let go of the lock take_advisory_lock took, ending the transaction under way."""
     conn.rollback()
-    conn.execute("SELECT pg_advisory_unlock(%s)", (ADVISORY_LOCK_KEY,))
-    conn.commit()
+    # Outside a transaction: one round trip, not BEGIN, the unlock and COMMIT.
+    conn.autocommit = True
+    try:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (ADVISORY_LOCK_KEY,))
+    finally:
+        if not connection_lost(conn):
+            conn.autocommit = False
 
 
 # The sessions that hold, or queue ahead for, a lock on one of the tables in a mode that
