@@ -523,20 +523,6 @@ def test_a_run_killed_mid_batch_says_postgresqls_reason_once(monkeypatch):
     assert sent_before_the_kill == [len(conn.statements)]
 
 
-def test_a_slurm_step_failing_later_names_the_jobs_set_aside_before():
-    def refuse(uuids, check_mode):
-        raise RecoveryError("Slurm jobs of 1 job(s) could not be made absent: squeue timed out")
-
-    cleaner = JobCleaner(ScriptedConnection(), None, CleanupOptions(), cancel_slurm=refuse)
-    cleaner._deferred = [JOB % 4]  # pylint: disable=protected-access
-    with pytest.raises(RecoveryError) as caught:
-        cleaner._clean_batch([JOB % 5], last=False)  # pylint: disable=protected-access
-    assert str(caught.value) == (
-        "Slurm jobs of 1 job(s) could not be made absent: squeue timed out; 1 job(s) set aside "
-        "earlier as locked have no Slurm job and are still Running: %s; a rerun finishes them" % (JOB % 4)
-    )
-
-
 def test_the_listings_connection_is_asked_for_after_the_checks_and_the_lock(monkeypatch):
     events = []
     monkeypatch.setattr(fail_jobs, "read_server_facts", lambda *args: events.append("checks") or SERVER_FACTS)
@@ -575,3 +561,17 @@ def test_the_lock_is_waited_for_only_when_the_checks_did_not_get_it(monkeypatch,
     monkeypatch.setattr(fail_jobs, "take_advisory_lock", lambda conn, wait: taken.append(wait))
     JobCleaner(ScriptedConnection(), ListingConnection([]), CleanupOptions(live=False, lock_wait=7)).run()
     assert taken == waits
+
+
+def test_a_slurm_step_failing_later_names_the_jobs_set_aside_before():
+    def refuse(uuids, check_mode):
+        raise RecoveryError("Slurm jobs of 1 job(s) could not be made absent: squeue timed out")
+
+    cleaner = JobCleaner(ScriptedConnection(), None, CleanupOptions(), cancel_slurm=refuse)
+    cleaner._deferred = [JOB % 4]  # pylint: disable=protected-access
+    with pytest.raises(RecoveryError) as caught:
+        cleaner._clean_batch([JOB % 5], last=False)  # pylint: disable=protected-access
+    assert str(caught.value) == (
+        "Slurm jobs of 1 job(s) could not be made absent: squeue timed out; 1 job(s) set aside "
+        "earlier as locked have no Slurm job and are still Running: %s; a rerun finishes them" % (JOB % 4)
+    )
