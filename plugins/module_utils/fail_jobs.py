@@ -58,7 +58,6 @@ from .errors import RecoveryError
 from .fail_jobs_batch import BatchTransaction, LockBudget
 from .fail_jobs_checks import (
     BLOCKS_READS,
-    ServerFacts,
     check_primary,
     check_privileges,
     check_schema,
@@ -227,36 +226,32 @@ class JobCleaner:
         return tables
 
     def _run(self) -> CleanupResult:
-        opts = self.options
-        facts = self._set_up_and_read_facts()
-        # The statement tried the cleanup lock too; it is let go of if a check fails.
-        holds_lock = bool(facts.locked)
+        self._check_and_lock()
         try:
-            check_schema(facts.columns)
-            check_primary(facts.in_recovery)
-            opts.threshold = threshold_against(opts.threshold, facts.now)
-            check_privileges(facts, opts)
-            if not holds_lock:
-                self.step = "taking the cleanup lock (pg_try_advisory_lock)"
-                take_advisory_lock(self.conn, opts.lock_wait)
-                holds_lock = True
             self._clean()
         finally:
             # A dead session has let go of its lock; trying to unlock it would only put
             # "the connection is lost" in place of the error that says why it died.
-            if holds_lock and not connection_lost(self.conn):
+            if not connection_lost(self.conn):
                 release_advisory_lock(self.conn)
         return self.result
 
-    def _set_up_and_read_facts(self) -> ServerFacts:
-        """The session set up, and what the checks judge read: outside a transaction, one
-        round trip each, with no BEGIN and COMMIT around them (issue 40)."""
+    def _check_and_lock(self) -> None:
+        """The session set up, the checks before any change, then the cleanup lock: outside
+        a transaction, one round trip each, with no BEGIN and COMMIT around them (issue 40)."""
+        opts = self.options
         self.conn.autocommit = True
         try:
             self.step = "setting up the session"
             self._set_up_session(self.conn)
             self.step = "checking the schema, the server and the privileges"
-            return read_server_facts(self.conn, self.options)
+            facts = read_server_facts(self.conn, opts)
+            check_schema(facts.columns)
+            check_primary(facts.in_recovery)
+            opts.threshold = threshold_against(opts.threshold, facts.now)
+            check_privileges(facts, opts)
+            self.step = "taking the cleanup lock (pg_try_advisory_lock)"
+            take_advisory_lock(self.conn, opts.lock_wait)
         finally:
             # Not on a dead session: that would raise in place of the error that says why.
             if not connection_lost(self.conn):

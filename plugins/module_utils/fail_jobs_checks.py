@@ -118,14 +118,14 @@ def needed_privileges(options: CleanupOptions) -> List[Privilege]:
     return needs
 
 
-# Everything the checks before any change judge, in one statement, which also tries the
-# cleanup lock (take_advisory_lock waits for it only when another run holds it; the run
-# lets go of it if a check fails). On a server just started (at boot) each statement's
-# parse and planning reads the catalogs afresh, and the no-op rerun's time went to a dozen
-# round trips and those reads (bench/README.md, issue 40). No missing table or column makes
-# it fail, so that the schema check can name them: the privileges are asked of to_regclass
-# (NULL for a missing table), the logs' id sequence (nextval needs its own privilege) only
-# when logs.id exists. A standby is not asked for the lock: the run refuses it.
+# Everything the checks before any change judge, in one statement. On a server just started
+# (at boot) each statement's parse and planning reads the catalogs afresh, and the no-op
+# rerun's time went to a dozen round trips and those reads (bench/README.md, issue 40). No
+# missing table or column makes it fail, so that the schema check can name them: the
+# privileges are asked of to_regclass (NULL for a missing table), the logs' id sequence
+# (nextval needs its own privilege) only when logs.id exists. The cleanup lock is not tried
+# here: PostgreSQL checks the right to call pg_try_advisory_lock as the statement starts,
+# so a user without it would be refused before the checks could name what else it lacks.
 SQL_SERVER_FACTS = """
     WITH present AS (
         SELECT c.relname AS tab, a.attname AS col
@@ -145,8 +145,7 @@ SQL_SERVER_FACTS = """
             ORDER BY n.position
         ),
         (SELECT name FROM log_sequence), (SELECT has_sequence_privilege(name, 'USAGE') FROM log_sequence),
-        current_user,
-        CASE WHEN NOT pg_is_in_recovery() THEN pg_try_advisory_lock(%(lock_key)s) END
+        current_user
 """
 
 
@@ -164,25 +163,21 @@ class ServerFacts(NamedTuple):
     log_sequence: Optional[str]
     log_sequence_usable: Optional[bool]
     user: str
-    # Whether this session took the cleanup lock as it read them (never on a standby).
-    locked: Optional[bool]
 
 
 def read_server_facts(conn: Connection, options: CleanupOptions) -> ServerFacts:
-    """ServerFacts in one round trip, in the transaction under way, the cleanup lock
-    tried (held by the session once taken, whatever becomes of the transaction)."""
+    """ServerFacts in one round trip."""
     needs = needed_privileges(options)
     params = {
         "tables": list(REQUIRED_COLUMNS),
         "need_tables": [n.table for n in needs],
         "need_privileges": [n.privilege for n in needs],
-        "lock_key": ADVISORY_LOCK_KEY,
     }
-    tables, columns, in_recovery, now, granted, sequence, usable, user, locked = conn.execute(
+    tables, columns, in_recovery, now, granted, sequence, usable, user = conn.execute(
         SQL_SERVER_FACTS, params
     ).fetchone()
     present = columns_by_table(zip(tables, columns))
-    return ServerFacts(present, in_recovery, now, list(granted), sequence, usable, user, locked)
+    return ServerFacts(present, in_recovery, now, list(granted), sequence, usable, user)
 
 
 def check_schema(present: Dict[str, Set[str]]) -> None:

@@ -347,7 +347,7 @@ def privilege_facts(options, refused, sequence=("public.logs_id_seq", True)):
         [
             (
                 fail_jobs_checks.SQL_SERVER_FACTS,
-                lambda params: [([], [], False, None, granted(params)) + (sequence or (None, None)) + ("reader", True)],
+                lambda params: [([], [], False, None, granted(params)) + (sequence or (None, None)) + ("reader",)],
             )
         ]
     )
@@ -440,7 +440,7 @@ def test_after_a_committed_batch_only_its_set_aside_jobs_lack_a_slurm_job():
 
 # Facts every check passes on (with the checks themselves patched out, as in the tests below).
 SERVER_FACTS = fail_jobs_checks.ServerFacts(
-    dict(fail_jobs_checks.REQUIRED_COLUMNS), False, T0, [True] * 20, None, None, "arvados", False
+    dict(fail_jobs_checks.REQUIRED_COLUMNS), False, T0, [True] * 20, None, None, "arvados"
 )
 
 
@@ -539,28 +539,17 @@ def test_the_listings_connection_is_asked_for_after_the_checks_and_the_lock(monk
     assert cleaner.listing_conn is listing and listing.autocommit is True
 
 
-@pytest.mark.parametrize("locked", [True, False])
-def test_the_lock_the_checks_took_is_let_go_of_when_a_check_fails(monkeypatch, locked):
+def test_a_failed_check_takes_no_lock_and_lets_none_go(monkeypatch):
     taken = []
-    monkeypatch.setattr(fail_jobs, "read_server_facts", lambda *args: SERVER_FACTS._replace(locked=locked, granted=[]))
+    monkeypatch.setattr(fail_jobs, "read_server_facts", lambda *args: SERVER_FACTS._replace(granted=[]))
     monkeypatch.setattr(fail_jobs, "take_advisory_lock", lambda conn, wait: taken.append(conn))
     conn = ScriptedConnection()
     cleaner = JobCleaner(conn, ListingConnection([]), CleanupOptions(live=False))
     with pytest.raises(RecoveryError, match="lacks privileges"):
         cleaner.run()
-    # Neither waited for, nor let go of when it was not had.
-    assert taken == []
-    unlocks = [params for query, params in conn.statements if "pg_advisory_unlock" in query]
-    assert unlocks == ([(fail_jobs_checks.ADVISORY_LOCK_KEY,)] if locked else [])
-
-
-@pytest.mark.parametrize("locked, waits", [(True, []), (False, [7])])
-def test_the_lock_is_waited_for_only_when_the_checks_did_not_get_it(monkeypatch, locked, waits):
-    taken = []
-    monkeypatch.setattr(fail_jobs, "read_server_facts", lambda *args: SERVER_FACTS._replace(locked=locked))
-    monkeypatch.setattr(fail_jobs, "take_advisory_lock", lambda conn, wait: taken.append(wait))
-    JobCleaner(ScriptedConnection(), ListingConnection([]), CleanupOptions(live=False, lock_wait=7)).run()
-    assert taken == waits
+    assert taken == [] and not [q for q, _p in conn.statements if "pg_advisory_unlock" in q]
+    # Outside a transaction, the checks' statement included; none is left for the batches.
+    assert conn.autocommit is False and "COMMIT" not in [q for q, _p in conn.statements]
 
 
 def test_a_slurm_step_failing_later_names_the_jobs_set_aside_before():
