@@ -72,6 +72,7 @@ from .fail_jobs_result import BatchOutcome, CleanupResult
 from .fail_jobs_sql import (
     LISTING_CURSOR,
     READ_TABLES,
+    SQL_FIRST_PAGE,
     SQL_OTHER_SESSIONS,
     SQL_RUNNING,
     SQL_STILL_QUALIFYING,
@@ -398,25 +399,42 @@ class JobCleaner:
         conn = self._listing_connection()
         conn.autocommit = True
         query, params = self._listing_query()
+        size = self._batch_size()
+        self._set_up_session(conn)
+        first = self._listing_waits(
+            lambda: conn.execute(SQL_FIRST_PAGE.format(running=query), dict(params, page_limit=size + 1)).fetchall()
+        )
+        if len(first) <= size:
+            yield from first
+            return
+        # More than a page: read through the cursor, within what the wait above left.
+        self._set_up_session(conn)
+        yield from self._running_jobs_by_cursor(conn, query, params)
+
+    def _listing_waits(self, read: Callable[[], Item]) -> Item:
+        """`read()`, whose wait behind an ACCESS EXCLUSIVE lock on jobs (a migration, a
+        LOCK TABLE) spends the run's lock budget."""
+        started = self.clock()
+        try:
+            return read()
+        finally:
+            self._lock_budget.spend(self.clock() - started)
+
+    def _running_jobs_by_cursor(
+        self, conn: Connection, query: str, params: Dict[str, Any]
+    ) -> Iterator[Tuple[str, Optional[datetime], Optional[datetime]]]:
         cursor = conn.cursor(name=LISTING_CURSOR, withhold=True)
         declared = False
         try:
-            # The query runs whole here (WITH HOLD, outside a transaction), and waits here
-            # behind an ACCESS EXCLUSIVE lock on jobs (a migration, a LOCK TABLE): within
-            # what is left of the run's budget, which the wait spends.
-            self._set_up_session(conn)
-            started = self.clock()
-            try:
-                cursor.execute(query, params)
-            finally:
-                self._lock_budget.spend(self.clock() - started)
+            # The query runs whole here (WITH HOLD, outside a transaction), and may wait
+            # for a lock on jobs as the first page's query did.
+            self._listing_waits(lambda: cursor.execute(query, params))
             declared = True
             while True:
                 size = self._batch_size()
                 page = cursor.fetchmany(size)
                 yield from page
-                # A short page is the last: no round trip to be told so (a no-op rerun's
-                # one page, issue 40).
+                # A short page is the last: no round trip to be told so (issue 40).
                 if len(page) < size:
                     break
         finally:

@@ -46,6 +46,12 @@ WHERE_ALL = "true"
 # than a page or a batch (a long one would hold back vacuum's horizon for every table of
 # the database), and the client's memory stays one page.
 LISTING_CURSOR = "arvados_fail_jobs_running"
+# A list of a page or less (a rerun with nothing left to do, a boot with few Running jobs)
+# is read first as a plain query of at most a page and one row: PostgreSQL may run that on
+# parallel workers, which it never does for a cursor (0.27 s against 0.63 s for the whole
+# million-job table on the lab: bench/README.md, issue 40). A longer list is then read
+# through the cursor, so memory stays a page.
+SQL_FIRST_PAGE = "{running}    LIMIT %(page_limit)s\n"
 
 # Per batch, the jobs that still qualify. The condition is classify_running_job's, checked
 # again by the database: a job that finished, or restarted after the threshold, since it

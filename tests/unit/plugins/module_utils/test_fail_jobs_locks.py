@@ -471,7 +471,8 @@ class ListingConnection:
         self.rows = rows
 
     def execute(self, query, params=None):
-        return Rows([])
+        # The first page's query (SQL_FIRST_PAGE): at most page_limit rows.
+        return Rows(self.rows[: params["page_limit"]] if params and "page_limit" in params else [])
 
     def commit(self):
         pass
@@ -550,6 +551,18 @@ def test_a_failed_check_takes_no_lock_and_lets_none_go(monkeypatch):
     assert taken == [] and not [q for q, _p in conn.statements if "pg_advisory_unlock" in q]
     # Outside a transaction, the checks' statement included; none is left for the batches.
     assert conn.autocommit is False and "COMMIT" not in [q for q, _p in conn.statements]
+
+
+@pytest.mark.parametrize("jobs, cursor", [(2, False), (3, True)])
+def test_a_list_of_a_page_or_less_is_read_without_a_cursor(monkeypatch, jobs, cursor):
+    monkeypatch.setattr(fail_jobs, "read_server_facts", lambda *args: SERVER_FACTS)
+    monkeypatch.setattr(fail_jobs, "take_advisory_lock", lambda conn, wait: None)
+    listing = ListingConnection([(JOB % n, T0, None) for n in range(1, jobs + 1)])
+    cleaner = JobCleaner(ScriptedConnection(), listing, CleanupOptions(batch_size=2, live=False))
+    assert [uuid for uuid, _started, _finished in cleaner._running_jobs()] == [  # pylint: disable=protected-access
+        JOB % n for n in range(1, jobs + 1)
+    ]
+    assert (listing.cursor_made is not None) is cursor
 
 
 def test_a_slurm_step_failing_later_names_the_jobs_set_aside_before():
