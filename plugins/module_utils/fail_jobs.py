@@ -10,8 +10,9 @@ options, and optionally a function that makes the jobs' Slurm jobs absent.
 
 How a run goes:
 
-1. The ``Running`` jobs are listed (all of them, or by the index on ``finished_at``: see SQL_RUNNING), into
-   a cursor the server keeps (WITH HOLD), fetched a batch at a time: no snapshot lives
+1. The ``Running`` jobs are listed (all of them, or by the index on ``finished_at``: see SQL_RUNNING):
+   a list of a batch or less by one plain query (SQL_FIRST_PAGE), a longer one into a
+   cursor the server keeps (WITH HOLD), fetched a batch at a time: no snapshot lives
    across batches and memory does not grow with the number of jobs.
 2. Jobs that started at or after the threshold (``before``) are exempt and reported,
    never touched. A ``Running`` job with no ``started_at`` is an inconsistent row: without
