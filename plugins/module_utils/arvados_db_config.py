@@ -59,6 +59,7 @@ with an error naming nothing).
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import os
 import re
@@ -548,12 +549,21 @@ def _read_text(path: str, option: str) -> str:
 def _parse_yaml(text: str, path: str, option: str) -> Any:
     yaml = _import_yaml()
     try:
-        return yaml.load(text, Loader=text_scalar_loader(yaml))  # a SafeLoader subclass: builds no arbitrary objects
+        return _parsed(yaml, text)
     except yaml.YAMLError as error:
         where = _yaml_error_position(error)
     # Raised outside the handler so that PyYAML's error, which quotes the
     # offending text (perhaps the password), is not kept as __context__.
     raise ConfigError("%s %s is not valid YAML%s" % (option, cut(path), where))
+
+
+# A cleanup reads config.yml three times (the connection, then AuditLogs' MaxAge and
+# MaxDeleteBatch): the same text is parsed once. PyYAML's loader runs in Python here, a
+# millisecond or more per parse even of the lab's short file, on a no-op rerun's path
+# (issue 40). The callers only read the document, never change it.
+@functools.lru_cache(maxsize=4)
+def _parsed(yaml: Any, text: str) -> Any:
+    return yaml.load(text, Loader=text_scalar_loader(yaml))  # a SafeLoader subclass: builds no arbitrary objects
 
 
 def _yaml_error_position(error: Exception) -> str:

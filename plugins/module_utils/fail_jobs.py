@@ -10,8 +10,9 @@ options, and optionally a function that makes the jobs' Slurm jobs absent.
 
 How a run goes:
 
-1. The ``Running`` jobs are listed (all of them, or by the index on ``finished_at``: see SQL_RUNNING), into
-   a cursor the server keeps (WITH HOLD), fetched a batch at a time: no snapshot lives
+1. The ``Running`` jobs are listed (all of them, or by the index on ``finished_at``: see SQL_RUNNING):
+   a list of a batch or less by one plain query (SQL_FIRST_PAGE), a longer one into a
+   cursor the server keeps (WITH HOLD), fetched a batch at a time: no snapshot lives
    across batches and memory does not grow with the number of jobs.
 2. Jobs that started at or after the threshold (``before``) are exempt and reported,
    never touched. A ``Running`` job with no ``started_at`` is an inconsistent row: without
@@ -63,6 +64,7 @@ from .fail_jobs_checks import (
     check_schema,
     lock_holders,
     lock_timeout_message,
+    read_server_facts,
     release_advisory_lock,
     take_advisory_lock,
 )
@@ -71,6 +73,7 @@ from .fail_jobs_result import BatchOutcome, CleanupResult
 from .fail_jobs_sql import (
     LISTING_CURSOR,
     READ_TABLES,
+    SQL_FIRST_PAGE,
     SQL_OTHER_SESSIONS,
     SQL_RUNNING,
     SQL_STILL_QUALIFYING,
@@ -81,7 +84,7 @@ from .fail_jobs_sql import (
     WHERE_UNFINISHED,
     WHERE_UUIDS,
 )
-from .fail_jobs_threshold import EXEMPT, QUALIFIES, check_threshold_on, classify_running_job
+from .fail_jobs_threshold import EXEMPT, QUALIFIES, classify_running_job, threshold_against
 from .pg_driver import Connection, connection_lost, sqlstate_of
 
 Item = TypeVar("Item")
@@ -143,7 +146,9 @@ class JobCleaner:
 
     `listing_conn` (switched to autocommit) holds the list of Running jobs in a cursor
     WITH HOLD, a page fetched per batch (see LISTING_CURSOR), while `conn` (autocommit off)
-    works through them a batch at a time, a transaction each.
+    works through them a batch at a time, a transaction each. In place of `listing_conn`,
+    `open_listing()` may return it when the listing begins: run_fail_jobs opens it on a
+    thread meanwhile (pg_connect.ConnectionOnThread), beside the checks on `conn`.
 
     `cancel_slurm(uuids, check_mode)` makes the Slurm jobs named after `uuids` absent and
     returns the Slurm engine's result as a dict; it raises to stop the run before the
@@ -161,6 +166,7 @@ class JobCleaner:
         progress: Optional[Callable[[CleanupResult], None]] = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        open_listing: Optional[Callable[[], Connection]] = None,
     ) -> None:
         self.conn = conn
         # Live (the API server up), the batches keep the server's limit: the API server's
@@ -173,6 +179,7 @@ class JobCleaner:
         # writes and the run keeps the list to itself.
         self._keep_gin_limit = False
         self.listing_conn = listing_conn
+        self._open_listing = open_listing
         self.options = options
         self.cancel_slurm = cancel_slurm
         self.progress = progress
@@ -221,56 +228,77 @@ class JobCleaner:
         return tables
 
     def _run(self) -> CleanupResult:
-        opts = self.options
-        self.step = "setting up the session"
-        for conn in (self.conn, self.listing_conn):
-            # A generic plan, which psycopg's automatic preparing leads to after a few
-            # batches, turns the token look-up into a slow one; custom plans see each batch.
-            conn.prepare_threshold = None
-            # Compiling these short queries costs more than it saves.
-            conn.execute("SET jit = off")
-            # No statement of the run waits for a lock longer than row_lock_wait, the
-            # checks below included (a batch sets its own, LOCAL, from what is left of the
-            # budget; so does the listing): the default, 0, waits for ever, and did, 40 s
-            # behind a LOCK TABLE jobs, holding the advisory lock (issue 34).
-            conn.execute("SET lock_timeout = %d" % self._lock_budget.lock_timeout_ms())
-            conn.commit()
-        self.step = "checking the schema"
-        check_schema(self.conn)
-        check_primary(self.conn)
-        self.step = "comparing before with the database's now()"
-        opts.threshold = check_threshold_on(self.conn, opts.threshold)
-        self.step = "checking the database user's privileges"
-        check_privileges(self.conn, opts)
-        self.conn.rollback()
-        self.step = "taking the cleanup lock (pg_try_advisory_lock)"
-        take_advisory_lock(self.conn, opts.lock_wait)
+        self._check_and_lock()
         try:
-            self.step = "looking for other sessions (live or at boot)"
-            self.result.live = self._is_live()
-            self._keep_gin_limit = self.result.live
-            self.step = "listing the Running jobs"
-            # Closed here, not by the garbage collector: a generator left suspended by an
-            # error would close its server-side cursor later, on a connection closed by
-            # then, and Python would print that second error as "Exception ignored".
-            with contextlib.closing(self._qualifying_batches()) as batches:
-                for batch, last in with_last(batches):
-                    # The last batch merges the trigram index's pending list (see
-                    # BULK_SETTINGS_KB) even when some of its jobs are deferred: the tries
-                    # again run with the server's limit.
-                    self._clean_batch(batch, last)
-                    self._batch_done()
-                    self._notice_other_sessions()
-                    if self._batch_pause() and not last:
-                        self.sleep(self._batch_pause())
-            self.step = "trying the locked jobs again"
-            self._retry_deferred()
+            self._clean()
         finally:
             # A dead session has let go of its lock; trying to unlock it would only put
             # "the connection is lost" in place of the error that says why it died.
             if not connection_lost(self.conn):
                 release_advisory_lock(self.conn)
         return self.result
+
+    def _check_and_lock(self) -> None:
+        """The session set up, the checks before any change, then the cleanup lock: outside
+        a transaction, one round trip each, with no BEGIN and COMMIT around them (issue 40)."""
+        opts = self.options
+        self.conn.autocommit = True
+        try:
+            self.step = "setting up the session"
+            self._set_up_session(self.conn)
+            self.step = "checking the schema, the server and the privileges"
+            facts = read_server_facts(self.conn, opts)
+            check_schema(facts.columns)
+            check_primary(facts.in_recovery)
+            opts.threshold = threshold_against(opts.threshold, facts.now)
+            check_privileges(facts, opts)
+            self.step = "taking the cleanup lock (pg_try_advisory_lock)"
+            take_advisory_lock(self.conn, opts.lock_wait)
+        finally:
+            # Not on a dead session: that would raise in place of the error that says why.
+            if not connection_lost(self.conn):
+                self.conn.autocommit = False
+
+    def _clean(self) -> None:
+        """The run under the cleanup lock: the listing, the batches, the tries again."""
+        self.step = "looking for other sessions (live or at boot)"
+        self.result.live = self._is_live()
+        self._keep_gin_limit = self.result.live
+        self.step = "listing the Running jobs"
+        # Closed here, not by the garbage collector: a generator left suspended by an
+        # error would close its server-side cursor later, on a connection closed by
+        # then, and Python would print that second error as "Exception ignored".
+        with contextlib.closing(self._qualifying_batches()) as batches:
+            for batch, last in with_last(batches):
+                # The last batch merges the trigram index's pending list (see
+                # BULK_SETTINGS_KB) even when some of its jobs are deferred: the tries
+                # again run with the server's limit.
+                self._clean_batch(batch, last)
+                self._batch_done()
+                self._notice_other_sessions()
+                if self._batch_pause() and not last:
+                    self.sleep(self._batch_pause())
+        self.step = "trying the locked jobs again"
+        self._retry_deferred()
+
+    def _set_up_session(self, conn: Connection) -> None:
+        """The session's settings for the run, in one round trip (in a transaction, the
+        caller commits it)."""
+        # A generic plan, which psycopg's automatic preparing leads to after a few
+        # batches, turns the token look-up into a slow one; custom plans see each batch.
+        conn.prepare_threshold = None
+        # jit: compiling these short queries costs more than it saves. lock_timeout: no
+        # statement of the run waits for a lock longer than row_lock_wait, the checks
+        # included (a batch sets its own, LOCAL, from what is left of the budget; the
+        # listing's session is set up as it begins, from what is left then): the default,
+        # 0, waits for ever, and did, 40 s behind a LOCK TABLE jobs, holding the advisory
+        # lock (issue 34).
+        conn.execute("SET jit = off; SET lock_timeout = %d" % self._lock_budget.lock_timeout_ms())
+
+    def _listing_connection(self) -> Connection:
+        if self.listing_conn is None and self._open_listing is not None:
+            self.listing_conn = self._open_listing()
+        return self.listing_conn
 
     def _notice_other_sessions(self) -> None:
         """With live=auto, a run that began alone turns live when others connect (the API
@@ -369,27 +397,47 @@ class JobCleaner:
 
     def _running_jobs(self) -> Iterator[Tuple[str, Optional[datetime], Optional[datetime]]]:
         """(uuid, started_at, finished_at) of the Running jobs, a page at a time."""
-        conn = self.listing_conn
+        conn = self._listing_connection()
         conn.autocommit = True
         query, params = self._listing_query()
+        size = self._batch_size()
+        self._set_up_session(conn)
+        first = self._listing_waits(
+            lambda: conn.execute(SQL_FIRST_PAGE.format(running=query), dict(params, page_limit=size + 1)).fetchall()
+        )
+        if len(first) <= size:
+            yield from first
+            return
+        # More than a page: read through the cursor, within what the wait above left.
+        self._set_up_session(conn)
+        yield from self._running_jobs_by_cursor(conn, query, params)
+
+    def _listing_waits(self, read: Callable[[], Item]) -> Item:
+        """`read()`, whose wait behind an ACCESS EXCLUSIVE lock on jobs (a migration, a
+        LOCK TABLE) spends the run's lock budget."""
+        started = self.clock()
+        try:
+            return read()
+        finally:
+            self._lock_budget.spend(self.clock() - started)
+
+    def _running_jobs_by_cursor(
+        self, conn: Connection, query: str, params: Dict[str, Any]
+    ) -> Iterator[Tuple[str, Optional[datetime], Optional[datetime]]]:
         cursor = conn.cursor(name=LISTING_CURSOR, withhold=True)
         declared = False
         try:
-            # The query runs whole here (WITH HOLD, outside a transaction), and waits here
-            # behind an ACCESS EXCLUSIVE lock on jobs (a migration, a LOCK TABLE): within
-            # what is left of the run's budget, which the wait spends.
-            conn.execute("SET lock_timeout = %d" % self._lock_budget.lock_timeout_ms())
-            started = self.clock()
-            try:
-                cursor.execute(query, params)
-            finally:
-                self._lock_budget.spend(self.clock() - started)
+            # The query runs whole here (WITH HOLD, outside a transaction), and may wait
+            # for a lock on jobs as the first page's query did.
+            self._listing_waits(lambda: cursor.execute(query, params))
             declared = True
             while True:
-                page = cursor.fetchmany(self._batch_size())
-                if not page:
-                    break
+                size = self._batch_size()
+                page = cursor.fetchmany(size)
                 yield from page
+                # A short page is the last: no round trip to be told so (issue 40).
+                if len(page) < size:
+                    break
         finally:
             if declared:
                 close_listing(cursor, conn)

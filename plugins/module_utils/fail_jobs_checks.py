@@ -8,19 +8,13 @@ and the advisory lock that keeps two runs apart."""
 from __future__ import annotations
 
 import time
-from typing import Callable, Dict, Iterable, List, NamedTuple, Sequence, Set, Tuple
+from datetime import datetime
+from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from .errors import RecoveryError
 from .fail_jobs_options import CleanupOptions
-from .fail_jobs_sql import (
-    READ_TABLES,
-    SQL_HAS_PRIVILEGES,
-    SQL_LOG_SEQUENCE,
-    SQL_TABLE_COLUMNS,
-    TASK_TABLE,
-    TOKEN_TABLE,
-)
-from .pg_driver import Connection
+from .fail_jobs_sql import READ_TABLES, SQL_TABLE_COLUMNS, TASK_TABLE, TOKEN_TABLE
+from .pg_driver import Connection, connection_lost
 
 # Any fixed 64-bit number works, as long as every run of this collection uses the same one
 # and no other program picks it: 'arvados-fail-jobs' read as ASCII, folded to 63 bits.
@@ -81,27 +75,14 @@ REQUIRED_COLUMNS: Dict[str, Tuple[str, ...]] = {
 def table_columns(conn: Connection, tables: Iterable[str]) -> Dict[str, Set[str]]:
     """{table: set of its column names} for those of `tables` the current schema has."""
     rows = conn.execute(SQL_TABLE_COLUMNS, ("r", list(tables))).fetchall()
+    return columns_by_table(rows)
+
+
+def columns_by_table(pairs: Iterable[Tuple[str, str]]) -> Dict[str, Set[str]]:
     present: Dict[str, Set[str]] = {}
-    for table, column in rows:
+    for table, column in pairs:
         present.setdefault(table, set()).add(column)
     return present
-
-
-def check_schema(conn: Connection) -> None:
-    """Fail with the names of whatever table or column the cleanup needs and lacks."""
-    present = table_columns(conn, REQUIRED_COLUMNS)
-    problems = []
-    for table, columns in REQUIRED_COLUMNS.items():
-        if table not in present:
-            problems.append("table %s is missing" % table)
-            continue
-        missing = [c for c in columns if c not in present[table]]
-        if missing:
-            problems.append("table %s lacks column(s) %s" % (table, ", ".join(missing)))
-    if problems:
-        raise RecoveryError(
-            "this database does not have the Arvados schema the cleanup needs: %s" % "; ".join(problems)
-        )
 
 
 class Privilege(NamedTuple):
@@ -137,32 +118,105 @@ def needed_privileges(options: CleanupOptions) -> List[Privilege]:
     return needs
 
 
-def missing_privileges(conn: Connection, options: CleanupOptions) -> List[str]:
-    """The privileges of needed_privileges (and the logs' id sequence) the current
-    database user lacks, as phrases naming privilege, table and purpose."""
+# Everything the checks before any change judge, in one statement. On a server just started
+# (at boot) each statement's parse and planning reads the catalogs afresh, and the no-op
+# rerun's time went to a dozen round trips and those reads (bench/README.md, issue 40). No
+# missing table or column makes it fail, so that the schema check can name them: the
+# privileges are asked of to_regclass (NULL for a missing table), the logs' id sequence
+# (nextval needs its own privilege) only when logs.id exists. The cleanup lock is not tried
+# here: PostgreSQL checks the right to call pg_try_advisory_lock as the statement starts,
+# so a user without it would be refused before the checks could name what else it lacks.
+SQL_SERVER_FACTS = """
+    WITH present AS (
+        SELECT c.relname AS tab, a.attname AS col
+        FROM pg_catalog.pg_class c JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid
+        WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'
+          AND c.relname = ANY(%(tables)s::text[]) AND a.attnum > 0 AND NOT a.attisdropped
+    ), log_sequence AS (
+        SELECT pg_get_serial_sequence('logs', 'id') AS name
+        WHERE EXISTS (SELECT 1 FROM present WHERE tab = 'logs' AND col = 'id')
+    )
+    SELECT ARRAY(SELECT tab FROM present), ARRAY(SELECT col FROM present),
+        pg_is_in_recovery(), now() AT TIME ZONE 'UTC',
+        ARRAY(
+            SELECT has_table_privilege(to_regclass(n.tab), n.privilege)
+            FROM unnest(%(need_tables)s::text[], %(need_privileges)s::text[])
+                 WITH ORDINALITY AS n(tab, privilege, position)
+            ORDER BY n.position
+        ),
+        (SELECT name FROM log_sequence), (SELECT has_sequence_privilege(name, 'USAGE') FROM log_sequence),
+        current_user
+"""
+
+
+class ServerFacts(NamedTuple):
+    """What SQL_SERVER_FACTS read, for the checks before any change."""
+
+    # {table: its columns}, of the tables of REQUIRED_COLUMNS the current schema has.
+    columns: Dict[str, Set[str]]
+    in_recovery: bool
+    # The database's now() in UTC: the clock Arvados writes started_at by.
+    now: datetime
+    # Whether each of needed_privileges(options) is granted, in its order.
+    granted: List[Optional[bool]]
+    # The logs' id sequence (None without one) and whether it may be used.
+    log_sequence: Optional[str]
+    log_sequence_usable: Optional[bool]
+    user: str
+
+
+def read_server_facts(conn: Connection, options: CleanupOptions) -> ServerFacts:
+    """ServerFacts in one round trip."""
     needs = needed_privileges(options)
-    rows = conn.execute(
-        SQL_HAS_PRIVILEGES,
-        {"tables": [n.table for n in needs], "privileges": [n.privilege for n in needs]},
-    ).fetchall()
-    granted = dict(rows)
+    params = {
+        "tables": list(REQUIRED_COLUMNS),
+        "need_tables": [n.table for n in needs],
+        "need_privileges": [n.privilege for n in needs],
+    }
+    tables, columns, in_recovery, now, granted, sequence, usable, user = conn.execute(
+        SQL_SERVER_FACTS, params
+    ).fetchone()
+    present = columns_by_table(zip(tables, columns))
+    return ServerFacts(present, in_recovery, now, list(granted), sequence, usable, user)
+
+
+def check_schema(present: Dict[str, Set[str]]) -> None:
+    """Fail with the names of whatever table or column the cleanup needs and lacks, given
+    the columns the database has (`present`, as table_columns returns them)."""
+    problems = []
+    for table, columns in REQUIRED_COLUMNS.items():
+        if table not in present:
+            problems.append("table %s is missing" % table)
+            continue
+        missing = [c for c in columns if c not in present[table]]
+        if missing:
+            problems.append("table %s lacks column(s) %s" % (table, ", ".join(missing)))
+    if problems:
+        raise RecoveryError(
+            "this database does not have the Arvados schema the cleanup needs: %s" % "; ".join(problems)
+        )
+
+
+def missing_privileges(facts: ServerFacts, options: CleanupOptions) -> List[str]:
+    """The privileges of needed_privileges (and the logs' id sequence) the database user
+    lacks, as phrases naming privilege, table and purpose."""
+    granted = dict(enumerate(facts.granted))
     missing = [
         "%s on table %s (%s)" % (need.privilege, need.table, need.purpose)
-        for position, need in enumerate(needs, 1)
+        for position, need in enumerate(needed_privileges(options))
         if not granted.get(position)
     ]
-    for sequence, usable in conn.execute(SQL_LOG_SEQUENCE).fetchall():
-        if not usable:
-            missing.append("USAGE on sequence %s (to number the log rows)" % sequence)
+    if facts.log_sequence is not None and not facts.log_sequence_usable:
+        missing.append("USAGE on sequence %s (to number the log rows)" % facts.log_sequence)
     return missing
 
 
-def check_privileges(conn: Connection, options: CleanupOptions) -> None:
+def check_privileges(facts: ServerFacts, options: CleanupOptions) -> None:
     """Fail, before Slurm is asked and before any row is written, when the database user
     may not do what a real run does; check mode fails the same way, as it predicts."""
-    missing = missing_privileges(conn, options)
+    missing = missing_privileges(facts, options)
     if missing:
-        user = conn.execute("SELECT current_user").fetchone()[0]
+        user = facts.user
         raise RecoveryError(
             "the database user %s lacks privileges a run needs, so nothing was changed "
             "(no Slurm job cancelled, no row written): %s; grant them (GRANT ... ON ... TO %s) "
@@ -170,10 +224,10 @@ def check_privileges(conn: Connection, options: CleanupOptions) -> None:
         )
 
 
-def check_primary(conn: Connection) -> None:
+def check_primary(in_recovery: bool) -> None:
     """Refuse a standby, before anything changes (Slurm included): it refuses writes, and
     its rows may lag behind the primary's, so even check mode would predict from the past."""
-    if conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]:
+    if in_recovery:
         raise RecoveryError(
             "the database server is a standby (pg_is_in_recovery() is true): the cleanup "
             "writes, and a standby's rows may lag behind the primary's; connect to the primary"
@@ -206,8 +260,13 @@ def take_advisory_lock(
 def release_advisory_lock(conn: Connection) -> None:
     """Let go of the lock take_advisory_lock took, ending the transaction under way."""
     conn.rollback()
-    conn.execute("SELECT pg_advisory_unlock(%s)", (ADVISORY_LOCK_KEY,))
-    conn.commit()
+    # Outside a transaction: one round trip, not BEGIN, the unlock and COMMIT.
+    conn.autocommit = True
+    try:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (ADVISORY_LOCK_KEY,))
+    finally:
+        if not connection_lost(conn):
+            conn.autocommit = False
 
 
 # The sessions that hold, or queue ahead for, a lock on one of the tables in a mode that

@@ -12,7 +12,7 @@ its flags. Every option is checked before the database is opened or Slurm is ask
 from __future__ import annotations
 
 import shutil
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from .arvados_db_config import CONNECTION_OPTIONS, DatabaseSettings, resolve_database_settings
 from .errors import ConfigError, RecoveryError
@@ -23,12 +23,14 @@ from .fail_jobs_result import CleanupResult
 from .fail_jobs_threshold import parse_before
 from .option_bounds import MAX_CONCURRENT_SCANCEL, MAX_SCANCEL_PER_SECOND, MAX_SLEEP_SECONDS
 from .options import Option, Range, auto_or_bool, count, parse, seconds
-from .pg_connect import connect, describe_user, redact
+from .pg_connect import ConnectionOnThread, connect, describe_user, redact
 from .pg_driver import error_text, load_driver, sqlstate_of
-from .slurm_cancel import CancelResult, cancel_jobs
 from .slurm_cancel_request import CancelRequest
 from .slurm_runner import require_program
 from .uuids import JOB_INFIX, uuid_pattern
+
+if TYPE_CHECKING:
+    from .slurm_cancel import CancelResult
 
 # `help` is for the command's flags; the module documents the same options in DOCUMENTATION.
 FAIL_JOBS_OPTIONS = {
@@ -124,6 +126,15 @@ def with_defaults(params: Mapping[str, Any]) -> Dict[str, Any]:
 def cancel_slurm_mode(value: Any) -> Any:
     """'auto', True or False from what a user may write for `cancel_slurm_jobs`."""
     return auto_or_bool("cancel_slurm_jobs", value)
+
+
+def cancel_jobs(request: CancelRequest) -> CancelResult:
+    """slurm_cancel.cancel_jobs, imported when a batch first asks Slurm: the cancel engine
+    is the largest source the command carries, compiled at each start
+    (roles/boot_recovery), and a no-op rerun never needs it (issue 40)."""
+    from .slurm_cancel import cancel_jobs as cancel  # pylint: disable=import-outside-toplevel
+
+    return cancel(request)
 
 
 class SlurmStep:
@@ -274,15 +285,23 @@ def run_fail_jobs(
     plan = prepare(params, check_mode, diff, keep_uuids)
     conn_kwargs = plan.settings.as_psycopg_kwargs()
     driver = load_driver()
-    conn = connect_db(conn_kwargs, wait=plan.db_wait, driver=driver)
+    # The listing's connection opens beside this one and the checks on it, not after them:
+    # a connection is most of a no-op's time (bench/README.md, issue 40).
+    listing = ConnectionOnThread(lambda: connect_db(conn_kwargs, wait=plan.db_wait, driver=driver))
+    try:
+        conn = connect_db(conn_kwargs, wait=plan.db_wait, driver=driver)
+    except BaseException:
+        listing.close()
+        raise
     cleaner = None
     try:
-        listing_conn = connect_db(conn_kwargs, wait=plan.db_wait, driver=driver)
         try:
-            cleaner = JobCleaner(conn, listing_conn, plan.options, cancel_slurm=plan.slurm, progress=progress)
+            cleaner = JobCleaner(
+                conn, None, plan.options, cancel_slurm=plan.slurm, progress=progress, open_listing=listing.get
+            )
             result = cleaner.run().to_dict()
         finally:
-            listing_conn.close()
+            listing.close()
     except driver.Error as error:
         raise RecoveryError(
             database_error_message(

@@ -46,6 +46,12 @@ WHERE_ALL = "true"
 # than a page or a batch (a long one would hold back vacuum's horizon for every table of
 # the database), and the client's memory stays one page.
 LISTING_CURSOR = "arvados_fail_jobs_running"
+# A list of a page or less (a rerun with nothing left to do, a boot with few Running jobs)
+# is read first as a plain query of at most a page and one row: PostgreSQL may run that on
+# parallel workers, which it never does for a cursor (0.27 s against 0.63 s for the whole
+# million-job table on the lab: bench/README.md, issue 40). A longer list is then read
+# through the cursor, so memory stays a page.
+SQL_FIRST_PAGE = "{running}    LIMIT %(page_limit)s\n"
 
 # Per batch, the jobs that still qualify. The condition is classify_running_job's, checked
 # again by the database: a job that finished, or restarted after the threshold, since it
@@ -464,16 +470,6 @@ SQL_OTHER_SESSIONS = """
     SELECT count(*) FROM pg_stat_activity
     WHERE datname = current_database() AND pid <> pg_backend_pid()
       AND backend_type = 'client backend' AND application_name <> %(ours)s
-"""
-
-SQL_HAS_PRIVILEGES = """
-    SELECT n.position, has_table_privilege(n.tab::regclass, n.privilege)
-    FROM unnest(%(tables)s::text[], %(privileges)s::text[]) WITH ORDINALITY AS n(tab, privilege, position)
-"""
-# The logs' ids come from their sequence (nextval), which needs its own privilege.
-SQL_LOG_SEQUENCE = """
-    SELECT s, has_sequence_privilege(s, 'USAGE')
-    FROM pg_get_serial_sequence('logs', 'id') AS s WHERE s IS NOT NULL
 """
 
 # pg_catalog rather than information_schema: the same answer in a fraction of the time.

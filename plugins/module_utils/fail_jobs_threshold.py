@@ -243,6 +243,14 @@ def check_threshold_on(conn: Any, threshold: Optional[Threshold]) -> Optional[Th
         return None
     database_now = conn.execute("SELECT now() AT TIME ZONE 'UTC'").fetchone()[0]
     conn.rollback()
+    return threshold_against(threshold, database_now)
+
+
+def threshold_against(threshold: Optional[Threshold], database_now: datetime) -> Optional[Threshold]:
+    """check_threshold_on's answer from the database's `database_now` (UTC), read by the
+    caller (the cleanup reads it with its other checks, fail_jobs_checks.ServerFacts)."""
+    if threshold is None:
+        return None
     if threshold.uptime_path is not None:
         return on_database_clock(threshold, database_now, read_uptime(threshold.uptime_path))
     check_not_future(threshold, database_now)

@@ -339,18 +339,25 @@ def test_set_aside_jobs_are_tried_again_and_not_reported_as_skipped():
 # -- privileges, before the Slurm step ------------------------------------------------------
 
 
-def privilege_connection(refused, sequence=("public.logs_id_seq", True)):
-    def granted(params):
-        pairs = zip(params["tables"], params["privileges"])
-        return [(i, (table, privilege) not in refused) for i, (table, privilege) in enumerate(pairs, 1)]
+def privilege_facts(options, refused, sequence=("public.logs_id_seq", True)):
+    """The ServerFacts read_server_facts makes of SQL_SERVER_FACTS' row, for user `reader`
+    who lacks the (table, privilege) pairs of `refused`."""
 
-    return ScriptedConnection(
+    def granted(params):
+        pairs = zip(params["need_tables"], params["need_privileges"])
+        return [(table, privilege) not in refused for table, privilege in pairs]
+
+    conn = ScriptedConnection(
         [
-            (fail_jobs_sql.SQL_HAS_PRIVILEGES, granted),
-            (fail_jobs_sql.SQL_LOG_SEQUENCE, [sequence] if sequence else []),
-            ("SELECT current_user", [("reader",)]),
+            (
+                fail_jobs_checks.SQL_SERVER_FACTS,
+                lambda params: [([], [], False, None, granted(params)) + (sequence or (None, None)) + ("reader",)],
+            )
         ]
     )
+    facts = fail_jobs_checks.read_server_facts(conn, options)
+    assert [query for query, _params in conn.statements] == [fail_jobs_checks.SQL_SERVER_FACTS]
+    return facts
 
 
 def test_the_privileges_follow_what_the_run_writes():
@@ -362,9 +369,10 @@ def test_the_privileges_follow_what_the_run_writes():
 
 
 def test_missing_privileges_are_named_with_table_and_purpose():
-    conn = privilege_connection({("jobs", "UPDATE"), ("logs", "INSERT")}, sequence=("public.logs_id_seq", False))
+    options = CleanupOptions(check_mode=True)
+    facts = privilege_facts(options, {("jobs", "UPDATE"), ("logs", "INSERT")}, sequence=("public.logs_id_seq", False))
     with pytest.raises(RecoveryError) as caught:
-        fail_jobs_checks.check_privileges(conn, CleanupOptions(check_mode=True))
+        fail_jobs_checks.check_privileges(facts, options)
     assert str(caught.value) == (
         "the database user reader lacks privileges a run needs, so nothing was changed (no "
         "Slurm job cancelled, no row written): UPDATE on table jobs (to lock and change the "
@@ -375,9 +383,11 @@ def test_missing_privileges_are_named_with_table_and_purpose():
 
 
 def test_all_privileges_granted_pass_without_a_write():
-    conn = privilege_connection(set(), sequence=None)
-    fail_jobs_checks.check_privileges(conn, CleanupOptions(retry=True))
-    assert all(query.lstrip().startswith("SELECT") for query, _p in conn.statements)
+    options = CleanupOptions(retry=True)
+    fail_jobs_checks.check_privileges(privilege_facts(options, set(), sequence=None), options)
+    # privilege_facts asserted that the one statement read is SQL_SERVER_FACTS: a query.
+    assert fail_jobs_checks.SQL_SERVER_FACTS.split()[0] == "WITH"
+    assert not {"INSERT", "UPDATE", "DELETE", "LOCK"} & set(fail_jobs_checks.SQL_SERVER_FACTS.split())
 
 
 # -- a failed batch names the jobs it leaves without a Slurm job -----------------------------
@@ -432,6 +442,12 @@ def test_after_a_committed_batch_only_its_set_aside_jobs_lack_a_slurm_job():
 # -- a dead connection: one error, PostgreSQL's -----------------------------------------------
 
 
+# Facts every check passes on (with the checks themselves patched out, as in the tests below).
+SERVER_FACTS = fail_jobs_checks.ServerFacts(
+    dict(fail_jobs_checks.REQUIRED_COLUMNS), False, T0, [True] * 20, None, None, "arvados"
+)
+
+
 class ListingCursor:
     def __init__(self, conn, rows):
         self.conn, self.rows, self.closes = conn, list(rows), 0
@@ -459,7 +475,8 @@ class ListingConnection:
         self.rows = rows
 
     def execute(self, query, params=None):
-        return Rows([])
+        # The first page's query (SQL_FIRST_PAGE): at most page_limit rows.
+        return Rows(self.rows[: params["page_limit"]] if params and "page_limit" in params else [])
 
     def commit(self):
         pass
@@ -486,6 +503,7 @@ def test_closing_the_listing_on_a_dead_connection_raises_nothing_on_a_live_one_i
 def test_a_run_killed_mid_batch_says_postgresqls_reason_once(monkeypatch):
     for name in ("check_schema", "check_primary", "check_privileges"):
         monkeypatch.setattr(fail_jobs, name, lambda *args: None)
+    monkeypatch.setattr(fail_jobs, "read_server_facts", lambda *args: SERVER_FACTS)
     monkeypatch.setattr(fail_jobs, "take_advisory_lock", lambda conn, wait: None)
     unraisable = []
     monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
@@ -508,6 +526,47 @@ def test_a_run_killed_mid_batch_says_postgresqls_reason_once(monkeypatch):
     assert unraisable == []
     # Nothing more was sent on the dead session (no rollback, no unlock).
     assert sent_before_the_kill == [len(conn.statements)]
+
+
+def test_the_listings_connection_is_asked_for_after_the_checks_and_the_lock(monkeypatch):
+    events = []
+    monkeypatch.setattr(fail_jobs, "read_server_facts", lambda *args: events.append("checks") or SERVER_FACTS)
+    monkeypatch.setattr(fail_jobs, "take_advisory_lock", lambda conn, wait: events.append("lock"))
+    listing = ListingConnection([])
+
+    def open_listing():
+        events.append("listing connection")
+        return listing
+
+    cleaner = JobCleaner(ScriptedConnection(), None, CleanupOptions(live=False), open_listing=open_listing)
+    cleaner.run()
+    assert events == ["checks", "lock", "listing connection"]
+    assert cleaner.listing_conn is listing and listing.autocommit is True
+
+
+def test_a_failed_check_takes_no_lock_and_lets_none_go(monkeypatch):
+    taken = []
+    monkeypatch.setattr(fail_jobs, "read_server_facts", lambda *args: SERVER_FACTS._replace(granted=[]))
+    monkeypatch.setattr(fail_jobs, "take_advisory_lock", lambda conn, wait: taken.append(conn))
+    conn = ScriptedConnection()
+    cleaner = JobCleaner(conn, ListingConnection([]), CleanupOptions(live=False))
+    with pytest.raises(RecoveryError, match="lacks privileges"):
+        cleaner.run()
+    assert taken == [] and not [q for q, _p in conn.statements if "pg_advisory_unlock" in q]
+    # Outside a transaction, the checks' statement included; none is left for the batches.
+    assert conn.autocommit is False and "COMMIT" not in [q for q, _p in conn.statements]
+
+
+@pytest.mark.parametrize("jobs, cursor", [(2, False), (3, True)])
+def test_a_list_of_a_page_or_less_is_read_without_a_cursor(monkeypatch, jobs, cursor):
+    monkeypatch.setattr(fail_jobs, "read_server_facts", lambda *args: SERVER_FACTS)
+    monkeypatch.setattr(fail_jobs, "take_advisory_lock", lambda conn, wait: None)
+    listing = ListingConnection([(JOB % n, T0, None) for n in range(1, jobs + 1)])
+    cleaner = JobCleaner(ScriptedConnection(), listing, CleanupOptions(batch_size=2, live=False))
+    assert [uuid for uuid, _started, _finished in cleaner._running_jobs()] == [  # pylint: disable=protected-access
+        JOB % n for n in range(1, jobs + 1)
+    ]
+    assert (listing.cursor_made is not None) is cursor
 
 
 def test_a_slurm_step_failing_later_names_the_jobs_set_aside_before():

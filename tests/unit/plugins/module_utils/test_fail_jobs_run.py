@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import threading
 
 import pytest
 
@@ -453,3 +454,26 @@ def test_the_message_of_held_jobs_names_the_option_its_value_the_users_and_the_s
         "to the user that owns them (or leave it unset, as root), or cancel them, and run again" % (job % 1, job % 2)
     )
     assert fail_jobs_run.held_message(held[:1], "crunch", check_mode=True).startswith("1 job(s) would be left Running")
+
+
+def test_the_listings_connection_is_closed_when_the_first_one_fails(monkeypatch):
+    """Both connections open at once; the first one's failure is the one told, and the
+    listing's, opened on its own thread, is closed, not left to the collector."""
+    opened = []
+
+    class Conn:
+        closed = False
+
+        def close(self):
+            self.closed = True
+
+    def connect_db(*_args, **_kwargs):
+        if threading.current_thread() is threading.main_thread():
+            raise RecoveryError("cannot connect: the database is starting")
+        opened.append(Conn())
+        return opened[-1]
+
+    monkeypatch.setattr(fail_jobs_run, "load_driver", lambda: None)
+    with pytest.raises(RecoveryError, match="the database is starting"):
+        fail_jobs_run.run_fail_jobs(dict(NO_FILES), connect_db=connect_db)
+    assert len(opened) == 1 and opened[0].closed

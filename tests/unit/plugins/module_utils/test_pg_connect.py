@@ -116,3 +116,34 @@ def test_is_permanent_and_describe_target():
     assert login.endswith("(no user given: libpq's default, the login name)") and "None" not in login
     assert pg_connect.redact("a pw b pw", "pw") == "a ******** b ********"
     assert pg_connect.redact("text", None) == "text"
+
+
+# -- a connection opened on a thread -----------------------------------------------------------
+
+
+class Closable:
+    def __init__(self):
+        self.closed = False
+
+    def close(self):
+        self.closed = True
+
+
+def test_a_connection_on_a_thread_is_handed_over_and_closed_once_unasked_for():
+    conn = Closable()
+    opened = pg_connect.ConnectionOnThread(lambda: conn)
+    assert opened.get() is conn and not conn.closed
+    unasked = Closable()
+    pg_connect.ConnectionOnThread(lambda: unasked).close()
+    assert unasked.closed
+
+
+def test_a_connection_on_a_thread_raises_its_error_where_it_is_asked_for_only():
+    def refuse():
+        raise pg_connect.DatabaseUnavailable("cannot connect to the database 'd'")
+
+    opened = pg_connect.ConnectionOnThread(refuse)
+    with pytest.raises(pg_connect.DatabaseUnavailable, match="cannot connect"):
+        opened.get()
+    # Closed after another error ended the run: nothing to close, nothing raised.
+    pg_connect.ConnectionOnThread(refuse).close()
