@@ -11,7 +11,6 @@ its flags. Every option is checked before the database is opened or Slurm is ask
 
 from __future__ import annotations
 
-import shutil
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from .arvados_db_config import CONNECTION_OPTIONS, DatabaseSettings, resolve_database_settings
@@ -26,7 +25,7 @@ from .options import Option, Range, auto_or_bool, count, parse, seconds
 from .pg_connect import ConnectionOnThread, connect, describe_user, redact
 from .pg_driver import error_text, load_driver, sqlstate_of
 from .slurm_cancel_request import CancelRequest
-from .slurm_runner import require_program
+from .slurm_runner import SEARCHED, find_program, require_program
 from .uuids import JOB_INFIX, uuid_pattern
 
 if TYPE_CHECKING:
@@ -104,8 +103,8 @@ FAIL_JOBS_OPTIONS = {
     "slurm_max_concurrent_scancel": Option(
         "int", 3, check=count(MAX_CONCURRENT_SCANCEL), help="scancel processes alive at once"
     ),
-    "squeue_path": Option("path", help="squeue to run (default: from PATH)"),
-    "scancel_path": Option("path", help="scancel to run (default: from PATH)"),
+    "squeue_path": Option("path", help="squeue to run (default: found in PATH and the sbin directories)"),
+    "scancel_path": Option("path", help="scancel to run (default: found in PATH and the sbin directories)"),
 }
 
 ALL_OPTIONS = dict(CONNECTION_OPTIONS)
@@ -183,16 +182,16 @@ class SlurmStep:
 # Issue 34: auto without squeue used to skip Slurm and fail the jobs anyway, their Slurm
 # jobs running on. Only the operator can say that nothing here needs cancelling.
 NO_SQUEUE_MESSAGE = (
-    "cancel_slurm_jobs is auto but squeue is not on this host (PATH) and squeue_path is not set: "
+    "cancel_slurm_jobs is auto but squeue is not on this host (%s) and squeue_path is not set: "
     "the jobs' Slurm jobs cannot be made absent, so no job is failed or requeued (nothing was read "
     "from the database or changed). Set cancel_slurm_jobs to false when this site runs no Slurm or "
     "another step cancels the jobs' Slurm jobs (as recover_after_reboot.yml does on its "
-    "slurm_controllers hosts); or install the Slurm clients here, or set squeue_path and scancel_path"
+    "slurm_controllers hosts); or install the Slurm clients here, or set squeue_path and scancel_path" % SEARCHED
 )
 
 
 def slurm_step(
-    params: Mapping[str, Any], which: Callable[[str], Optional[str]] = shutil.which
+    params: Mapping[str, Any], which: Callable[[str], Optional[str]] = find_program
 ) -> Tuple[Optional[SlurmStep], Optional[str]]:
     """(the Slurm step of this run, or None with the reason Slurm is not asked); a
     ConfigError when auto finds no squeue to ask."""

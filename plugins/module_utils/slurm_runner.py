@@ -28,14 +28,29 @@ class CommandNotFoundError(RecoveryError):
     """A Slurm client program is missing or cannot be executed."""
 
 
+# Where a program named without a directory is looked for after PATH: Ansible's
+# get_bin_path looks there too (ansible.module_utils.common.process), and some Slurm
+# packages put their clients there. Every module and command of the collection finds
+# Slurm's programs the same way, so one host's answer is the same for all of them.
+SBIN_DIRECTORIES = ("/sbin", "/usr/sbin", "/usr/local/sbin")
+SEARCHED = "PATH, " + ", ".join(SBIN_DIRECTORIES)
+
+
+def find_program(name: str) -> Optional[str]:
+    """The path of the executable `name` in PATH, else in SBIN_DIRECTORIES; None if none."""
+    directories = os.environ.get("PATH", "").split(os.pathsep)
+    directories += [directory for directory in SBIN_DIRECTORIES if directory not in directories]
+    return shutil.which(name, path=os.pathsep.join(directory for directory in directories if directory))
+
+
 def require_program(path: str) -> str:
     """``path`` resolved, or CommandNotFoundError: checked before any work, so a wrong path
     fails at once and not only the first time something needs cancelling. The reason is
     the one ``execve`` would give."""
     if os.sep not in path:
-        resolved = shutil.which(path)
+        resolved = find_program(path)
         if resolved is None:
-            raise CommandNotFoundError("%s: not found in PATH" % path)
+            raise CommandNotFoundError("%s: not found in %s" % (path, SEARCHED))
         return resolved
     if not os.path.exists(path):
         reason = os.strerror(errno.ENOENT)

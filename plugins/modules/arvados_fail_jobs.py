@@ -267,11 +267,13 @@ options:
     default: 3
   squeue_path:
     description:
-      - The C(squeue) to run, for example V(/usr/bin/squeue). Default, from E(PATH).
+      - The C(squeue) to run, for example V(/usr/bin/squeue). Default, found in E(PATH) and the
+        sbin directories.
     type: path
   scancel_path:
     description:
-      - The C(scancel) to run, for example V(/usr/bin/scancel). Default, from E(PATH).
+      - The C(scancel) to run, for example V(/usr/bin/scancel). Default, found in E(PATH) and the
+        sbin directories.
     type: path
 notes:
   - Every option is checked before anything is read or changed; a number past its bound, or a

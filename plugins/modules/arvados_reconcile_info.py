@@ -139,8 +139,8 @@ options:
     type: str
   squeue_path:
     description:
-      - The C(squeue) to run; unset, found in C(PATH). The environment's C(SQUEUE_*)
-        variables are dropped and C(LC_ALL=C) set.
+      - The C(squeue) to run; unset, found in C(PATH) and the sbin directories. The
+        environment's C(SQUEUE_*) variables are dropped and C(LC_ALL=C) set.
     type: path
   report_nodes:
     description:
@@ -152,9 +152,9 @@ options:
     default: true
   scontrol_path:
     description:
-      - The C(scontrol) to run for O(report_nodes); unset, found in C(PATH). The environment's
-        C(SCONTROL_*) variables are dropped and C(LC_ALL=C) set. It gets O(slurm_clusters)
-        as C(--clusters).
+      - The C(scontrol) to run for O(report_nodes); unset, found in C(PATH) and the sbin
+        directories. The environment's C(SCONTROL_*) variables are dropped and C(LC_ALL=C)
+        set. It gets O(slurm_clusters) as C(--clusters).
     type: path
   arvados_version:
     description:

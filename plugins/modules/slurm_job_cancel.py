@@ -281,13 +281,13 @@ options:
     default: ^[0-9a-z]{5}-[0-9a-z]{5}-[0-9a-z]{15}$
   squeue_path:
     description:
-      - Path of C(squeue), for example V(/opt/slurm/bin/squeue). Default is C(squeue) found on the
-        remote C(PATH); the task fails at once if there is none.
+      - Path of C(squeue), for example V(/opt/slurm/bin/squeue). Default is C(squeue) found in the
+        remote C(PATH) and the sbin directories; the task fails at once if there is none.
     type: path
   scancel_path:
     description:
-      - Path of C(scancel), for example V(/opt/slurm/bin/scancel). Default is C(scancel) found on
-        the remote C(PATH).
+      - Path of C(scancel), for example V(/opt/slurm/bin/scancel). Default is C(scancel) found in
+        the remote C(PATH) and the sbin directories.
     type: path
 notes:
   - Every option is checked before any command runs; a bad value is refused with a message

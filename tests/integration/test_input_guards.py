@@ -386,7 +386,8 @@ def test_an_options_file_of_nobody_never_runs_what_it_names(fresh_db, lab_env, t
 # Before: Slurm was skipped ("cancel_slurm_jobs is auto and squeue is not on this host") and
 # the jobs were failed, their Slurm jobs running on. Now refused, before any change.
 NO_SQUEUE = (
-    "cancel_slurm_jobs is auto but squeue is not on this host (PATH) and squeue_path is not set: "
+    "cancel_slurm_jobs is auto but squeue is not on this host (PATH, /sbin, /usr/sbin, /usr/local/sbin) "
+    "and squeue_path is not set: "
     "the jobs' Slurm jobs cannot be made absent, so no job is failed or requeued (nothing was read "
     "from the database or changed). Set cancel_slurm_jobs to false when this site runs no Slurm or "
     "another step cancels the jobs' Slurm jobs (as recover_after_reboot.yml does on its "

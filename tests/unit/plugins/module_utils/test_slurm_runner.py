@@ -96,3 +96,21 @@ def test_system_clock_is_monotonic():
     first = clock.now()
     clock.sleep(0)
     assert clock.now() >= first
+
+
+def test_a_program_named_alone_is_found_in_path_then_in_the_sbin_directories(tmp_path, monkeypatch):
+    """As Ansible's get_bin_path finds the Slurm modules' programs: one host, one answer."""
+    in_path, in_sbin = tmp_path / "bin", tmp_path / "sbin"
+    for directory in (in_path, in_sbin):
+        directory.mkdir()
+    for directory, name in ((in_path, "squeue"), (in_sbin, "squeue"), (in_sbin, "scontrol")):
+        (directory / name).write_text("#!/bin/sh\n")
+        (directory / name).chmod(0o755)
+    monkeypatch.setenv("PATH", str(in_path))
+    monkeypatch.setattr(slurm_runner, "SBIN_DIRECTORIES", (str(in_sbin),))
+
+    assert slurm_runner.find_program("squeue") == str(in_path / "squeue")
+    assert slurm_runner.require_program("scontrol") == str(in_sbin / "scontrol")
+    assert slurm_runner.find_program("scancel") is None
+    with pytest.raises(slurm_runner.CommandNotFoundError, match="scancel: not found in PATH, "):
+        slurm_runner.require_program("scancel")
