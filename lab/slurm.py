@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from lab.files import write_slurm_files
 from lab.processes import ProcessRecord, probe, run, spawn, wait_until
@@ -58,7 +59,31 @@ def slurmctld_answers(settings: LabSettings) -> bool:
     return result is not None and result.returncode == 0 and "is UP" in result.stdout
 
 
+# Debian 12 with systemd as PID 1 runs with kernel.pid_max 4194304 (systemd's
+# 50-pid-max.conf); without it the kernel's 32768 stays, and a busy test run wraps that in
+# seconds. proctrack/pgid sends each finished step's process group SIGKILL again after the
+# step ended (traced here on 2026-12-04: 2.5 ms and 11 ms later at the median, 72 ms at
+# worst), so a process group leader that got the number meanwhile would be killed: a
+# podman exec's shell (a Molecule task, rc 137), a test's. With Debian's value the numbers
+# come round hours apart instead.
+PID_MAX = 4194304
+PID_MAX_PATH = Path("/proc/sys/kernel/pid_max")
+
+
+def raise_pid_max(path: Path = PID_MAX_PATH, wanted: int = PID_MAX) -> int | None:
+    """kernel.pid_max raised to `wanted` if lower; what it is then, None if unreadable."""
+    try:
+        current = int(path.read_text())
+        if current < wanted:
+            path.write_text("%d\n" % wanted)
+            current = int(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return current
+
+
 def start_slurmd(settings: LabSettings) -> ProcessRecord:
+    raise_pid_max()
     # catatonit reaps the job processes at once; this sandbox's PID 1 takes about a
     # second, and proctrack/pgid waits for those zombies, so cancelled jobs would linger.
     process = spawn(
