@@ -403,7 +403,9 @@ class Reconciler:
         live = {kind: self._timed_db(self._live, kind) for kind in self.options.kinds}
         first = self._finish_listing(squeue, began, prefix)
         nodes = self._finish_nodes(self.nodes, scontrol, began) if self.nodes else []
-        searches = {kind: OrphanSearch(kind, versions, spared, first) for kind, (versions, spared, _) in live.items()}
+        searches = {
+            kind: OrphanSearch(kind, versions, spared, first) for kind, (versions, spared, _entries) in live.items()
+        }
         return first, searches, {kind: entries for kind, (_versions, _spared, entries) in live.items()}, nodes
 
     def _finish_nodes(self, nodes: NodeLister, handle, began: float) -> List[Dict[str, Any]]:
