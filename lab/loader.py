@@ -15,7 +15,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_checks import table_columns
 from lab.cluster_rows import (
     CLUSTER_TABLES,
     COLUMNS,
@@ -97,6 +96,23 @@ def _prepare_tables(conn, replace: bool) -> None:
     conn.rollback()
     if busy:
         raise LabError("tables already hold rows: %s (use replace=True / --replace)" % ", ".join(busy))
+
+
+# pg_catalog rather than information_schema: the same answer in a fraction of the time.
+SQL_TABLE_COLUMNS = (
+    "SELECT c.relname, a.attname FROM pg_catalog.pg_class c "
+    "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid "
+    "WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r' "
+    "AND c.relname = ANY(%s) AND a.attnum > 0 AND NOT a.attisdropped"
+)
+
+
+def table_columns(conn, tables) -> dict[str, set[str]]:
+    """{table: set of its column names} for those of `tables` the current schema has."""
+    present: dict[str, set[str]] = {}
+    for table, column in conn.execute(SQL_TABLE_COLUMNS, (list(tables),)).fetchall():
+        present.setdefault(table, set()).add(column)
+    return present
 
 
 def copy_columns(conn) -> dict[str, tuple[str, ...]]:

@@ -13,7 +13,7 @@ from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Sequenc
 
 from .errors import RecoveryError
 from .fail_jobs_options import CleanupOptions
-from .fail_jobs_sql import READ_TABLES, SQL_TABLE_COLUMNS, TASK_TABLE, TOKEN_TABLE
+from .fail_jobs_sql import READ_TABLES, SQL_SERVER_FACTS, TASK_TABLE, TOKEN_TABLE
 from .pg_driver import Connection, connection_lost
 
 # Any fixed 64-bit number works, as long as every run of this collection uses the same one
@@ -72,12 +72,6 @@ REQUIRED_COLUMNS: Dict[str, Tuple[str, ...]] = {
 }
 
 
-def table_columns(conn: Connection, tables: Iterable[str]) -> Dict[str, Set[str]]:
-    """{table: set of its column names} for those of `tables` the current schema has."""
-    rows = conn.execute(SQL_TABLE_COLUMNS, ("r", list(tables))).fetchall()
-    return columns_by_table(rows)
-
-
 def columns_by_table(pairs: Iterable[Tuple[str, str]]) -> Dict[str, Set[str]]:
     present: Dict[str, Set[str]] = {}
     for table, column in pairs:
@@ -118,37 +112,6 @@ def needed_privileges(options: CleanupOptions) -> List[Privilege]:
     return needs
 
 
-# Everything the checks before any change judge, in one statement. On a server just started
-# (at boot) each statement's parse and planning reads the catalogs afresh, and the no-op
-# rerun's time went to a dozen round trips and those reads (bench/README.md, issue 40). No
-# missing table or column makes it fail, so that the schema check can name them: the
-# privileges are asked of to_regclass (NULL for a missing table), the logs' id sequence
-# (nextval needs its own privilege) only when logs.id exists. The cleanup lock is not tried
-# here: PostgreSQL checks the right to call pg_try_advisory_lock as the statement starts,
-# so a user without it would be refused before the checks could name what else it lacks.
-SQL_SERVER_FACTS = """
-    WITH present AS (
-        SELECT c.relname AS tab, a.attname AS col
-        FROM pg_catalog.pg_class c JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid
-        WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'
-          AND c.relname = ANY(%(tables)s::text[]) AND a.attnum > 0 AND NOT a.attisdropped
-    ), log_sequence AS (
-        SELECT pg_get_serial_sequence('logs', 'id') AS name
-        WHERE EXISTS (SELECT 1 FROM present WHERE tab = 'logs' AND col = 'id')
-    )
-    SELECT ARRAY(SELECT tab FROM present), ARRAY(SELECT col FROM present),
-        pg_is_in_recovery(), now() AT TIME ZONE 'UTC',
-        ARRAY(
-            SELECT has_table_privilege(to_regclass(n.tab), n.privilege)
-            FROM unnest(%(need_tables)s::text[], %(need_privileges)s::text[])
-                 WITH ORDINALITY AS n(tab, privilege, position)
-            ORDER BY n.position
-        ),
-        (SELECT name FROM log_sequence), (SELECT has_sequence_privilege(name, 'USAGE') FROM log_sequence),
-        current_user
-"""
-
-
 class ServerFacts(NamedTuple):
     """What SQL_SERVER_FACTS read, for the checks before any change."""
 
@@ -182,7 +145,7 @@ def read_server_facts(conn: Connection, options: CleanupOptions) -> ServerFacts:
 
 def check_schema(present: Dict[str, Set[str]]) -> None:
     """Fail with the names of whatever table or column the cleanup needs and lacks, given
-    the columns the database has (`present`, as table_columns returns them)."""
+    the columns the database has (`present`, ServerFacts.columns)."""
     problems = []
     for table, columns in REQUIRED_COLUMNS.items():
         if table not in present:

@@ -577,4 +577,4 @@ def test_a_standby_is_refused_before_anything_is_done():
         fail_jobs_checks.check_primary(True)
     fail_jobs_checks.check_primary(False)
     # Read with the other checks, before the cleanup lock and any change.
-    assert "pg_is_in_recovery()" in fail_jobs_checks.SQL_SERVER_FACTS
+    assert "pg_is_in_recovery()" in fail_jobs_sql.SQL_SERVER_FACTS

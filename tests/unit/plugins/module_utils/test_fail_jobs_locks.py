@@ -350,13 +350,13 @@ def privilege_facts(options, refused, sequence=("public.logs_id_seq", True)):
     conn = ScriptedConnection(
         [
             (
-                fail_jobs_checks.SQL_SERVER_FACTS,
+                fail_jobs_sql.SQL_SERVER_FACTS,
                 lambda params: [([], [], False, None, granted(params)) + (sequence or (None, None)) + ("reader",)],
             )
         ]
     )
     facts = fail_jobs_checks.read_server_facts(conn, options)
-    assert [query for query, _params in conn.statements] == [fail_jobs_checks.SQL_SERVER_FACTS]
+    assert [query for query, _params in conn.statements] == [fail_jobs_sql.SQL_SERVER_FACTS]
     return facts
 
 
@@ -386,8 +386,8 @@ def test_all_privileges_granted_pass_without_a_write():
     options = CleanupOptions(retry=True)
     fail_jobs_checks.check_privileges(privilege_facts(options, set(), sequence=None), options)
     # privilege_facts asserted that the one statement read is SQL_SERVER_FACTS: a query.
-    assert fail_jobs_checks.SQL_SERVER_FACTS.split()[0] == "WITH"
-    assert not {"INSERT", "UPDATE", "DELETE", "LOCK"} & set(fail_jobs_checks.SQL_SERVER_FACTS.split())
+    assert fail_jobs_sql.SQL_SERVER_FACTS.split()[0] == "WITH"
+    assert not {"INSERT", "UPDATE", "DELETE", "LOCK"} & set(fail_jobs_sql.SQL_SERVER_FACTS.split())
 
 
 # -- a failed batch names the jobs it leaves without a Slurm job -----------------------------
