@@ -234,21 +234,11 @@ def check_not_future(threshold: Optional[Threshold], database_now: datetime) -> 
     )
 
 
-def check_threshold_on(conn: Any, threshold: Optional[Threshold]) -> Optional[Threshold]:
-    """The threshold the run uses, against the ``now()`` of the database `conn`
-    (pg_driver's) is connected to, the clock Arvados writes ``started_at`` by: ``reboot``
-    placed on that clock (on_database_clock), a time checked not to be later
-    (check_not_future). Asks nothing without a threshold."""
-    if threshold is None:
-        return None
-    database_now = conn.execute("SELECT now() AT TIME ZONE 'UTC'").fetchone()[0]
-    conn.rollback()
-    return threshold_against(threshold, database_now)
-
-
 def threshold_against(threshold: Optional[Threshold], database_now: datetime) -> Optional[Threshold]:
-    """check_threshold_on's answer from the database's `database_now` (UTC), read by the
-    caller (the cleanup reads it with its other checks, fail_jobs_checks.ServerFacts)."""
+    """The threshold the run uses, against the database's `database_now` (UTC, read with
+    the other checks, fail_jobs_checks.ServerFacts), the clock Arvados writes ``started_at``
+    by: ``reboot`` placed on that clock (on_database_clock), a time checked not to be later
+    (check_not_future)."""
     if threshold is None:
         return None
     if threshold.uptime_path is not None:

@@ -17,10 +17,10 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_thr
     QUALIFIES,
     Threshold,
     check_not_future,
-    check_threshold_on,
     classify_running_job,
     parse_before,
     read_boot_time,
+    threshold_against,
 )
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import excerpt
 
@@ -246,22 +246,6 @@ def test_reboot_reads_btime(tmp_path):
     assert threshold.source == "reboot (btime 1448378837 in %s)" % proc_stat
 
 
-class _Clock:
-    """A database connection whose now() is `now` (naive UTC, as the cleanup reads it)."""
-
-    def __init__(self, now):
-        self.now = now
-
-    def execute(self, _statement):
-        return self
-
-    def fetchone(self):
-        return (self.now,)
-
-    def rollback(self):
-        pass
-
-
 @pytest.mark.parametrize("host_ahead", [timedelta(0), timedelta(seconds=90), -timedelta(seconds=90)])
 def test_reboot_is_placed_on_the_database_clock_whatever_this_hosts_clock_says(tmp_path, host_ahead):
     """Booted 30 s ago by the database's clock: whether this host's clock (btime's) runs
@@ -273,7 +257,7 @@ def test_reboot_is_placed_on_the_database_clock_whatever_this_hosts_clock_says(t
     (tmp_path / "uptime").write_text("30.25 55.10\n")
     parsed = parse_before("reboot", proc_stat_path=str(tmp_path / "stat"))
 
-    threshold = check_threshold_on(_Clock(database_now), parsed)
+    threshold = threshold_against(parsed, database_now)
 
     assert threshold.to_db_timestamp() == database_now - timedelta(seconds=30.25)
     assert threshold.source == (
@@ -291,13 +275,13 @@ def test_an_unreadable_uptime_is_an_error_naming_the_file(tmp_path, content):
     with pytest.raises(
         ThresholdError, match=re.escape("%s does not start with a number of seconds" % (tmp_path / "uptime"))
     ):
-        check_threshold_on(_Clock(datetime(2026, 12, 4)), parsed)
+        threshold_against(parsed, datetime(2026, 12, 4))
 
 
 def test_a_written_time_is_checked_not_moved():
     parsed = parse_before("2026-12-04T11:00:00Z")
-    assert check_threshold_on(_Clock(datetime(2026, 12, 4, 12)), parsed) is parsed
-    assert check_threshold_on(_Clock(datetime(2026, 12, 4, 12)), None) is None
+    assert threshold_against(parsed, datetime(2026, 12, 4, 12)) is parsed
+    assert threshold_against(None, datetime(2026, 12, 4, 12)) is None
 
 
 def test_missing_btime_line_is_an_error(tmp_path):
@@ -499,31 +483,10 @@ def test_an_aware_database_now_is_compared_in_utc(host_zone):
         check_not_future(parse_before("2026-12-04T12:30:00Z"), datetime(2026, 12, 4, 17, 0, tzinfo=east))
 
 
-class NowConnection:
-    def __init__(self, now):
-        self.now = now
-        self.queries = []
-
-    def execute(self, query, params=None):
-        self.queries.append(query)
-        row = (self.now,)
-
-        class Rows:
-            def fetchone(self):
-                return row
-
-        return Rows()
-
-    def rollback(self):
-        self.queries.append("ROLLBACK")
-
-
-def test_the_check_asks_the_database_only_with_a_threshold(host_zone):
+def test_a_threshold_later_than_the_database_now_is_refused(host_zone):
     host_zone("UTC")
-    conn = NowConnection(DB_NOW)
-    check_threshold_on(conn, None)
-    assert conn.queries == []
-    check_threshold_on(conn, parse_before("2026-12-01"))
-    assert conn.queries == ["SELECT now() AT TIME ZONE 'UTC'", "ROLLBACK"]
+    assert threshold_against(None, DB_NOW) is None
+    earlier = parse_before("2026-12-01")
+    assert threshold_against(earlier, DB_NOW) is earlier
     with pytest.raises(ThresholdError, match="later than the database's now"):
-        check_threshold_on(conn, parse_before("2026-12-14"))
+        threshold_against(parse_before("2026-12-14"), DB_NOW)
