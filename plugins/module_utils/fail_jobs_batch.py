@@ -228,8 +228,9 @@ class BatchTransaction:
                 self._jobs_with_held_tasks([j.uuid for j in locked if j.uuid not in set_aside and j.run_as])
             )
         params["uuids"] = [job.uuid for job in locked if job.uuid not in set_aside]
-        if opts.audit_logs and yaml_jobs.intersection(params["uuids"]):
-            self.loaded.load_yaml(self.conn, uuids=sorted(yaml_jobs.intersection(params["uuids"])))
+        yaml_kept = sorted(yaml_jobs.intersection(params["uuids"])) if opts.audit_logs else []
+        if yaml_kept:
+            self.loaded.load_yaml(self.conn, uuids=yaml_kept)
             params.update(self.loaded.params())
         jobs: List[BatchJob] = []
         unrunnable: List[BatchJob] = []
@@ -246,8 +247,9 @@ class BatchTransaction:
         expired: List[TokenUpdate] = []
         if outcome.tokens:
             self._expiring_token_ids = tokens.ids(outcome.tokens)
-            if opts.audit_logs and yaml_tokens.intersection(self._expiring_token_ids):
-                self.loaded.load_yaml(self.conn, token_ids=sorted(yaml_tokens.intersection(self._expiring_token_ids)))
+            yaml_expiring = sorted(yaml_tokens.intersection(self._expiring_token_ids)) if opts.audit_logs else []
+            if yaml_expiring:
+                self.loaded.load_yaml(self.conn, token_ids=yaml_expiring)
             revoked = self.conn.execute(SQL_REVOKE_TOKENS, self._audit_params({"ids": self._expiring_token_ids}))
             expired = [TokenUpdate(*row) for row in revoked]
             outcome = outcome._replace(tokens=[token.uuid for token in expired])
