@@ -293,7 +293,10 @@ class JobCleaner:
         # listing's session is set up as it begins, from what is left then): the default,
         # 0, waits for ever, and did, 40 s behind a LOCK TABLE jobs, holding the advisory
         # lock (issue 34).
-        conn.execute("SET jit = off; SET lock_timeout = %d" % self._lock_budget.lock_timeout_ms())
+        conn.execute("SET jit = off; " + self._lock_timeout_setting())
+
+    def _lock_timeout_setting(self) -> str:
+        return "SET lock_timeout = %d" % self._lock_budget.lock_timeout_ms()
 
     def _listing_connection(self) -> Connection:
         if self.listing_conn is None and self._open_listing is not None:
@@ -409,7 +412,7 @@ class JobCleaner:
             yield from first
             return
         # More than a page: read through the cursor, within what the wait above left.
-        self._set_up_session(conn)
+        conn.execute(self._lock_timeout_setting())
         yield from self._running_jobs_by_cursor(conn, query, params)
 
     def _listing_waits(self, read: Callable[[], Item]) -> Item:
