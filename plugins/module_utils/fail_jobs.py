@@ -85,6 +85,7 @@ from .fail_jobs_sql import (
     WHERE_UUIDS,
 )
 from .fail_jobs_threshold import EXEMPT, QUALIFIES, classify_running_job, threshold_against
+from .fail_jobs_tokens import TokenOwners
 from .pg_driver import Connection, connection_lost, sqlstate_of
 
 Item = TypeVar("Item")
@@ -270,6 +271,8 @@ class JobCleaner:
         # then, and Python would print that second error as "Exception ignored".
         with contextlib.closing(self._qualifying_batches()) as batches:
             for batch, last in with_last(batches):
+                if not last:
+                    self._judge_tokens_once()
                 # The last batch merges the trigram index's pending list (see
                 # BULK_SETTINGS_KB) even when some of its jobs are deferred: the tries
                 # again run with the server's limit.
@@ -280,6 +283,19 @@ class JobCleaner:
                     self.sleep(self._batch_pause())
         self.step = "trying the locked jobs again"
         self._retry_deferred()
+
+    def _judge_tokens_once(self) -> None:
+        """Before the first of several batches, who else could own the tokens the run may
+        revoke (fail_jobs_tokens.TokenOwners): one read instead of one a batch. Not when
+        live: the API server and a dispatcher change jobs meanwhile, and a job of the run
+        they put back in the queue (a tempfail) holds its token again, which only the
+        batch's own look sees."""
+        if not self.options.revoke_tokens or self.result.live or self.transaction.token_owners is not None:
+            return
+        self.step = "reading who else could own the jobs' tokens"
+        self.conn.execute(self._lock_timeout_setting())
+        self.transaction.token_owners = TokenOwners.read(self.conn, self.options)
+        self.conn.rollback()
 
     def _set_up_session(self, conn: Connection) -> None:
         """The session's settings for the run, in one round trip (in a transaction, the
@@ -309,6 +325,7 @@ class JobCleaner:
         pending list, once the next batch has merged it."""
         if self.options.live == "auto" and not self.result.live and self._is_live():
             self.result.live = self._keep_gin_limit = True
+            self.transaction.token_owners = None
             self._note("other sessions connected to the database: going on as live")
 
     def _batch_pause(self) -> float:

@@ -33,7 +33,7 @@ from .fail_jobs_sql import (
     WRITTEN_TABLES,
     BatchJob,
 )
-from .fail_jobs_tokens import TokenPlan, lock_tokens, plan_tokens
+from .fail_jobs_tokens import TokenOwners, TokenPlan, lock_tokens, plan_tokens
 from .pg_driver import Connection, connection_lost, sqlstate_of
 from .uuids import system_user_uuid
 
@@ -108,6 +108,8 @@ class BatchTransaction:
         self.clock = clock
         # The server's BULK_SETTINGS_KB, read by the first writing batch.
         self._server_kb: Optional[Dict[str, int]] = None
+        # Read by the run before its first batch when more follow (fail_jobs_tokens).
+        self.token_owners: Optional[TokenOwners] = None
         self._start_batch()
 
     def _start_batch(self) -> None:
@@ -220,7 +222,7 @@ class BatchTransaction:
         rows = self.conn.execute(SQL_LOCK_JOBS, params).fetchall()
         locked = [BatchJob(*row[:-1]) for row in rows]
         yaml_jobs = set(row[0] for row in rows if row[-1])
-        tokens = plan_tokens(self.conn, opts, locked, uuids) if opts.revoke_tokens else TokenPlan()
+        tokens = plan_tokens(self.conn, opts, locked, uuids, self.token_owners) if opts.revoke_tokens else TokenPlan()
         held, yaml_tokens = lock_tokens(self.conn, tokens.to_revoke)
         set_aside = set(tokens.set_aside_for(held, locked))
         if opts.retry:
@@ -265,7 +267,7 @@ class BatchTransaction:
         unrunnable = [job for job in jobs if opts.retry and job.run_as is None]
         outcome = self._outcome(uuids, jobs, unrunnable, set())
         if jobs and opts.revoke_tokens:
-            outcome = plan_tokens(self.conn, opts, jobs, uuids).report(jobs, outcome)
+            outcome = plan_tokens(self.conn, opts, jobs, uuids, self.token_owners).report(jobs, outcome)
         return outcome
 
     @staticmethod

@@ -158,6 +158,15 @@ SQL_TOKEN_CANDIDATES = """
       AND NOT EXISTS (SELECT 1 FROM containers c WHERE c.auth_uuid = a.uuid)
 """.format(now=SQL_NOW_UTC)
 
+# The jobs a run ends (or sets aside for a rerun): Running, among the uuids it was given,
+# without finished_at unless every row is read, started before the threshold.
+SQL_ENDED_BY_RUN = """
+    o.state = 'Running'
+    AND (%(run_uuids)s::text[] IS NULL OR o.uuid = ANY(%(run_uuids)s::text[]))
+    AND (%(every_row)s OR o.finished_at IS NULL)
+    AND (%(threshold)s::timestamp IS NULL OR o.started_at < %(threshold)s::timestamp)
+"""
+
 # A token in a cleaned job's window may be another job's: the dispatcher made each job's
 # token for the same user, as it dispatched the job, and a sibling job dispatched while
 # this one was queued has its token in this one's window; so do the tokens crunch-dispatch.rb
@@ -203,11 +212,8 @@ SQL_TOKEN_CANDIDATES = """
 # reaches furthest (carried as C-ordered text of its reach and uuid: to_char of years 1000
 # to 9999 sorts as the time does, 'infinity' after them), else the first pipeline instance
 # by uuid; a token with neither is not returned.
-SQL_TOKEN_OTHER_OWNERS = """
-    WITH tokens AS (
-        SELECT t.id, t.user_uuid, t.made
-        FROM unnest(%(ids)s::bigint[], %(users)s::text[], %(made)s::timestamp[]) AS t(id, user_uuid, made)
-    ),
+SQL_TOKEN_OWNERS = """
+    WITH tokens AS ({tokens}),
     windows AS (
         SELECT u.user_uuid, w.uuid, w.owner_uuid, w.opens, w.reach
         FROM (
@@ -223,10 +229,7 @@ SQL_TOKEN_OTHER_OWNERS = """
                    OR greatest(o.finished_at, o.cancelled_at) >= %(first_made)s::timestamp
                    OR (o.finished_at IS NULL AND o.cancelled_at IS NULL))
               AND o.uuid <> ALL(%(batch)s::text[])
-              AND NOT (o.state = 'Running'
-                       AND (%(run_uuids)s::text[] IS NULL OR o.uuid = ANY(%(run_uuids)s::text[]))
-                       AND (%(every_row)s OR o.finished_at IS NULL)
-                       AND (%(threshold)s::timestamp IS NULL OR o.started_at < %(threshold)s::timestamp))
+              AND NOT ({ended_by_run})
         ) AS w
         CROSS JOIN LATERAL (
             SELECT DISTINCT v.user_uuid FROM (VALUES (w.is_locked_by_uuid), (w.modified_by_user_uuid)) AS v(user_uuid)
@@ -285,8 +288,50 @@ SQL_TOKEN_OTHER_OWNERS = """
         FROM stream
         WINDOW upto AS (PARTITION BY user_uuid ORDER BY instant, kind ROWS UNBOUNDED PRECEDING)
     ) AS asof
-    WHERE kind = 1 AND (reach >= instant OR pipeline IS NOT NULL)
+    WHERE kind = 1 {owned}
 """
+
+SQL_TOKEN_OTHER_OWNERS = SQL_TOKEN_OWNERS.format(
+    tokens="""
+        SELECT t.id, t.user_uuid, t.made
+        FROM unnest(%(ids)s::bigint[], %(users)s::text[], %(made)s::timestamp[]) AS t(id, user_uuid, made)
+    """,
+    owned="AND (reach >= instant OR pipeline IS NOT NULL)",
+    ended_by_run=SQL_ENDED_BY_RUN,
+)
+
+# The users whose tokens a run may revoke (a job's windows are for its is_locked_by_uuid
+# and, after a retry, its modified_by_user_uuid), the earliest instant a window of its
+# jobs opens, and the database's now(): the bounds of the tokens it judges once
+# (fail_jobs_tokens.TokenOwners).
+SQL_RUN_TOKEN_SCOPE = """
+    WITH run AS (
+        SELECT o.is_locked_by_uuid, o.modified_by_user_uuid, o.created_at FROM jobs o WHERE {ended_by_run}
+    )
+    SELECT ARRAY(
+               SELECT DISTINCT v.user_uuid
+               FROM run CROSS JOIN LATERAL (VALUES (run.is_locked_by_uuid), (run.modified_by_user_uuid)) AS v(user_uuid)
+               WHERE v.user_uuid IS NOT NULL
+           ),
+           (SELECT min(created_at) FROM run), {now}
+""".format(ended_by_run=SQL_ENDED_BY_RUN, now=SQL_NOW_UTC)
+
+# SQL_TOKEN_OTHER_OWNERS for every token SQL_TOKEN_CANDIDATES can find in the windows of a
+# run's jobs, and more: any unexpired one of their users' made since the earliest window
+# opened, read on the server (hundreds of thousands of them need not cross the wire
+# twice), each returned with its owner or NULL.
+SQL_RUN_TOKEN_OWNERS = SQL_TOKEN_OWNERS.format(
+    tokens="""
+        SELECT a.id, u.uuid AS user_uuid, a.created_at AS made
+        FROM users u JOIN api_client_authorizations a ON a.user_id = u.id
+        WHERE u.uuid = ANY(%(user_uuids)s::text[]) AND a.created_at >= %(first_made)s::timestamp
+          AND a.api_client_id = 0
+          AND (a.expires_at IS NULL OR a.expires_at > {now})
+          AND NOT EXISTS (SELECT 1 FROM containers c WHERE c.auth_uuid = a.uuid)
+    """.format(now=SQL_NOW_UTC),
+    owned="",
+    ended_by_run=SQL_ENDED_BY_RUN,
+)
 
 # How crunch-dispatch.rb's row of a dispatch attempt starts (1.4.3 crunch_dispatch.rb:186-190),
 # which SQL_TOKEN_OTHER_OWNERS must not take for a cleanup's even where the job's owner is

@@ -74,7 +74,7 @@ def history(conn, seed: int) -> replay.Dispatcher:
 def reboot_options(world: replay.Dispatcher, config_file: Path) -> dict:
     """How the operator runs the cleanup after the world stopped: after the API host's
     reboot (`before` the boot, somewhere in the history or after it) or after a node's
-    (`uuids` of some Running jobs), `retry` on or off, batches of 1 to 4."""
+    (`uuids` of some Running jobs), `retry` on or off, batches of 1 to 4, live or not."""
     rng = world.rng
     options = {
         "config_file": str(config_file),
@@ -90,6 +90,10 @@ def reboot_options(world: replay.Dispatcher, config_file: Path) -> dict:
         starts = [job.started for job in world.jobs.values() if job.started] or [world.clock]
         boot = rng.choice(starts + [world.clock]) + timedelta(seconds=rng.choice([0, 1, 30]))
         options["before"] = "@%d" % int((boot - datagen.EPOCH).total_seconds())
+    # At boot (live false) a run of several batches judges the tokens once, before its first
+    # batch (fail_jobs_tokens.TokenOwners); live (this test's own session is connected), a
+    # batch at a time. Drawn last, so that the draws above stay those of each seed.
+    options["live"] = rng.random() < 0.5
     return options
 
 

@@ -15,10 +15,14 @@ from datetime import UTC, timedelta
 import pytest
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_options import CleanupOptions
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_sql import SQL_BATCH_JOBS, BatchJob
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_threshold import Threshold
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_tokens import (
     TokenCandidate,
+    TokenOwners,
     other_owners,
+    start_window,
+    token_candidates,
 )
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.uuids import new_uuid
 from tests.integration import test_fail_jobs_arvados_rules as rules
@@ -380,3 +384,80 @@ def test_the_batch_statement_names_an_owner_for_exactly_the_tokens_the_rule_give
             assert owner == min(pipelines_of[token_id])
     # the generated clusters do reach the cases compared
     assert jobs_of and len(found) < len(tokens_given)
+
+
+# -- the run's one judgement (TokenOwners) against the rule token by token ----------------
+
+
+def rule_owners(cluster, cleanup, tokens):
+    """{token id: the owners the rule gives it}, as a run judges tokens before its first
+    batch: no batch of its own yet."""
+    rule = cluster.conn.execute(
+        OWNERS_TOKEN_BY_TOKEN,
+        {
+            "ids": [t.id for t in tokens],
+            "users": [t.user_uuid for t in tokens],
+            "made": [t.created_at for t in tokens],
+            "batch": [],
+            "run_uuids": cleanup.uuids,
+            "every_row": cleanup.uuids is not None or cleanup.full_scan,
+            "threshold": cleanup.db_threshold,
+        },
+    ).fetchall()
+    cluster.conn.commit()
+    owners = {}
+    for token_id, owner, kind in rule:
+        owners.setdefault(token_id, {}).setdefault(kind, set()).add(owner)
+    return owners
+
+
+def run_jobs(cluster, cleanup):
+    """The BatchJobs the run of `cleanup` ends, as its batches read them."""
+    uuids = cleanup.uuids
+    if uuids is None:
+        where = "state = 'Running'" + ("" if cleanup.full_scan else " AND finished_at IS NULL")
+        uuids = [row[0] for row in cluster.conn.execute("SELECT uuid FROM jobs WHERE " + where).fetchall()]
+    rows = cluster.conn.execute(SQL_BATCH_JOBS, {"uuids": uuids, "threshold": cleanup.db_threshold}).fetchall()
+    cluster.conn.commit()
+    return [BatchJob(*row) for row in rows]
+
+
+@pytest.mark.parametrize(
+    "users, jobs, tokens_per_user",
+    [(2, 30, 30), (40, 160, 3)],
+    ids=["few-users", "many-users"],
+)
+@pytest.mark.parametrize("seed", [4, 6, 7])
+def test_the_runs_judgement_names_the_owner_the_rule_gives_every_token_its_jobs_hold(
+    cluster, seed, users, jobs, tokens_per_user
+):
+    """Judged once before the first batch, from the tokens in the table: each judged token
+    gets an owner exactly when the rule gives it one, and every token in a window of a job
+    the run ends is judged, so no batch asks the statement again."""
+    rng = random.Random(seed)
+    made, tokens = generated_cluster(cluster, rng, users, jobs, tokens_per_user)
+    ids = dict(
+        (
+            cluster.conn.execute(
+                "SELECT id FROM api_client_authorizations WHERE uuid = %s", (cluster.token(user, instant),)
+            ).fetchone()[0],
+            (user, instant),
+        )
+        for user, instant in tokens
+    )
+    cluster.conn.commit()
+    cleanup = CleanupOptions(**run_options(rng, made, cluster.ago(hours=rng.randrange(1, 12))))
+
+    owners = TokenOwners.read(cluster.conn, cleanup)
+    cluster.conn.commit()
+
+    judged = [TokenCandidate(i, "", user, instant) for i, (user, instant) in ids.items() if owners.judged(i)]
+    rule = rule_owners(cluster, cleanup, judged)
+    assert set(owners.owners) == set(rule)
+    for token_id, owner in owners.owners.items():
+        assert owner in rule[token_id].get("job", ()) or owner == min(rule[token_id]["pipeline"])
+    in_windows = token_candidates(cluster.conn, [w for w in map(start_window, run_jobs(cluster, cleanup)) if w])
+    cluster.conn.commit()
+    assert in_windows and all(owners.judged(token.id) for token in in_windows)
+    # the generated clusters do reach the cases compared
+    assert owners.owners and len(owners.owners) < len(judged)

@@ -507,7 +507,8 @@ def test_a_run_killed_mid_batch_says_postgresqls_reason_once(monkeypatch):
     monkeypatch.setattr(fail_jobs, "take_advisory_lock", lambda conn, wait: None)
     unraisable = []
     monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
-    conn = ScriptedConnection()
+    # No user has a token to judge before the first of the three batches.
+    conn = ScriptedConnection([(fail_jobs_sql.SQL_RUN_TOKEN_SCOPE, [([], None, T0)])])
     listing = ListingConnection([(JOB % n, T0, None) for n in range(1, 6)])
     cleaner = JobCleaner(conn, listing, CleanupOptions(batch_size=2, live=False))
 
