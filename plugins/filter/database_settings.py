@@ -5,7 +5,9 @@
 """Filters of the recovery playbooks over their database settings (recover_db,
 reconcile_db), read with the option table the database modules use
 (module_utils/arvados_db_config.py), so that a play can refuse bad settings before an
-earlier play has changed anything, with the message a module would give."""
+earlier play has changed anything, with the message a module would give; and the
+settings of a cluster installed by Arvados' Ansible installer, read from its
+``arvados_config_file`` on the controller as the modules read a config.yml."""
 
 from __future__ import annotations
 
@@ -14,8 +16,11 @@ from collections.abc import Mapping
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.arvados_db_config import (
     CONNECTION_MUTUALLY_EXCLUSIVE,
     CONNECTION_OPTIONS,
+    cluster_setting,
+    resolve_database_settings,
 )
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.locked_containers import MAX_DISPATCH_ATTEMPTS_KEY
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import parse
 
 _NAME_OF = {alias: name for name, option in CONNECTION_OPTIONS.items() for alias in option.get("aliases") or ()}
@@ -64,9 +69,63 @@ def names_a_password(settings):
     return isinstance(settings, Mapping) and any("pass" in str(key) for key in settings)
 
 
+# The module options each libpq setting of a config.yml's PostgreSQL.Connection is given as.
+_OPTION_OF = {
+    "host": "db_host",
+    "port": "db_port",
+    "user": "db_user",
+    "password": "db_password",
+    "dbname": "db_name",
+    "sslmode": "db_sslmode",
+    "sslrootcert": "db_ca_cert",
+}
+
+
+def cluster_settings(config_file, cluster_id=""):
+    """What the playbooks take from the installer's ``arvados_config_file`` (a path on the
+    controller, read there with the checks and the text scalars of the modules' own
+    config.yml reader) for ``arvados_cluster_id`` (the only cluster when empty):
+
+    - ``db``: ``Clusters.<id>.PostgreSQL.Connection`` as the database modules' options,
+      with ``config_file: ''`` so that the host's own copy of the file (root-only where the
+      installer wrote it) is not read as well;
+    - ``cluster_id``, ``max_dispatch_attempts`` (``{value, source}``, value None when the
+      file does not set ``Containers.MaxDispatchAttempts``) and ``source``;
+    - ``error``: '' or what is wrong, naming the file and the key, never the password.
+      Returned rather than raised, because the task that calls this hides its output."""
+    path = str(config_file or "")
+    wanted = str(cluster_id or "") or None
+    try:
+        if not path:
+            raise ConfigError("arvados_config_file is empty")
+        settings = resolve_database_settings({"config_file": path, "cluster_id": wanted})
+        chosen = wanted or settings.source.rsplit(", cluster ", 1)[-1]
+        limit = cluster_setting(
+            {"config_file": path, "cluster_id": chosen}, tuple(MAX_DISPATCH_ATTEMPTS_KEY.split("."))
+        )
+    except ConfigError as error:
+        return {"error": "arvados_config_file: %s" % error}
+    if limit is not None and not limit[0].strip().isdigit():
+        return {"error": "arvados_config_file: %s is %r, not a whole number" % (limit[1], limit[0])}
+    found = settings.as_psycopg_kwargs()
+    db = {"config_file": ""}
+    db.update({option: found[key] for key, option in _OPTION_OF.items() if found.get(key) is not None})
+    return {
+        "error": "",
+        "db": db,
+        "cluster_id": chosen,
+        "max_dispatch_attempts": {
+            "value": int(limit[0]) if limit else None,
+            "source": limit[1] if limit else None,
+        },
+        "source": settings.source,
+    }
+
+
 class FilterModule:
     def filters(self):
         return {
+            "cluster_settings": cluster_settings,
             "database_settings_error": database_settings_error,
             "names_a_password": names_a_password,
         }

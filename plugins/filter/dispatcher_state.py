@@ -113,6 +113,33 @@ def slurm_nodes_line(nodes, resume=None, check_mode=False):
     return slurm_nodes.nodes_line(_plain(nodes or []), _plain(resume) if ran else None, bool(check_mode))
 
 
+def with_dispatch_limit(orphaned_containers, limit, prefix):
+    """The orphaned containers with each Locked one's lock diagnosed again against `limit`
+    ({value, source}: Containers.MaxDispatchAttempts from the installer's
+    arvados_config_file, which the module on the host did not read); as they are when
+    `limit` has no value. Only lock_count and the token's state, which the module found,
+    are read back."""
+    limit = _plain(limit) if isinstance(limit, Mapping) else {}
+    if limit.get("value") is None:
+        return orphaned_containers
+    dispatch_limit = locked_containers.DispatchLimit(int(limit["value"]), str(limit.get("source") or ""))
+    entries = _plain(orphaned_containers or [])
+    tokens = {
+        entry["uuid"]: locked_containers.LockToken(
+            container_uuid=entry["uuid"],
+            lock_count=entry["lock"].get("lock_count"),
+            token_found=entry["lock"].get("token") in (locked_containers.ANOTHER, locked_containers.EXPIRED),
+            token_user_uuid=entry["lock"].get("token_user_uuid"),
+            token_expires_at=entry["lock"].get("token_expires_at"),
+            token_expired=entry["lock"].get("token") == locked_containers.EXPIRED,
+        )
+        for entry in entries
+        if entry.get("lock")
+    }
+    locked_containers.diagnose([entry for entry in entries if entry.get("lock")], tokens, str(prefix), dispatch_limit)
+    return entries
+
+
 def locked_containers_line(orphaned_containers, limit=None):
     """The summary's line about the orphaned Locked containers' locks."""
     return locked_containers.locks_line(_plain(orphaned_containers or []), _plain(limit) if limit else None)
@@ -130,4 +157,5 @@ class FilterModule:
             "slurm_users_line": slurm_users_line,
             "slurm_nodes_line": slurm_nodes_line,
             "locked_containers_line": locked_containers_line,
+            "with_dispatch_limit": with_dispatch_limit,
         }

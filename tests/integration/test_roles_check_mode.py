@@ -42,6 +42,8 @@ RELEASES = {
     },
     "3.2": {
         "boot_recovery_arvados_version": "3.2",
+        # 3.x runs no crunch v1 job: the role installs nothing there unless told to.
+        "boot_recovery_without_crunch_v1": True,
         "boot_recovery_options": NO_SLURM_HERE,
         "dispatcher_config_arvados_version": "3.2",
         "dispatcher_config_cluster_id": "zzzzz",

@@ -118,7 +118,7 @@ def test_a_role_claims_exactly_the_platforms_its_scenarios_run_it_on(role):
 
 def test_roles_in_follows_the_collections_playbooks():
     site = [{"ansible.builtin.import_playbook": "arvados_ops.recovery.site"}]
-    assert roles_in(site) == {"boot_recovery", "dispatcher_config"}
+    assert roles_in(site) == {"boot_recovery", "dispatcher_config", "recovery_watch"}
     assert roles_in([{"tasks": [{"include_role": {"name": "arvados_ops.recovery.boot_recovery"}}]}]) == {
         "boot_recovery"
     }

@@ -18,6 +18,8 @@ CHECKS_PLAY = role_tasks_play("checks.yml", "Check the settings as the role does
 def role_variables(tmp_path, options, unit_path):
     return {
         "boot_recovery_arvados_version": "3.2",
+        # 3.x runs no crunch v1 job: the role installs nothing there unless told to.
+        "boot_recovery_without_crunch_v1": True,
         "boot_recovery_options": options,
         "boot_recovery_options_file": str(tmp_path / "etc" / "fail-jobs.yml"),
         "boot_recovery_command": str(tmp_path / "bin" / "arvados-fail-jobs"),

@@ -65,3 +65,93 @@ def test_a_password_value_is_never_shown():
 )
 def test_a_key_naming_a_password_is_noticed(settings, secret):
     assert database_settings.names_a_password(settings) is secret
+
+
+# -- cluster_settings: the installer's arvados_config_file, read on the controller ---------
+
+cluster_settings = database_settings.cluster_settings
+SECRET = "Cluster-Secret-0123"
+
+
+def write_cluster_config(tmp_path, text):
+    path = tmp_path / "xurid-config.yml"
+    path.write_text(text)
+    path.chmod(0o600)
+    return str(path)
+
+
+INSTALLER_CONFIG = (
+    """
+Clusters:
+  xurid:
+    PostgreSQL:
+      Connection:
+        user: arvados
+        password: %s
+        host: db.xurid.example
+        port: "5432"
+        dbname: arvados_xurid
+    Containers:
+      MaxDispatchAttempts: 7
+    SystemRootToken: FIXMEDefaultSystemRootToken
+"""
+    % SECRET
+)
+
+
+def test_the_cluster_connection_becomes_the_modules_options_with_the_hosts_copy_skipped(tmp_path):
+    path = write_cluster_config(tmp_path, INSTALLER_CONFIG)
+
+    found = cluster_settings(path, "xurid")
+
+    assert found["error"] == ""
+    assert found["db"] == {
+        "config_file": "",
+        "db_host": "db.xurid.example",
+        "db_port": 5432,
+        "db_user": "arvados",
+        "db_password": SECRET,
+        "db_name": "arvados_xurid",
+    }
+    assert error_of(found["db"]) == ""
+    assert found["cluster_id"] == "xurid"
+    assert found["max_dispatch_attempts"] == {
+        "value": 7,
+        "source": "config_file %s, Clusters.xurid.Containers.MaxDispatchAttempts" % path,
+    }
+
+
+def test_without_a_cluster_id_the_only_cluster_is_read(tmp_path):
+    found = cluster_settings(write_cluster_config(tmp_path, INSTALLER_CONFIG), "")
+    assert (found["error"], found["cluster_id"]) == ("", "xurid")
+
+
+def test_a_password_written_as_a_number_stays_the_text_arvados_reads(tmp_path):
+    path = write_cluster_config(tmp_path, INSTALLER_CONFIG.replace(SECRET, "0123"))
+    assert cluster_settings(path, "xurid")["db"]["db_password"] == "0123"
+
+
+@pytest.mark.parametrize(
+    ("text", "cluster_id", "message"),
+    [
+        (INSTALLER_CONFIG, "zzzzz", "cluster_id zzzzz is not in config_file"),
+        (INSTALLER_CONFIG + "  zzzzz: {}\n", "", "defines several clusters (xurid, zzzzz); set cluster_id"),
+        ("Clusters:\n  xurid:\n    SystemRootToken: x\n", "xurid", "has no Clusters.<id>.PostgreSQL.Connection"),
+        (
+            INSTALLER_CONFIG.replace("MaxDispatchAttempts: 7", "MaxDispatchAttempts: many"),
+            "xurid",
+            "not a whole number",
+        ),
+        ("Clusters: [%s\n" % SECRET, "xurid", "is not valid YAML"),
+    ],
+)
+def test_what_is_wrong_is_said_naming_the_file_never_the_password(tmp_path, text, cluster_id, message):
+    found = cluster_settings(write_cluster_config(tmp_path, text), cluster_id)
+    assert found["error"].startswith("arvados_config_file: ")
+    assert message in found["error"]
+    assert SECRET not in found["error"] and "db" not in found
+
+
+def test_a_missing_file_is_named(tmp_path):
+    found = cluster_settings(str(tmp_path / "nowhere.yml"), "xurid")
+    assert "cannot read config_file %s" % (tmp_path / "nowhere.yml") in found["error"]

@@ -55,6 +55,7 @@ def test_the_filters_are_registered(filters):
         "slurm_users_line",
         "slurm_nodes_line",
         "locked_containers_line",
+        "with_dispatch_limit",
     }
 
 
@@ -161,3 +162,47 @@ def test_the_locks_line_reads_the_reconcile_result(filters):
         "1 orphaned Locked containers (MaxDispatchAttempts from unknown: ...):"
         " zzzzz-dz642-aaaaaaaaaaaaaaa: token expired, lock_count 1 of ?: cancel it"
     )
+
+
+# -- with_dispatch_limit: MaxDispatchAttempts from the installer's arvados_config_file ----
+
+
+def locked_entry(uuid, token, lock_count, locked_by):
+    return {
+        "uuid": uuid,
+        "state": "Locked",
+        "locked_by_uuid": locked_by,
+        "lock": {
+            "token": token,
+            "token_user_uuid": None,
+            "token_expires_at": None,
+            "lock_count": lock_count,
+            "max_dispatch_attempts": None,
+            "dispatch_attempts_left": None,
+            "action": "as the module said",
+        },
+    }
+
+
+def test_the_files_limit_diagnoses_the_locks_again(filters):
+    root = "zzzzz-gj3su-000000000000000"
+    entries = [
+        locked_entry("zzzzz-dz642-000000000000001", "system_root_token", 3, root),
+        {"uuid": "zzzzz-dz642-000000000000002", "state": "Running", "locked_by_uuid": root},
+    ]
+    limit = {"value": 7, "source": "config_file /c.yml, Clusters.zzzzz.Containers.MaxDispatchAttempts"}
+
+    again = filters.with_dispatch_limit(entries, limit, "zzzzz")
+
+    lock = again[0]["lock"]
+    assert (lock["max_dispatch_attempts"], lock["dispatch_attempts_left"]) == (7, 4)
+    assert "4 dispatch attempts left" in lock["action"]
+    assert "lock" not in again[1]
+    assert entries[0]["lock"]["action"] == "as the module said"
+    line = filters.locked_containers_line(again, limit)
+    assert "MaxDispatchAttempts from config_file /c.yml" in line and "lock_count 3 of 7" in line
+
+
+def test_without_a_value_the_modules_diagnosis_stays(filters):
+    entries = [locked_entry("zzzzz-dz642-000000000000001", "expired", 1, "zzzzz-gj3su-0123456789abcde")]
+    assert filters.with_dispatch_limit(entries, {}, "zzzzz") is entries
