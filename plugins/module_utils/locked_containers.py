@@ -38,7 +38,6 @@ SYSTEM_ROOT_TOKEN = "system_root_token"
 MISSING = "missing"
 EXPIRED = "expired"
 ANOTHER = "another"
-TOKEN_STATES = (SYSTEM_ROOT_TOKEN, MISSING, EXPIRED, ANOTHER)
 
 # Containers.MaxDispatchAttempts in lib/config/config.default.yml: 5 from 1.4.3 to 2.6.3,
 # 10 from 2.7.0 to 3.2.1.

@@ -295,11 +295,6 @@ def argument_spec(table: Mapping[str, Mapping[str, Any]]) -> Dict[str, Dict[str,
     }
 
 
-def unbounded_numbers(table: Mapping[str, Option]) -> list:
-    """The number options of a table without a maximum: none, as a test checks."""
-    return sorted(name for name, option in table.items() if option.type in NUMBER_TYPES and option.maximum is None)
-
-
 def option_error(name: str, requirement: str, value: Any, secret: bool = False) -> ConfigError:
     """The one message for a bad value: ``option NAME REQUIREMENT, got VALUE``; a secret
     value is left out."""

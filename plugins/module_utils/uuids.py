@@ -37,9 +37,8 @@ INFIXES = {
 }
 
 # Python's "$" also matches before a trailing newline, so the compiled
-# patterns end in "\Z"; the "$" spellings are for documentation and for
-# tools (squeue filters, option defaults) that want the usual text.
-ANY_UUID_PATTERN = r"^[0-9a-z]{5}-[0-9a-z]{5}-[0-9a-z]{15}$"
+# patterns end in "\Z"; uuid_pattern's "$" spelling is for documentation and
+# for tools (squeue filters, option defaults) that want the usual text.
 _PREFIX_RE = re.compile(r"^[0-9a-z]{5}\Z")
 ANY_UUID_RE = re.compile(r"^[0-9a-z]{5}-[0-9a-z]{5}-[0-9a-z]{15}\Z")
 
@@ -61,13 +60,8 @@ def _pattern_for(infix: str) -> re.Pattern[str]:
 
 
 JOB_UUID_RE = _pattern_for(JOB_INFIX)
-JOB_TASK_UUID_RE = _pattern_for(JOB_TASK_INFIX)
 LOG_UUID_RE = _pattern_for(LOG_INFIX)
-TOKEN_UUID_RE = _pattern_for(TOKEN_INFIX)
 CONTAINER_UUID_RE = _pattern_for(CONTAINER_INFIX)
-CONTAINER_REQUEST_UUID_RE = _pattern_for(CONTAINER_REQUEST_INFIX)
-USER_UUID_RE = _pattern_for(USER_INFIX)
-GROUP_UUID_RE = _pattern_for(GROUP_INFIX)
 
 PATTERNS = {kind: _pattern_for(infix) for kind, infix in INFIXES.items()}
 
