@@ -41,6 +41,20 @@ def test_contributing_names_every_module_file_and_role_directory():
         assert "roles/%s" % role in text, role
 
 
+def test_contributing_maps_every_engine_file():
+    """A newcomer finds each file of plugins/module_utils/ in CONTRIBUTING's map, by the
+    thing it does (a file added without a row there fails here)."""
+    text = (REPO_ROOT / "CONTRIBUTING.md").read_text()
+    where = text[text.index("## Where things are") : text.index("\n## ", text.index("## Where things are") + 1)]
+    engines = sorted(
+        str(path.relative_to(REPO_ROOT / "plugins" / "module_utils"))
+        for path in (REPO_ROOT / "plugins" / "module_utils").rglob("*.py")
+        if path.name != "__init__.py"
+    )
+    assert engines
+    assert [name for name in engines if "`%s`" % name not in where] == []
+
+
 @pytest.mark.parametrize("doc", DOCS)
 def test_every_test_file_a_doc_names_exists(doc):
     named = set(re.findall(r"tests/[\w/.-]+\.py", (REPO_ROOT / doc).read_text()))
