@@ -70,7 +70,7 @@ class Evidence:
         return "Evidence(%r, %r, %r)" % (self.host, self.up, self.detail)
 
 
-def _unasked(probe: Probe) -> Optional[str]:
+def why_unasked(probe: Probe) -> Optional[str]:
     """Why this probe tells nothing, or None when it ran (or was skipped on purpose)."""
     if probe is None:
         return "not asked (not in this run)"
@@ -95,7 +95,7 @@ def _first_line(text: Any) -> str:
 
 def process_evidence(host: str, what: str, probe: Probe) -> Evidence:
     """`pgrep -f PATTERN`'s result on one host."""
-    unasked = _unasked(probe) or (probe is not None and _no_rc(probe))
+    unasked = why_unasked(probe) or (probe is not None and _no_rc(probe))
     if unasked or probe is None:
         return Evidence(host, None, "%s: %s" % (what, unasked))
     rc = probe.get("rc")
@@ -110,12 +110,12 @@ def process_evidence(host: str, what: str, probe: Probe) -> Evidence:
 
 def unit_evidence(host: str, unit: str, systemd: Probe, is_active: Probe) -> Evidence:
     """The unit's state where systemd runs; where it does not, there is no unit to ask."""
-    unasked: str | bool | None = _unasked(systemd)
+    unasked: str | bool | None = why_unasked(systemd)
     if unasked or systemd is None:
         return Evidence(host, None, "unit %s: %s" % (unit, unasked))
     if not (systemd.get("stat") or {}).get("exists"):
         return Evidence(host, False, "no systemd (no unit to ask)")
-    unasked = _unasked(is_active) or (is_active is not None and _no_rc(is_active))
+    unasked = why_unasked(is_active) or (is_active is not None and _no_rc(is_active))
     if unasked or is_active is None:
         return Evidence(host, None, "unit %s: %s" % (unit, unasked or "not asked"))
     answer = _first_line(is_active.get("stdout"))
@@ -132,7 +132,7 @@ def unit_evidence(host: str, unit: str, systemd: Probe, is_active: Probe) -> Evi
 
 
 def host_has_systemd(systemd: Probe) -> bool:
-    return bool(systemd and not _unasked(systemd) and (systemd.get("stat") or {}).get("exists"))
+    return bool(systemd and not why_unasked(systemd) and (systemd.get("stat") or {}).get("exists"))
 
 
 def _combine(host: str, parts: Sequence[Evidence]) -> Evidence:

@@ -39,8 +39,7 @@ import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .arvados_db_config import cluster_ids_text
-from .dispatcher_state import _unasked as why_unasked
-from .dispatcher_state import host_has_systemd
+from .dispatcher_state import host_has_systemd, why_unasked
 from .errors import ConfigError
 
 JOBS = "jobs"
