@@ -77,7 +77,6 @@ from .fail_jobs_sql import (
     SQL_OTHER_SESSIONS,
     SQL_RUNNING,
     SQL_STILL_QUALIFYING,
-    SQLSTATE_LOCK_TIMEOUT,
     TASK_TABLE,
     TOKEN_TABLE,
     WHERE_ALL,
@@ -86,7 +85,7 @@ from .fail_jobs_sql import (
 )
 from .fail_jobs_threshold import EXEMPT, QUALIFIES, classify_running_job, threshold_against
 from .fail_jobs_tokens import TokenOwners
-from .pg_driver import Connection, connection_lost, sqlstate_of
+from .pg_driver import SQLSTATE_LOCK_TIMEOUT, Connection, connection_lost, sqlstate_of
 
 Item = TypeVar("Item")
 

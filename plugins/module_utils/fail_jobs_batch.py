@@ -27,14 +27,13 @@ from .fail_jobs_sql import (
     SQL_REVOKE_TOKENS,
     SQL_SET_LOCAL,
     SQL_SETTINGS_KB,
-    SQLSTATE_LOCK_TIMEOUT,
     TASK_TABLE,
     TOKEN_TABLE,
     WRITTEN_TABLES,
     BatchJob,
 )
 from .fail_jobs_tokens import TokenOwners, TokenPlan, lock_tokens, plan_tokens
-from .pg_driver import Connection, connection_lost, sqlstate_of
+from .pg_driver import SQLSTATE_LOCK_TIMEOUT, Connection, connection_lost, sqlstate_of
 from .uuids import system_user_uuid
 
 # After its tables are locked a batch waits on no row (SKIP LOCKED), but a few locks

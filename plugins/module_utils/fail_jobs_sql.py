@@ -13,10 +13,7 @@ from datetime import datetime
 from typing import Iterable, NamedTuple, Optional
 
 from .fail_jobs_audit_rows import JOB_SERIALIZED, JOBS, TOKEN_SERIALIZED, TOKENS, properties_sql
-
-# Arvados stores UTC in `timestamp without time zone`; the database's own clock decides
-# "now", so a host whose clock is off cannot put a token's expiry in the future.
-SQL_NOW_UTC = "(now() AT TIME ZONE 'UTC')"
+from .pg_driver import SQL_NOW_UTC
 
 # Ordered by user, then start: a batch then holds the jobs of few users over a short time,
 # which keeps the token look-up of each batch to few users' tokens.
@@ -123,8 +120,6 @@ SQL_BATCH_JOBS = "SELECT {columns}, {run_as} FROM jobs j WHERE {where}".format(
 )
 
 SQL_STILL_QUALIFYING = "SELECT j.uuid FROM jobs j WHERE " + SQL_QUALIFYING
-# lock_not_available: a lock waited for longer than lock_timeout.
-SQLSTATE_LOCK_TIMEOUT = "55P03"
 
 SQL_USER_IDS = "SELECT uuid, id FROM users WHERE uuid = ANY(%(uuids)s::text[])"
 

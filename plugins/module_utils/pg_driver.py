@@ -111,6 +111,14 @@ def _import(name):
     return __import__(name)
 
 
+# Arvados stores UTC in `timestamp without time zone`; the database's own clock decides
+# "now", so a host whose clock is off cannot put a token's expiry in the future.
+SQL_NOW_UTC = "(now() AT TIME ZONE 'UTC')"
+
+# lock_not_available: a lock waited for longer than lock_timeout.
+SQLSTATE_LOCK_TIMEOUT = "55P03"
+
+
 def sqlstate_of(error):
     """The SQLSTATE of a database error of either driver (None for others)."""
     return getattr(error, "sqlstate", None) or getattr(error, "pgcode", None)

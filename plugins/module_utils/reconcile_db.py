@@ -17,9 +17,8 @@ import contextlib
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
 
 from .errors import ConfigError, RecoveryError
-from .fail_jobs_sql import SQL_NOW_UTC
 from .locked_containers import LockToken
-from .pg_driver import pipeline_of, streams_in_chunks
+from .pg_driver import SQL_NOW_UTC, pipeline_of, streams_in_chunks
 from .reconcile import CONTAINERS, DEFAULT_ORPHAN_GRACE, JOBS, LiveRow, Record, inconsistent_of
 from .uuids import USER_INFIX, is_valid_prefix
 

@@ -49,7 +49,6 @@ from .arvados_db_config import CONNECTION_OPTIONS, cluster_setting, resolve_data
 from .dispatcher_state import lock_expected
 from .errors import ConfigError, RecoveryError
 from .fail_jobs_checks import BLOCKS_READS, lock_holders
-from .fail_jobs_sql import SQLSTATE_LOCK_TIMEOUT
 from .locked_containers import (
     MAX_DISPATCH_ATTEMPTS_KEY,
     UNKNOWN_LIMIT,
@@ -61,7 +60,7 @@ from .locked_containers import (
 from .option_bounds import MAX_BATCH_SIZE, MAX_PG_TIMEOUT_SECONDS, MAX_SLEEP_SECONDS
 from .options import Option, count, parse, seconds
 from .pg_connect import connect, redact
-from .pg_driver import connection_lost, error_text, load_driver, sqlstate_of
+from .pg_driver import SQLSTATE_LOCK_TIMEOUT, connection_lost, error_text, load_driver, sqlstate_of
 from .reconcile import (
     CONTAINERS,
     DEFAULT_ORPHAN_GRACE,

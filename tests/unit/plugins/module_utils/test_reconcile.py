@@ -950,7 +950,7 @@ class _ParamsConnection(_VersionsConnection):
 
 
 def test_the_grace_is_a_bound_parameter_compared_with_the_database_s_utc_clock():
-    from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_sql import SQL_NOW_UTC
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils.pg_driver import SQL_NOW_UTC
     from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile_db import (
         SQL_BY_UUID,
         SQL_LIVE,
