@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping as MappingBase
-from typing import Any, Dict, Iterable, Iterator, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterable, Iterator, Mapping, Optional, Pattern, Sequence, Type
 
 from .errors import ConfigError, cut, shown
 
@@ -293,6 +293,18 @@ def argument_spec(table: Mapping[str, Mapping[str, Any]]) -> Dict[str, Dict[str,
         }
         for name, option in table.items()
     }
+
+
+def optional_match(
+    name: str, value: Any, pattern: Pattern[str], requirement: str, error: Type[ConfigError] = ConfigError
+) -> Optional[str]:
+    """`value` when it is None or text `pattern` matches whole; else `error` with the one
+    message of option_error, naming the option, what it must be and the value."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        raise error(str(option_error(name, requirement, value)))
+    return value
 
 
 def option_error(name: str, requirement: str, value: Any, secret: bool = False) -> ConfigError:

@@ -41,7 +41,6 @@ import contextlib
 import gc
 import operator
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
@@ -58,7 +57,7 @@ from .locked_containers import (
     parse_release,
 )
 from .option_bounds import MAX_BATCH_SIZE, MAX_PG_TIMEOUT_SECONDS, MAX_SLEEP_SECONDS
-from .options import Option, count, parse, seconds
+from .options import Option, count, optional_match, parse, seconds
 from .pg_connect import connect, redact
 from .pg_driver import SQLSTATE_LOCK_TIMEOUT, connection_lost, error_text, load_driver, sqlstate_of
 from .reconcile import (
@@ -85,8 +84,17 @@ from .reconcile import (
 from .reconcile_db import DISPATCH_LOCK_KEY, DatabaseReader, make_read_only, refuse_standby
 from .slurm_nodes import parse_show_node, scontrol_environment, show_node_command, unavailable
 from .slurm_queue import client_environment
-from .slurm_runner import Clock, Runner, SubprocessRunner, SystemClock, finish_command, require_program
-from .slurm_users import SLURM_USER_NAME
+from .slurm_runner import (
+    SLURM_CLUSTER_LIST,
+    SLURM_CLUSTER_LIST_TEXT,
+    Clock,
+    Runner,
+    SubprocessRunner,
+    SystemClock,
+    finish_command,
+    require_program,
+)
+from .slurm_users import SLURM_USER_NAME, SLURM_USER_REQUIREMENT
 from .uuids import check_prefix
 
 RECONCILE_OPTIONS: Dict[str, Option] = {
@@ -132,8 +140,6 @@ _AS_PARSED = (
     "allow_standby",
     "report_nodes",
 )
-_CLUSTERS = re.compile(r"[A-Za-z0-9_.-]+(?:,[A-Za-z0-9_.-]+)*\Z", re.ASCII)
-_USER = SLURM_USER_NAME
 
 
 @dataclass(frozen=True)
@@ -179,8 +185,13 @@ class ReconcileOptions:
         return cls(
             kinds=_kinds(full["kinds"]),
             cluster_prefix=_prefix(full["cluster_prefix"]),
-            slurm_user=_optional_match("slurm_user", full["slurm_user"], _USER),
-            slurm_clusters=_optional_match("slurm_clusters", full["slurm_clusters"], _CLUSTERS),
+            slurm_user=_slurm_user("slurm_user", full["slurm_user"]),
+            slurm_clusters=optional_match(
+                "slurm_clusters",
+                _blank_as_none(full["slurm_clusters"]),
+                SLURM_CLUSTER_LIST,
+                "must be " + SLURM_CLUSTER_LIST_TEXT,
+            ),
             squeue_path=require_program(full["squeue_path"] or "squeue"),
             scontrol_path=require_program(full["scontrol_path"] or "scontrol") if full["report_nodes"] else None,
             slurm_users=_users_by_kind(full["slurm_users"], full["slurm_user"]),
@@ -216,16 +227,17 @@ def _users_by_kind(value: Optional[Mapping[str, Any]], slurm_user: Any) -> Dict[
         raise ConfigError(
             "slurm_users: unknown kind(s) %s; known: %s" % (", ".join(map(repr, unknown)), ", ".join(KINDS))
         )
-    users = {kind: _optional_match("slurm_users.%s" % kind, user, _USER) for kind, user in value.items()}
+    users = {kind: _slurm_user("slurm_users.%s" % kind, user) for kind, user in value.items()}
     return {kind: user for kind, user in users.items() if user is not None}
 
 
-def _optional_match(name: str, value: Any, pattern) -> Optional[str]:
-    if value in (None, ""):
-        return None
-    if not isinstance(value, str) or not pattern.match(value):
-        raise ConfigError("%s: invalid value %r" % (name, value))
-    return value
+def _slurm_user(name: str, value: Any) -> Optional[str]:
+    """A Slurm user name as squeue prints it; empty: every user's."""
+    return optional_match(name, _blank_as_none(value), SLURM_USER_NAME, SLURM_USER_REQUIREMENT)
+
+
+def _blank_as_none(value: Any) -> Any:
+    return None if value == "" else value
 
 
 class SlurmLister:

@@ -20,7 +20,8 @@ from typing import Any, Dict, Iterable, Optional, Tuple
 
 from .errors import ConfigError
 from .option_bounds import MAX_CONCURRENT_SCANCEL, MAX_JOB_IDS_PER_SCANCEL, MAX_SCANCEL_PER_SECOND, MAX_SLEEP_SECONDS
-from .options import Option, Range, count, seconds
+from .options import Option, Range, count, optional_match, seconds
+from .slurm_runner import SLURM_CLUSTER_LIST, SLURM_CLUSTER_LIST_TEXT
 from .slurm_version import CTLD_AUTO, CTLD_CHOICES
 from .uuids import CONTAINER_UUID_RE
 
@@ -39,7 +40,6 @@ SLURM_SIGNAL_NAMES = (
 )  # fmt: skip
 MAX_SIGNAL_NUMBER = 64
 _RELEASE = re.compile(r"(?:[0-9]+\.[0-9]+)?", re.ASCII)
-_CLUSTERS = re.compile(r"[A-Za-z0-9_.-]+(?:,[A-Za-z0-9_.-]+)*", re.ASCII)
 
 # How a queued job is stopped (option ``stop``):
 #   cancel     scancel, as for any Slurm job;
@@ -145,7 +145,12 @@ class CancelRequest:
         self._set("job_ids", _unique(_checked_job_id(job_id) for job_id in _sequence("job_ids", self.job_ids)))
         self._set("user", _optional_word("user", self.user))
         self._set("signal", _checked_signal(self.signal))
-        self._set("clusters", _optional_match("clusters", self.clusters, _CLUSTERS))
+        self._set(
+            "clusters",
+            optional_match(
+                "clusters", self.clusters, SLURM_CLUSTER_LIST, "must be " + SLURM_CLUSTER_LIST_TEXT, CancelRequestError
+            ),
+        )
         if self.scancel_release is not None and not _RELEASE.fullmatch(str(self.scancel_release)):
             raise CancelRequestError("scancel_release %r is not MAJOR.MINOR or empty" % (self.scancel_release,))
         if not isinstance(self.check_mode, bool):
@@ -399,11 +404,3 @@ def _checked_signal(value: Any) -> Optional[str]:
         "signal %r is not a signal Slurm knows: give one of %s (with or without SIG), or a number from 1 to %d"
         % (value, ", ".join(SLURM_SIGNAL_NAMES), MAX_SIGNAL_NUMBER)
     )
-
-
-def _optional_match(option: str, value: Any, pattern) -> Optional[str]:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not pattern.fullmatch(value):
-        raise CancelRequestError("%s %r is not valid (expected %s)" % (option, value, pattern.pattern))
-    return value

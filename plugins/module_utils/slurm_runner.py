@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import math
 import os
+import re
 import select
 import shutil
 import subprocess
@@ -34,6 +35,11 @@ class CommandNotFoundError(RecoveryError):
 # Slurm's programs the same way, so one host's answer is the same for all of them.
 SBIN_DIRECTORIES = ("/sbin", "/usr/sbin", "/usr/local/sbin")
 SEARCHED = "PATH, " + ", ".join(SBIN_DIRECTORIES)
+
+# scancel's and squeue's --clusters (-M): names separated by commas, nothing a shell or
+# Slurm's own list syntax could read otherwise.
+SLURM_CLUSTER_LIST = re.compile(r"[A-Za-z0-9_.-]+(?:,[A-Za-z0-9_.-]+)*", re.ASCII)
+SLURM_CLUSTER_LIST_TEXT = "Slurm cluster names ([A-Za-z0-9_.-]) separated by commas"
 
 
 def find_program(name: str) -> Optional[str]:

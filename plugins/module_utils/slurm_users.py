@@ -51,6 +51,7 @@ KIND_NAMES = {JOBS: "crunch v1 jobs", CONTAINERS: "containers"}
 EVERY_USER = "*"
 # A user name as squeue prints it.
 SLURM_USER_NAME = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.@-]*\Z", re.ASCII)
+SLURM_USER_REQUIREMENT = "must be a Slurm user name ([A-Za-z0-9_.@-], not starting with @ or -)"
 
 # crunch-dispatch-slurm.service sets no User= at 1.4.3, 2.7.4 and 3.2.1.
 UNIT_DEFAULT_USER = "root"

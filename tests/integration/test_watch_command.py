@@ -293,7 +293,10 @@ def test_a_symlinked_json_file_exits_2_and_neither_link_nor_target_changes(lab_e
     [
         ({"cluster_prefix": "zz"}, "cluster_prefix:"),
         ({"squeue_path": "/nonexistent/squeue"}, "/nonexistent/squeue: cannot be run"),
-        ({"slurm_user": "a b"}, "slurm_user: invalid value"),
+        (
+            {"slurm_user": "a b"},
+            "option slurm_user must be a Slurm user name ([A-Za-z0-9_.@-], not starting with @ or -), got 'a b'",
+        ),
     ],
 )
 def test_options_refused_before_the_read_exit_2_and_keep_the_gauges(lab_env, options, tmp_path, given, said):

@@ -528,15 +528,24 @@ def test_the_release_says_whether_the_lock_is_expected(release, expected):
         ({"orphans": "maybe"}, "orphans must be one of evidence, always, never"),
         ({"cluster_prefix": "zz"}, "cluster_prefix"),
         ({"batch_size": 0}, "option batch_size must be at least 1, got 0"),
-        ({"slurm_user": "a b"}, "slurm_user: invalid value"),
-        ({"slurm_users": {"jobs": "a b"}}, "slurm_users.jobs: invalid value"),
+        (
+            {"slurm_user": "a b"},
+            "option slurm_user must be a Slurm user name ([A-Za-z0-9_.@-], not starting with @ or -), got 'a b'",
+        ),
+        (
+            {"slurm_users": {"jobs": "a b"}},
+            "option slurm_users.jobs must be a Slurm user name ([A-Za-z0-9_.@-], not starting with @ or -), got 'a b'",
+        ),
         ({"slurm_users": {"tasks": "crunch"}}, "slurm_users: unknown kind(s) 'tasks'"),
         ({"slurm_users": ["crunch"]}, "option slurm_users must be of type dict, got ['crunch']"),
         (
             {"slurm_users": {"jobs": "crunch"}, "slurm_user": "root"},
             "slurm_user and slurm_users are mutually exclusive",
         ),
-        ({"slurm_clusters": "a;b"}, "slurm_clusters: invalid value"),
+        (
+            {"slurm_clusters": "a;b"},
+            "option slurm_clusters must be Slurm cluster names ([A-Za-z0-9_.-]) separated by commas, got 'a;b'",
+        ),
         ({"orphan_grace": -1}, "option orphan_grace must be at least 0, got -1.0"),
         ({"orphan_grace": float("inf")}, "orphan_grace"),
         ({"orphan_grace": 3601}, "option orphan_grace must be at most 3600, got 3601.0"),

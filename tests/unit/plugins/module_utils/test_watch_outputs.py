@@ -141,8 +141,14 @@ def test_a_link_put_in_place_during_the_write_is_not_replaced(tmp_path, elsewher
     "flags, message",
     [
         (["--cluster-prefix", "zz"], "cluster_prefix:"),
-        (["--slurm-user", "a b"], "slurm_user: invalid value 'a b'"),
-        (["--slurm-clusters", "a;b"], "slurm_clusters: invalid value"),
+        (
+            ["--slurm-user", "a b"],
+            "option slurm_user must be a Slurm user name ([A-Za-z0-9_.@-], not starting with @ or -), got 'a b'",
+        ),
+        (
+            ["--slurm-clusters", "a;b"],
+            "option slurm_clusters must be Slurm cluster names ([A-Za-z0-9_.-]) separated by commas, got 'a;b'",
+        ),
         (["--slurm-user", "root", "--slurm-users", '{"jobs": "crunch"}'], "mutually exclusive"),
         (["--squeue-path", "/nonexistent/squeue"], "/nonexistent/squeue: cannot be run"),
         (["--arvados-version", "two"], "arvados_version"),
