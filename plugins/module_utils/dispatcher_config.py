@@ -32,6 +32,7 @@ from __future__ import annotations
 import io
 import re
 
+from .arvados_release import release_of
 from .errors import ConfigError
 
 NEWEST_KNOWN = (3, 2)
@@ -51,7 +52,6 @@ INSTANCE_TYPE_SETTING = "instance_type_constraint"
 INSTANCE_TYPE_CONSTRAINT = "--constraint=instancetype=%I"
 INSTANCE_TYPE_REPLACES = ("--mem=%M", "--cpus-per-task=%C", "--tmp=%T")
 HIDDEN = "<hidden>"
-RELEASE = re.compile(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?")
 # Comments and blank lines up to a `---` line: ruamel.yaml drops comments before the
 # document start, so they are kept aside and put back as they were.
 PREAMBLE = re.compile(r"\A(?:[ \t]*(?:#[^\n]*)?\n)*---[^\n]*\n")
@@ -176,13 +176,12 @@ LEGACY_REQUIRED = ("api_host", "auth_token")
 
 def parse_release(text):
     """(major, minor, patch) of a release such as '3.2', '2.7.4' or a package's '2.7.4-1'."""
-    match = RELEASE.match(str(text or ""))
-    if not match:
+    release = release_of(text or "")
+    if release is None:
         raise ConfigError(
             "dispatcher_config_arvados_version is %r: give the Arvados release the host runs, "
             "such as '1.4', '2.7.4' or '3.2'" % (text,)
         )
-    release = (int(match.group(1)), int(match.group(2)), int(match.group(3) or 0))
     if release < OLDEST_KNOWN or release[:2] > NEWEST_KNOWN:
         raise ConfigError(
             "dispatcher_config_arvados_version is %r: this role knows Arvados 1.1 to %d.%d "

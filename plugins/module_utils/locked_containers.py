@@ -28,9 +28,9 @@ The Arvados source this follows (services/api/app/models/container.rb, 2.7.4 and
 
 from __future__ import annotations
 
-import re
 from typing import Any, Dict, Mapping, NamedTuple, Optional, Sequence, Tuple
 
+from .arvados_release import release_of
 from .errors import ConfigError
 from .uuids import TOKEN_INFIX
 
@@ -73,17 +73,14 @@ class LockToken(NamedTuple):
     token_expired: bool
 
 
-_RELEASE = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?(?:[-~+].*)?\Z")
-
-
 def parse_release(name: str, value: Optional[str]) -> Optional[Tuple[int, int, int]]:
     """(major, minor, patch) of '2.7', '2.7.4' or a package's '2.7.4-1'; None when unset."""
     if value in (None, ""):
         return None
-    match = _RELEASE.match(str(value).strip())
-    if not match:
+    release = release_of(value)
+    if release is None:
         raise ConfigError("%s: %r is not an Arvados release such as 2.7.4" % (name, value))
-    return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
+    return release
 
 
 def default_limit(release: Tuple[int, int, int]) -> DispatchLimit:
