@@ -36,6 +36,7 @@ DEBIAN_PACKAGES=(
   uidmap
   debootstrap          # the Molecule base image is built locally: no registry is reachable
   prometheus           # promtool: the tests check the watch's metrics and alert rules
+  prometheus-node-exporter  # a real Prometheus scrapes the watch's textfile through it (integration)
   time                 # GNU time: the benchmarks read a command's peak RSS with it
 )
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import os
+import platform
 import stat
 import tempfile
 from typing import Any, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
@@ -28,6 +29,7 @@ from .errors import RecoveryError, cut
 from .options_file import kind_of
 from .slurm_nodes import NODE_REASONS, NODE_STATES, node_reason_class
 from .slurm_queue import QueueEntry
+from .version import COLLECTION_VERSION
 
 PREFIX = "arvados_recovery_"
 KINDS = ("container", "job")
@@ -202,8 +204,20 @@ def reconcile_metrics(
     ]
 
 
+def build_info() -> Metric:
+    """Which code wrote the file. Written with the status on every run, failed or not, so that
+    after an upgrade Prometheus tells which hosts still run an older watch."""
+    return Metric(
+        "build_info",
+        "Always 1: the arvados_ops.recovery version and the Python of the watch that wrote this file.",
+        ("version", "python_version"),
+        (((COLLECTION_VERSION, platform.python_version()), 1.0),),
+    )
+
+
 def status_metrics(failed: bool, attempted_at: float) -> List[Metric]:
     return [
+        build_info(),
         Metric(
             "watch_read_failed",
             "1 when the last read failed; the other gauges then hold the last good read.",

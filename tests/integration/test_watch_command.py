@@ -410,9 +410,10 @@ def test_a_previous_gauge_file_that_is_not_utf8_is_replaced_and_said(lab_env, op
     )
     assert failed.stderr.startswith("arvados-recovery-watch: " + said), failed.stderr
     assert json.loads(failed.stdout)["msg"].startswith(said)
-    assert set(samples(prom.read_text())) == {
-        (P + "watch_read_failed", ()),
-        (P + "watch_last_attempt_timestamp_seconds", ()),
+    assert {key[0] for key in samples(prom.read_text())} == {
+        P + "watch_read_failed",
+        P + "watch_last_attempt_timestamp_seconds",
+        P + "build_info",
     }
     assert samples(prom.read_text())[(P + "watch_read_failed", ())] == 1
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils import watch_metrics
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_nodes import NODE_REASONS, NODE_STATES
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.version import COLLECTION_VERSION
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SAMPLE = REPO_ROOT / "prometheus" / "arvados_recovery.sample.prom"
@@ -25,6 +27,7 @@ LABEL_VALUES = {
     | set(NODE_STATES),
     "reason": set(NODE_REASONS),
 }
+BUILD_INFO = watch_metrics.PREFIX + "build_info"
 
 
 def families():
@@ -55,9 +58,17 @@ def test_every_label_value_of_the_sample_is_from_a_bounded_set():
         for family in families()
         for sample in family.samples
         for label, value in sample.labels.items()
-        if value not in LABEL_VALUES.get(label, ())
+        if value not in LABEL_VALUES.get(label, ()) and sample.name != BUILD_INFO
     ]
     assert unbounded == []
+
+
+def test_the_build_info_names_one_collection_version_and_one_python():
+    # Its labels take one value per installed watch: bounded, though not by a list here.
+    (info,) = [sample for family in families() for sample in family.samples if sample.name == BUILD_INFO]
+    assert info.labels["version"] == COLLECTION_VERSION
+    assert re.fullmatch(r"3\.\d+\.\d+", info.labels["python_version"])
+    assert info.value == 1
 
 
 def test_the_sample_has_the_families_and_labels_the_code_writes():

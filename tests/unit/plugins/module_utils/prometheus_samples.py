@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.version import COLLECTION_VERSION
+
 
 def samples(text: str) -> dict:
     """{(name, sorted labels): value} as prometheus_client's parser reads the text."""
@@ -16,3 +18,8 @@ def samples(text: str) -> dict:
         for family in text_string_to_metric_families(text)
         for sample in family.samples
     }
+
+
+def build_info_sample(python_version: str) -> tuple:
+    """The key of the build_info sample a watch run by this Python writes."""
+    return ("arvados_recovery_build_info", (("python_version", python_version), ("version", COLLECTION_VERSION)))

@@ -140,6 +140,7 @@ def test_a_first_read_that_fails_writes_only_the_failure(prom):
     assert {key[0] for key in samples(prom.read_text())} == {
         P + "watch_read_failed",
         P + "watch_last_attempt_timestamp_seconds",
+        P + "build_info",
     }
 
 

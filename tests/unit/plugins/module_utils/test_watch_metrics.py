@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import platform
 import re
 import subprocess
 
@@ -17,7 +18,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils.watch_metrics
     write_failure,
     write_success,
 )
-from tests.unit.plugins.module_utils.prometheus_samples import samples
+from tests.unit.plugins.module_utils.prometheus_samples import build_info_sample, samples
 
 CONTAINER = "zzzzz-dz642-0123456789abcde"
 JOB = "zzzzz-8i9sb-0123456789abcde"
@@ -149,6 +150,7 @@ def test_a_failure_before_any_good_read_writes_the_status_alone(tmp_path):
     assert set(samples(path.read_text())) == {
         ("arvados_recovery_watch_read_failed", ()),
         ("arvados_recovery_watch_last_attempt_timestamp_seconds", ()),
+        build_info_sample(platform.python_version()),
     }
 
 
@@ -199,5 +201,17 @@ def test_a_previous_file_that_is_not_utf8_is_no_state_the_failure_gauge_replaces
     assert samples(path.read_text()) == {
         ("arvados_recovery_watch_read_failed", ()): 1,
         ("arvados_recovery_watch_last_attempt_timestamp_seconds", ()): 5.0,
+        build_info_sample(platform.python_version()): 1,
     }
     assert write_failure(str(path), attempted_at=6.0) is None
+
+
+def test_every_write_says_which_collection_version_and_python_wrote_it(tmp_path):
+    path = tmp_path / "arvados_recovery.prom"
+    info = build_info_sample(platform.python_version())
+    write_success(str(path), reconcile_metrics(RESULT, 1.0, 100.0, dispatcher_active=True), attempted_at=100.0)
+    assert samples(path.read_text())[info] == 1
+    # A failed read rewrites it with the status: one sample, never two.
+    write_failure(str(path), attempted_at=160.0)
+    assert path.read_text().count("arvados_recovery_build_info{") == 1
+    assert samples(path.read_text())[info] == 1
