@@ -136,3 +136,16 @@ def test_a_controllers_file_that_is_missing_is_refused(collections, tmp_path):
         in failed
     )
     assert host.read_text() == HOSTS_COPY
+
+
+def test_one_controllers_file_is_written_once_for_two_hosts(collections, tmp_path):
+    controller, host, variables = installer_site(tmp_path)
+    variables["ansible_connection"] = "local"
+    play = dict(DISPATCHER_PLAY, hosts="all")
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": {}, "slurm2": {}}}}))
+    done = run(collections, tmp_path, play, variables, "-i", inventory, "--tags", "dispatcher_config_settings")[0]
+    assert "SbatchArgumentsList" in controller.read_text() and host.read_text() == HOSTS_COPY
+    written = [line for line in done.splitlines() if line.startswith("changed: [")]
+    assert written == ["changed: [localhost]"], done
+    assert "RUNNING HANDLER" not in done
