@@ -472,6 +472,18 @@ SQL_OTHER_SESSIONS = """
       AND backend_type = 'client backend' AND application_name <> %(ours)s
 """
 
+# Live, before each commit: other sessions queued for the WAL's locks (behind another's
+# flush, or for a place to insert) or for a lock, as the API's commits are when they meet
+# the run's. Not IO:WALSync: that is a commit's own flush, queued behind nothing. Sessions
+# of other roles show no wait_event without pg_read_all_stats (Arvados' API shares ours).
+SQL_OTHERS_WAITING = """
+    SELECT count(*) FROM pg_stat_activity
+    WHERE datname = current_database() AND pid <> pg_backend_pid()
+      AND backend_type = 'client backend' AND application_name <> %(ours)s
+      AND (wait_event_type = 'Lock'
+           OR (wait_event_type = 'LWLock' AND wait_event IN ('WALWrite', 'WALInsert')))
+"""
+
 # pg_catalog rather than information_schema: the same answer in a fraction of the time.
 SQL_TABLE_COLUMNS = (
     "SELECT c.relname, a.attname FROM pg_catalog.pg_class c "
