@@ -100,7 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROGRAM,
         description="Fail (or requeue) the Arvados jobs a reboot left Running, directly in "
-        "PostgreSQL, revoking their tokens and cancelling their Slurm jobs first.",
+        "PostgreSQL, revoking their tokens and cancelling their Slurm jobs first. Live, the "
+        "batches are paced by what the database says of them (see --batch-size and "
+        "--batch-pause); the progress and summary lines say the pace chosen ('pace:').",
     )
     parser.add_argument(
         "--options-file",

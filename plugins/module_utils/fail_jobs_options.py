@@ -57,7 +57,7 @@ CLEANUP_OPTIONS: Dict[str, Option] = {
         "int",
         check=count(MAX_BATCH_SIZE),
         help="jobs per transaction; given, every batch's (default: %d at boot; live, from %d, steered by "
-        "the batches' commit times)" % (DEFAULT_BATCH_SIZE, START_SIZE),
+        "the batches' commit and own times)" % (DEFAULT_BATCH_SIZE, START_SIZE),
     ),
     "lock_wait": Option(
         "float",

@@ -560,6 +560,24 @@ def test_auto_turns_live_when_other_sessions_connect_during_the_run():
     assert cleaner.result.notes == ["other sessions connected to the database: going on as live"]
 
 
+def test_live_a_batch_s_commit_and_the_sessions_queued_behind_it_steer_the_pace():
+    cleaner = fail_jobs.JobCleaner(SessionsConnection([3]), None, CleanupOptions(live=True))
+    cleaner.pace.set_live(True)
+    cleaner.transaction.before_commit()
+    cleaner.transaction.commit_seconds = 0.004
+    cleaner._observe_batch(100, 0.3)  # pylint: disable=protected-access
+    report = cleaner.result.to_dict()["pace"]
+    assert (report["commit_ms"], report["backoffs"]) == (4.0, 1)
+
+
+def test_given_both_options_the_run_does_not_look_at_other_sessions():
+    cleaner = fail_jobs.JobCleaner(SessionsConnection([]), None, CleanupOptions(batch_size=100, batch_pause=2.0))
+    cleaner.pace.set_live(True)
+    cleaner.transaction.before_commit()  # would fail on the empty fake if it asked
+    cleaner._observe_batch(100, 0.3)  # pylint: disable=protected-access
+    assert cleaner.result.to_dict()["pace"]["mode"] == "fixed"
+
+
 def test_a_run_told_it_is_at_boot_stays_so():
     cleaner = fail_jobs.JobCleaner(SessionsConnection([]), None, CleanupOptions(live=False))
     cleaner.result.live = cleaner._is_live()  # pylint: disable=protected-access
