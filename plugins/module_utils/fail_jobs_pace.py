@@ -17,9 +17,14 @@ not what the API meets. So live, the pace follows what the database says of each
   is what is left of the batch's share of time after the batch itself;
 - a batch's commit time is how long an API commit that meets it waits at most: while it
   is above COMMIT_BUDGET the batches shrink;
-- else a batch that took more than MAX_DUTY of its share of time grows the next: each
-  batch pays a fixed cost (the tokens' rule reads jobs once per batch, about 0.2 s on a
-  million jobs), and small batches would keep the database busy most of the time;
+- so do they while a batch takes longer than MAX_BATCH_SECONDS: its statements write WAL
+  as fast as the server goes, and the API's commits that meet them queue behind those
+  writes (in a round of batches up to 1,000, 6.4 s long at the worst, the API's p99 rose
+  6.4 times; bench/README.md);
+- else a batch that took more than MAX_DUTY of its share of time grows the next, within
+  both bounds: each batch pays a fixed cost (the tokens' rule reads jobs once per batch,
+  about 0.2 s on a million jobs), and small batches would keep the database busy most of
+  the time;
 - WAITERS or more other sessions seen waiting, just before a batch commits, for the WAL's
   lock or a row's lock (the API's commits queued behind the run's) halve the rate, down
   to MIN_RATE (the old fixed pace); each batch that finds fewer gives a twentieth back.
@@ -40,6 +45,8 @@ MAX_SIZE = 1000
 # Seconds a batch's commit may take: an API commit that meets it waits about that long on
 # top of its own (2-10 ms on the lab, whose batches of 100-500 commit in 3-7 ms).
 COMMIT_BUDGET = 0.010
+# Seconds a batch (Slurm step and transaction) may take: the API meets its WAL writes.
+MAX_BATCH_SECONDS = 0.5
 # The share of its time at the target rate a batch may take (Slurm step and transaction):
 # the rest, and the other cores, are the API's.
 MAX_DUTY = 0.5
@@ -164,17 +171,21 @@ class Pace:
 
     def _steer_size(self, sample: BatchSample) -> None:
         """Smaller while the commits (per job, smoothed) say a batch of this size takes more
-        than COMMIT_BUDGET; else larger while a batch takes more than MAX_DUTY of its share."""
+        than COMMIT_BUDGET, or while a batch takes more than MAX_BATCH_SECONDS; else larger
+        while a batch takes more than MAX_DUTY of its share, within both bounds."""
         # Per job: a commit flushes WAL about in proportion to the batch's jobs, and so the
         # smoothing does not lag behind the size it steers.
         per_job = sample.commit_seconds / sample.jobs
         self._commit = per_job if self._commit is None else SMOOTHING * per_job + (1 - SMOOTHING) * self._commit
+        # What each bound allows, as a factor of the size (the batch's time taken as
+        # proportional to its jobs: with its fixed cost, a larger batch takes less than that).
+        commit_room = COMMIT_BUDGET / (self._commit * self._size)
+        time_room = MAX_BATCH_SECONDS / sample.seconds if sample.seconds > 0 else SIZE_STEP
         duty = sample.seconds * self.rate / sample.jobs
-        if self._commit * self._size > COMMIT_BUDGET:
-            step = max(1.0 / SIZE_STEP, COMMIT_BUDGET / (self._commit * self._size))
+        if min(commit_room, time_room) < 1.0:
+            step = max(1.0 / SIZE_STEP, min(commit_room, time_room))
         elif duty > MAX_DUTY:
-            # Not past the size whose commit would take the budget.
-            step = min(SIZE_STEP, duty / MAX_DUTY, COMMIT_BUDGET / (self._commit * self._size))
+            step = min(SIZE_STEP, duty / MAX_DUTY, commit_room, time_room)
         else:
             return
         self._size = min(float(MAX_SIZE), max(float(MIN_SIZE), self._size * step))

@@ -128,8 +128,12 @@ options:
         hold fewer rows at once and delay the API server's writes less.
       - Given, every batch has this size; live, the pause is still steered (see O(batch_pause)).
       - Unset, V(1000) at boot; live (see O(live)) it starts at V(100) and is steered after
-        each batch so that the batch's commit takes about 10 ms, between V(10) and V(1000).
-        RV(pace) says what was chosen. At most V(100000).
+        each batch, between V(10) and V(1000) - smaller while a batch's commit takes more than
+        about 10 ms (an API commit meeting it waits that long) or the batch more than 0.5 s
+        (the API's commits queue behind its writes), else larger while a batch takes more
+        than half of its share of time at the pace's rate (each batch reads C(jobs) once
+        for the tokens' rule, a fixed cost). RV(pace) says what was chosen.
+        At most V(100000).
     type: int
   lock_wait:
     description:
@@ -212,10 +216,10 @@ options:
         both given the run keeps exactly that pace.
       - Unset, V(0) at boot. Live (see O(live)), what keeps the run at 200 jobs a second
         (100,000 jobs in about 8 minutes) after the batch's own time; halved, down to 50 jobs
-        a second, each time other sessions are seen waiting for the write-ahead log or a lock
-        as a batch commits (their wait events are visible to the run for sessions of its own
-        database role, as the API server's are), and won back by a twentieth per batch
-        without. Check mode does not pause.
+        a second, each time two or more other sessions are seen queued for the write-ahead
+        log's locks or a lock as a batch commits (wait events are visible to the run for
+        sessions of its own database role, as the API server's are), and won back by a
+        twentieth per batch without. Check mode does not pause.
       - At most V(86400) (a day).
     type: float
   db_wait:

@@ -10,6 +10,7 @@ import pytest
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_pace import (
     COMMIT_BUDGET,
+    MAX_BATCH_SECONDS,
     MAX_DUTY,
     MAX_SIZE,
     MIN_RATE,
@@ -88,9 +89,28 @@ def test_one_slow_commit_halves_the_size_at_most():
 
 
 def test_the_size_stays_within_its_bounds():
-    slow, fast = live_pace(), live_pace()
+    slow = live_pace()
     assert run_batches(slow, 20, FakeDatabase(commit_per_job=0.01))[-1] == MIN_SIZE
-    assert run_batches(fast, 20, FakeDatabase(fixed=5.0, commit_per_job=1e-7))[-1] == MAX_SIZE
+    forced = live_pace()
+    forced._size = 5000.0  # pylint: disable=protected-access
+    forced.observe(BatchSample(START_SIZE, 0.4, 1e-5))
+    assert forced.batch_size() == MAX_SIZE
+
+
+def test_batches_longer_than_their_bound_shrink():
+    pace = live_pace()
+    pace.observe(BatchSample(START_SIZE, 0.8, 0.001))
+    assert pace.batch_size() == round(START_SIZE * MAX_BATCH_SECONDS / 0.8)
+    pace.observe(BatchSample(pace.batch_size(), 30.0, 0.001))  # a stall: half, not less
+    assert pace.batch_size() == round(START_SIZE * MAX_BATCH_SECONDS / 0.8 / 2)
+
+
+def test_growth_stops_where_a_batch_would_outlast_its_bound():
+    # A busy machine: 0.3 s a batch and 1 ms a job, so duty asks for more than time allows.
+    pace = live_pace()
+    sizes = run_batches(pace, 30, FakeDatabase(fixed=0.3, per_job=0.001, commit_per_job=1e-6))
+    assert 0.3 + 0.001 * sizes[-1] <= MAX_BATCH_SECONDS * 1.05
+    assert sizes[-1] > START_SIZE
 
 
 def test_the_pause_keeps_the_target_rate_less_the_batch_s_own_time():
