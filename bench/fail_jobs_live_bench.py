@@ -19,14 +19,18 @@ machine's CPU time by kind and the server's checkpoints, buffer writes and WAL a
 
 Contenders: `today` (the command at --today-commit, the code before this change),
 `boot` (`--live false`), `live` (`--live true`), and `live` with settings joined by `+`
-(see contender_settings): pause=<s>, batch=<jobs>, server=<setting>:<value>.
+(see contender_settings): pause=<s>, batch=<jobs>, server=<setting>:<value>. By default
+`live` (the adaptive pace, fail_jobs_pace) against `batch=100+pause=2` (the fixed live
+default before it), rounds alternating. Each contender's line says the load average as it
+ended and the pace the command reported; the summary gives each p99 during the run against
+its own "before" and against the median "before" of all runs (the machine's noise shared).
 
 No-op (`--noop`): the command's engine on a copy after a full cleanup, with the operating
 system's cache dropped and PostgreSQL restarted before each run (needs root), by the index
 on finished_at (the default) and by the whole table (`full_scan`), and warm.
 
     .venv/bin/python -m bench.fail_jobs_bench --prepare-only    # the template, once
-    .venv/bin/python -m bench.fail_jobs_live_bench --rounds 2
+    .venv/bin/python -m bench.fail_jobs_live_bench --rounds 3 --during-seconds 120
     .venv/bin/python -m bench.fail_jobs_live_bench --noop --rounds 3
 """
 
@@ -251,6 +255,9 @@ def run_latency(lab, args, contender, before, threshold, today_dir):
     counters.append(machine_counters(lab, name))
     code_dir = today_dir if contender == "today" else REPO
     argv, env, options_file = command_line(lab, name, before, None, code_dir, flags)
+    # Its progress lines say the pace it chose (the contenders of this tree).
+    if contender != "today":
+        argv.remove("--quiet")
     phase[0] = "during"
     began = time.monotonic()
     # `python -m` puts the working directory first on sys.path: the code's own tree.
@@ -275,6 +282,7 @@ def run_latency(lab, args, contender, before, threshold, today_dir):
     if child.returncode != 0:
         raise SystemExit("%s failed: %s" % (contender, err.strip()))
     done = jobs - running_count(lab, name, threshold)
+    paces = [line.split("pace: ", 1)[1] for line in err.splitlines() if "pace: " in line]
     drop(lab, name)
     # A run cut short is reported as the time the whole cleanup would take at its pace.
     seconds = elapsed * jobs / max(done, 1)
@@ -285,12 +293,15 @@ def run_latency(lab, args, contender, before, threshold, today_dir):
         "jobs": jobs,
         "xmin_age": watch.max_age,
         "xmin_longest": watch.longest,
+        "pace": paces[-1] if paces else "",
+        "load": " ".join(Path("/proc/loadavg").read_text().split()[:3]),
     }
     for load in loads:
         for phase_name in ("before", "during"):
             row[(load.kind, phase_name)] = sorted(load.samples.get(phase_name, []))
     print(
-        "%s: %d jobs in %.1f s (%d done in the run); oldest snapshot %d xids, %.1f s; job update p99 %.0f -> %.0f ms"
+        "%s: %d jobs in %.1f s (%d done in the run); oldest snapshot %d xids, %.1f s; job update p99 %.0f -> %.0f ms; "
+        "load %s; pace %s"
         % (
             contender,
             jobs,
@@ -300,6 +311,8 @@ def run_latency(lab, args, contender, before, threshold, today_dir):
             watch.longest,
             1000 * pct(row[("job update", "before")], 99),
             1000 * pct(row[("job update", "during")], 99),
+            row["load"],
+            row["pace"] or "-",
         ),
         flush=True,
     )
@@ -353,19 +366,31 @@ def report_latency(rows):
                 )
             )
     print()
-    print("| contender | command line options it ran | cleanup s, median | job update p99 during / before, median |")
-    print("| --- | --- | ---: | ---: |")
+    # The "before" windows are short and the machine shared: each run's own is noisy, so
+    # the p99 during a run is also set against the median "before" of all of them.
+    pooled = statistics.median(pct(r[("job update", "before")], 99) for r in rows)
+    print("median job update p99 before, all runs: %.1f ms" % (1000 * pooled))
+    print(
+        "| contender | command line options it ran | cleanup s for 100,000 jobs, median | job update p99 "
+        "during / before, median | p99 during / median before | load (1, 5, 15 min) at each end | pace (last round) |"
+    )
+    print("| --- | --- | ---: | ---: | ---: | --- | --- |")
     for contender in dict.fromkeys(r["contender"] for r in rows):
         mine = [r for r in rows if r["contender"] == contender]
+        per_100k = [r["seconds"] * 100000 / max(r["jobs"], 1) for r in mine]
         print(
-            "| %s | %s | %.1f (%s) | %.2f (%s) |"
+            "| %s | %s | %.0f (%s) | %.2f (%s) | %.2f (%s) | %s | %s |"
             % (
                 contender,
                 mine[0]["settings"],
-                statistics.median(r["seconds"] for r in mine),
-                ", ".join("%.1f" % r["seconds"] for r in mine),
+                statistics.median(per_100k),
+                ", ".join("%.0f" % s for s in per_100k),
                 statistics.median(ratio(r) for r in mine),
                 ", ".join("%.2f" % ratio(r) for r in mine),
+                statistics.median(pct(r[("job update", "during")], 99) / pooled for r in mine),
+                ", ".join("%.2f" % (pct(r[("job update", "during")], 99) / pooled) for r in mine),
+                "; ".join(r["load"] for r in mine),
+                mine[-1]["pace"] or "-",
             )
         )
 
@@ -489,7 +514,9 @@ def main(argv=None):
     parser.add_argument("--rate", type=float, default=10.0, help="requests per second of each kind")
     parser.add_argument("--before-seconds", type=float, default=20.0)
     parser.add_argument(
-        "--contenders", default="today,boot,live", help="comma-separated: today, boot, live, pause=<seconds>"
+        "--contenders",
+        default="live,batch=100+pause=2",
+        help="comma-separated: today, boot, live, or live's settings joined by + (pause=<s>, batch=<jobs>)",
     )
     parser.add_argument("--today-commit", default="79df00b")
     parser.add_argument(

@@ -68,13 +68,15 @@ from .fail_jobs_checks import (
     release_advisory_lock,
     take_advisory_lock,
 )
-from .fail_jobs_options import DEFAULT_BATCH_SIZE, LIVE_BATCH_PAUSE, LIVE_BATCH_SIZE, CleanupOptions
+from .fail_jobs_options import DEFAULT_BATCH_SIZE, CleanupOptions
+from .fail_jobs_pace import BatchSample, Pace
 from .fail_jobs_result import BatchOutcome, CleanupResult
 from .fail_jobs_sql import (
     LISTING_CURSOR,
     READ_TABLES,
     SQL_FIRST_PAGE,
     SQL_OTHER_SESSIONS,
+    SQL_OTHERS_WAITING,
     SQL_RUNNING,
     SQL_STILL_QUALIFYING,
     TASK_TABLE,
@@ -194,6 +196,11 @@ class JobCleaner:
         # The run's one allowance for waiting on locks (row_lock_wait).
         self._lock_budget = LockBudget(options.row_lock_wait, clock)
         self.transaction = BatchTransaction(conn, options, self._lock_budget, clock)
+        self.transaction.before_commit = self._others_waiting
+        # The batches' size and pauses: fixed by the options, or steered live (fail_jobs_pace).
+        self.pace = Pace(options.batch_size, options.batch_pause, False, DEFAULT_BATCH_SIZE, options.check_mode)
+        self.result.pace = self.pace
+        self._waiting_seen = 0
         # The jobs of the batch under way whose Slurm step is done: if its transaction
         # fails they are Running without a Slurm job, and the error names them.
         self._slurm_done: List[str] = []
@@ -264,6 +271,7 @@ class JobCleaner:
         self.step = "looking for other sessions (live or at boot)"
         self.result.live = self._is_live()
         self._keep_gin_limit = self.result.live
+        self.pace.set_live(self.result.live)
         self.step = "listing the Running jobs"
         # Closed here, not by the garbage collector: a generator left suspended by an
         # error would close its server-side cursor later, on a connection closed by
@@ -275,11 +283,14 @@ class JobCleaner:
                 # The last batch merges the trigram index's pending list (see
                 # BULK_SETTINGS_KB) even when some of its jobs are deferred: the tries
                 # again run with the server's limit.
+                started = self.clock()
                 self._clean_batch(batch, last)
+                self._observe_batch(len(batch), self.clock() - started)
                 self._batch_done()
                 self._notice_other_sessions()
                 if self._batch_pause() and not last:
                     self.sleep(self._batch_pause())
+                    self.pace.paused(self._batch_pause())
         self.step = "trying the locked jobs again"
         self._retry_deferred()
 
@@ -325,21 +336,28 @@ class JobCleaner:
         if self.options.live == "auto" and not self.result.live and self._is_live():
             self.result.live = self._keep_gin_limit = True
             self.transaction.token_owners = None
+            self.pace.set_live(True)
             self._note("other sessions connected to the database: going on as live")
 
     def _batch_pause(self) -> float:
-        """Seconds between batches. Check mode writes nothing, so nobody waits for its WAL:
-        it does not pause."""
-        if self.options.check_mode:
-            return 0.0
-        if self.options.batch_pause is not None:
-            return self.options.batch_pause
-        return LIVE_BATCH_PAUSE if self.result.live else 0.0
+        """Seconds after the batch just done (Pace: check mode never pauses)."""
+        return self.pace.pause()
 
     def _batch_size(self) -> int:
-        if self.options.batch_size is not None:
-            return self.options.batch_size
-        return LIVE_BATCH_SIZE if self.result.live else DEFAULT_BATCH_SIZE
+        return self.pace.batch_size()
+
+    def _others_waiting(self) -> None:
+        """Live, just before a batch commits (its WAL being flushed, its rows locked): how
+        many other sessions wait for the WAL or a lock, the API's commits queued behind
+        the run (Pace halves its rate then). Only sessions of the run's own database role
+        show their wait events without pg_read_all_stats: Arvados' API server uses it."""
+        self._waiting_seen = 0
+        if self.pace.adaptive:
+            row = self.conn.execute(SQL_OTHERS_WAITING, {"ours": APPLICATION_NAME}).fetchone()
+            self._waiting_seen = row[0]
+
+    def _observe_batch(self, jobs: int, seconds: float) -> None:
+        self.pace.observe(BatchSample(jobs, seconds, self.transaction.commit_seconds, self._waiting_seen))
 
     def _is_live(self) -> bool:
         if self.options.live != "auto":

@@ -109,6 +109,10 @@ class BatchTransaction:
         self._server_kb: Optional[Dict[str, int]] = None
         # Read by the run before its first batch when more follow (fail_jobs_tokens).
         self.token_owners: Optional[TokenOwners] = None
+        # Called before each writing batch's COMMIT (the run's pace looks then), and the
+        # COMMIT's own seconds: the WAL flush an API commit meeting it waits for.
+        self.before_commit: Optional[Callable[[], None]] = None
+        self.commit_seconds = 0.0
         self._start_batch()
 
     def _start_batch(self) -> None:
@@ -116,6 +120,8 @@ class BatchTransaction:
         # it last tried to expire, where to look for them.
         self.loaded = LoadedTexts()
         self._expiring_token_ids: List[int] = []
+        # 0 until the batch commits: a batch rolled back tells the pace nothing.
+        self.commit_seconds = 0.0
 
     def run(self, uuids: List[str], last: bool) -> Optional[BatchOutcome]:
         """The batch's outcome, committed (in check mode rolled back); None when a table's
@@ -155,7 +161,7 @@ class BatchTransaction:
             if self.options.check_mode:
                 self.conn.rollback()
             else:
-                self.conn.commit()
+                self._commit()
         except BaseException as error:
             if not connection_lost(self.conn):
                 self.conn.rollback()
@@ -163,6 +169,13 @@ class BatchTransaction:
                 raise
             return None
         return outcome
+
+    def _commit(self) -> None:
+        if self.before_commit is not None:
+            self.before_commit()
+        started = self.clock()
+        self.conn.commit()
+        self.commit_seconds = self.clock() - started
 
     def lock_tables(self) -> None:
         """Lock the tables the batch writes and reads before it holds any row, waiting at

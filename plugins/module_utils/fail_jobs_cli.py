@@ -88,10 +88,11 @@ class Reporter:
         if now < self.next_progress:
             return
         self.next_progress = now + _PROGRESS_EVERY
+        pace = "" if result.pace is None else "; " + pace_text(result.pace.report())
         self.say(
             "info",
-            "%d batch(es): %d job(s) done, %d token(s) revoked so far"
-            % (result.batches, len(result.done_jobs), len(result.revoked_tokens)),
+            "%d batch(es): %d job(s) done, %d token(s) revoked so far%s"
+            % (result.batches, len(result.done_jobs), len(result.revoked_tokens), pace),
         )
 
 
@@ -99,7 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROGRAM,
         description="Fail (or requeue) the Arvados jobs a reboot left Running, directly in "
-        "PostgreSQL, revoking their tokens and cancelling their Slurm jobs first.",
+        "PostgreSQL, revoking their tokens and cancelling their Slurm jobs first. Live, the "
+        "batches are paced by what the database says of them (see --batch-size and "
+        "--batch-pause); the progress and summary lines say the pace chosen ('pace:').",
     )
     parser.add_argument(
         "--options-file",
@@ -125,6 +128,23 @@ def gather_params(args: argparse.Namespace) -> Dict[str, Any]:
 
 def _count(value: Any) -> int:
     return len(value) if isinstance(value, list) else int(value or 0)
+
+
+def pace_text(pace: Dict[str, Any]) -> str:
+    """The pace a run chose (RV(pace)) in a few words, for the progress and summary lines."""
+    low_high = pace["batch_size_range"]
+    sizes = "%d-%d" % tuple(low_high) if low_high and low_high[0] != low_high[1] else ""
+    rate = pace["jobs_per_second"]
+    commit = pace["commit_ms"]
+    return "pace: %s, batches of %d%s, %s jobs/s, commits %s ms, %.1f s paused, %d back-off(s)" % (
+        pace["mode"],
+        pace["batch_size"],
+        " (%s)" % sizes if sizes else "",
+        "-" if rate is None else "%g" % rate,
+        "-" if commit is None else "%g" % commit,
+        pace["pause_seconds"],
+        pace["backoffs"],
+    )
 
 
 def summary_lines(result: Dict[str, Any], check_mode: bool) -> List[str]:
@@ -181,6 +201,8 @@ def summary_lines(result: Dict[str, Any], check_mode: bool) -> List[str]:
     if audit_logs.get("written") is False:
         # Only when off: the `dispatch` rows alone tell websocket clients less.
         lines.append("update audit rows: not written (%s)" % audit_logs.get("source"))
+    if result.get("pace") and result["batches"]:
+        lines.append(pace_text(result["pace"]))
     lines.append("changed: %s" % ("yes" if result["changed"] else "no"))
     return lines
 

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any, Dict, Iterable, List, Optional
 
 from .errors import RecoveryError
+from .fail_jobs_pace import START_SIZE, TARGET_RATE
 from .fail_jobs_sql import DISPATCH_ATTEMPT_SUMMARY
 from .fail_jobs_threshold import Threshold
 from .option_bounds import MAX_BATCH_SIZE, MAX_PG_TIMEOUT_SECONDS, MAX_SLEEP_SECONDS
@@ -49,24 +50,14 @@ UNRUNNABLE_NOTE = (
     "requeued job runs as that user."
 )
 
-# Live, unless batch_size and batch_pause say otherwise: small batches, 2 s apart. An API
-# commit waits until all the WAL written before it is on disk, the run's too, and the run
-# writes about 100 kB of it per job, paced or not (bench/README.md, "Where the API's time
-# goes"): batches of 1,000 with 0.2 s between them took the API's update p99 to 4-12 times
-# its level before the run; 100 a second apart, to 2.9-3.7 times; 100 2 s apart, to 1.3-2.8
-# times, for a run 14 times as long. With the API server up its latency comes first (the
-# issue's rule); at boot the run goes at full speed.
-LIVE_BATCH_SIZE = 100
-LIVE_BATCH_PAUSE = 2.0
-
-
 # The cleanup's own options, declared once: CleanupOptions checks its values with them and
 # fail_jobs_run's table, which the module and the command are made from, holds them.
 CLEANUP_OPTIONS: Dict[str, Option] = {
     "batch_size": Option(
         "int",
         check=count(MAX_BATCH_SIZE),
-        help="jobs per transaction (default: %d at boot, %d when live)" % (DEFAULT_BATCH_SIZE, LIVE_BATCH_SIZE),
+        help="jobs per transaction; given, every batch's (default: %d at boot; live, from %d, steered by "
+        "the batches' commit and own times)" % (DEFAULT_BATCH_SIZE, START_SIZE),
     ),
     "lock_wait": Option(
         "float",
@@ -97,8 +88,9 @@ CLEANUP_OPTIONS: Dict[str, Option] = {
     "batch_pause": Option(
         "float",
         check=seconds(MAX_SLEEP_SECONDS),
-        help="seconds to pause between batches, to leave the database to "
-        "other clients (default: %g when live, 0 at boot)" % LIVE_BATCH_PAUSE,
+        help="seconds to pause between batches, to leave the database to other clients; given, "
+        "every pause (default: 0 at boot; live, what keeps %g jobs a second, less when other "
+        "sessions wait behind the run)" % TARGET_RATE,
     ),
 }
 

@@ -63,6 +63,8 @@ class CleanupResult:
         self.held_by_other_users: List[Dict[str, str]] = []
         self.batches = 0
         self.live: Optional[bool] = None
+        # The run's Pace (fail_jobs_pace), whose report says the pace it chose.
+        self.pace: Any = None
         # Lines for the command's progress, said and emptied at each progress call.
         self.notes: List[str] = []
 
@@ -112,6 +114,7 @@ class CleanupResult:
             "slurm": dict(self.slurm),
             "batches": self.batches,
             "live": self.live,
+            "pace": None if self.pace is None else self.pace.report(),
         }
         if opts.retry:
             result["not_requeued"] = sorted(self.not_requeued)

@@ -126,7 +126,14 @@ options:
     description:
       - Jobs per transaction, for example V(500). Larger batches finish sooner; smaller ones
         hold fewer rows at once and delay the API server's writes less.
-      - Unset, V(1000) at boot and V(100) when live (see O(live)). At most V(100000).
+      - Given, every batch has this size; live, the pause is still steered (see O(batch_pause)).
+      - Unset, V(1000) at boot; live (see O(live)) it starts at V(100) and is steered after
+        each batch, between V(10) and V(1000) - smaller while a batch's commit takes more than
+        about 10 ms (an API commit meeting it waits that long) or the batch more than 0.5 s
+        (the API's commits queue behind its writes), else larger while a batch takes more
+        than half of its share of time at the pace's rate (each batch reads C(jobs) once
+        for the tokens' rule, a fixed cost). RV(pace) says what was chosen.
+        At most V(100000).
     type: int
   lock_wait:
     description:
@@ -192,7 +199,8 @@ options:
       - V(false), for boot when nothing else writes - batches of 1000 at full speed, and the
         jobs' trigram search index collects its new entries to merge them a few times per run
         (see the notes). An API write meanwhile may wait seconds for such a merge.
-      - V(true) - small batches with pauses (see O(batch_size) and O(batch_pause)), and each
+      - V(true) - batches paced by what the database says of them (see O(batch_size),
+        O(batch_pause) and RV(pace)), and each
         batch merges its own index entries, so the API server's writes stay close to their
         usual speed. The run is many times slower; a cleanup after a node reboot, a few
         hundred jobs, still takes seconds.
@@ -204,7 +212,14 @@ options:
     description:
       - Seconds to pause between batches, leaving the database to other clients, for example
         V(0.5). The run takes that much longer per O(batch_size) jobs.
-      - Unset, V(2) when live (see O(live)) and V(0) at boot. Check mode does not pause.
+      - Given, every pause; live, the batch size is still steered (see O(batch_size)). With
+        both given the run keeps exactly that pace.
+      - Unset, V(0) at boot. Live (see O(live)), what keeps the run at 200 jobs a second
+        (100,000 jobs in about 8 minutes) after the batch's own time; halved, down to 50 jobs
+        a second, each time two or more other sessions are seen queued for the write-ahead
+        log's locks or a lock as a batch commits (wait events are visible to the run for
+        sessions of its own database role, as the API server's are), and won back by a
+        twentieth per batch without. Check mode does not pause.
       - At most V(86400) (a day).
     type: float
   db_wait:
@@ -524,6 +539,42 @@ live:
   returned: always
   type: bool
   sample: false
+pace:
+  description: The pace the run chose (see O(batch_size) and O(batch_pause)).
+  returned: always
+  type: dict
+  contains:
+    mode:
+      description: >-
+        V(adaptive) (live, an option left unset, steered), V(fixed) (both options given, or
+        one at boot), V(full speed) (at boot) or V(check) (check mode, no pause).
+      type: str
+      sample: adaptive
+    batch_size:
+      description: The median size of the batches.
+      type: int
+      sample: 100
+    batch_size_range:
+      description: The smallest and the largest batch, empty without a batch.
+      type: list
+      elements: int
+      sample: [37, 100]
+    pause_seconds:
+      description: Seconds paused between batches in all.
+      type: float
+      sample: 312.4
+    jobs_per_second:
+      description: Jobs through the batches a second, pauses included; null without a batch.
+      type: float
+      sample: 190.5
+    commit_ms:
+      description: The median time of a batch's commit, milliseconds; null without a commit.
+      type: float
+      sample: 9.7
+    backoffs:
+      description: How many times other sessions were seen waiting and the rate was halved.
+      type: int
+      sample: 0
 database:
   description: Where the connection settings came from (never the password).
   returned: always

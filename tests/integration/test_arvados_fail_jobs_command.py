@@ -51,7 +51,10 @@ def test_summary_exit_status_and_rerun(fresh_db, lab_env, tmp_path):
     completed = h.run_cli(lab_env, tmp_path, options(fresh_db, tmp_path), before_flag(summary) + ["--quiet"])
 
     assert completed.returncode == 0, completed.stderr
-    assert completed.stdout.splitlines() == [
+    lines = completed.stdout.splitlines()
+    # The pace line holds the run's timings: its start only.
+    assert lines[-2].startswith("pace: ")
+    assert lines[:-2] + lines[-1:] == [
         "threshold: %sZ (argument)" % summary.boot_time.isoformat(),
         "jobs failed: 6",
         "tokens revoked: 6",
@@ -465,9 +468,10 @@ def test_the_2017_schema(lab, lab_env, tmp_path, fresh_db):
         assert result["failed_jobs"] == sorted(summary.running_before_boot)
         assert result["revoked_tokens"] == sorted(summary.job_token_uuids[u] for u in summary.running_before_boot)
         assert result["exempt"]["count"] == len(summary.running_after_boot) == 1
-        # Everything the command reports but the log rows' random uuids and which database.
-        assert {k: v for k, v in result.items() if k not in ("log_uuids", "database")} == {
-            k: v for k, v in today_result.items() if k not in ("log_uuids", "database")
+        # Everything the command reports but the log rows' random uuids, which database and
+        # the pace's timings.
+        assert {k: v for k, v in result.items() if k not in ("log_uuids", "database", "pace")} == {
+            k: v for k, v in today_result.items() if k not in ("log_uuids", "database", "pace")
         }
         assert outcomes[0] == outcomes[1]
         jobs, _tasks, tokens, logs = outcomes[0]

@@ -16,6 +16,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils import (
     fail_jobs_batch,
     fail_jobs_checks,
     fail_jobs_options,
+    fail_jobs_pace,
     fail_jobs_run,
     fail_jobs_sql,
     fail_jobs_tokens,
@@ -30,6 +31,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_opt
     DEFAULT_RETRY_MESSAGE,
     CleanupOptions,
 )
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_pace import BatchSample
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_result import (
     BatchOutcome,
     CleanupResult,
@@ -492,50 +494,46 @@ def test_live_takes_auto_true_or_false():
 
 
 @pytest.mark.parametrize(
-    "live, batch_pause, expected",
-    [(True, None, fail_jobs_options.LIVE_BATCH_PAUSE), (False, None, 0.0), (True, 0.0, 0.0), (False, 1.5, 1.5)],
+    "live, batch_pause, expected", [(True, None, 0.0), (False, None, 0.0), (True, 0.0, 0.0), (False, 1.5, 1.5)]
 )
-def test_the_pause_between_batches_is_the_live_default_unless_given(live, batch_pause, expected):
+def test_the_pause_is_the_option_given_and_none_before_a_batch_is_measured(live, batch_pause, expected):
     cleaner = fail_jobs.JobCleaner(None, None, CleanupOptions(batch_pause=batch_pause))
-    cleaner.result.live = live
+    cleaner.pace.set_live(live)
     assert cleaner._batch_pause() == expected  # pylint: disable=protected-access
 
 
 @pytest.mark.parametrize("batch_pause", [None, 1.5])
 def test_check_mode_does_not_pause_between_batches(batch_pause):
     cleaner = fail_jobs.JobCleaner(None, None, CleanupOptions(batch_pause=batch_pause, check_mode=True))
-    cleaner.result.live = True
+    cleaner.pace.set_live(True)
+    cleaner.pace.observe(BatchSample(100, 0.1, 0.01))
     assert cleaner._batch_pause() == 0.0  # pylint: disable=protected-access
 
 
 @pytest.mark.parametrize(
     "live, batch_size, expected",
     [
-        (True, None, fail_jobs_options.LIVE_BATCH_SIZE),
+        (True, None, fail_jobs_pace.START_SIZE),
         (False, None, fail_jobs_options.DEFAULT_BATCH_SIZE),
         (True, 500, 500),
         (False, 7, 7),
     ],
 )
-def test_the_batch_size_is_the_live_default_unless_given(live, batch_size, expected):
+def test_the_batch_size_is_the_pace_s_unless_given(live, batch_size, expected):
     cleaner = fail_jobs.JobCleaner(None, None, CleanupOptions(batch_size=batch_size))
-    cleaner.result.live = live
+    cleaner.pace.set_live(live)
     assert cleaner._batch_size() == expected  # pylint: disable=protected-access
 
 
 def test_a_run_that_turns_live_goes_on_in_live_batches():
     cleaner = fail_jobs.JobCleaner(None, None, CleanupOptions())
-    jobs = [
-        (JOB % n, None, None)
-        for n in range(fail_jobs_options.DEFAULT_BATCH_SIZE + 3 * fail_jobs_options.LIVE_BATCH_SIZE)
-    ]
+    jobs = [(JOB % n, None, None) for n in range(fail_jobs_options.DEFAULT_BATCH_SIZE + 3 * fail_jobs_pace.START_SIZE)]
     cleaner._running_jobs = lambda: iter(jobs)  # pylint: disable=protected-access
-    cleaner.result.live = False
     sizes = []
     for batch in cleaner._qualifying_batches():  # pylint: disable=protected-access
         sizes.append(len(batch))
-        cleaner.result.live = True  # as _notice_other_sessions does after a batch
-    assert sizes == [fail_jobs_options.DEFAULT_BATCH_SIZE] + [fail_jobs_options.LIVE_BATCH_SIZE] * 3
+        cleaner.pace.set_live(True)  # as _notice_other_sessions does after a batch
+    assert sizes == [fail_jobs_options.DEFAULT_BATCH_SIZE] + [fail_jobs_pace.START_SIZE] * 3
 
 
 class SessionsConnection:
@@ -560,6 +558,24 @@ def test_auto_turns_live_when_other_sessions_connect_during_the_run():
     cleaner._notice_other_sessions()  # pylint: disable=protected-access
     assert cleaner.result.live is True and cleaner._keep_gin_limit is True  # pylint: disable=protected-access
     assert cleaner.result.notes == ["other sessions connected to the database: going on as live"]
+
+
+def test_live_a_batch_s_commit_and_the_sessions_queued_behind_it_steer_the_pace():
+    cleaner = fail_jobs.JobCleaner(SessionsConnection([3]), None, CleanupOptions(live=True))
+    cleaner.pace.set_live(True)
+    cleaner.transaction.before_commit()
+    cleaner.transaction.commit_seconds = 0.004
+    cleaner._observe_batch(100, 0.3)  # pylint: disable=protected-access
+    report = cleaner.result.to_dict()["pace"]
+    assert (report["commit_ms"], report["backoffs"]) == (4.0, 1)
+
+
+def test_given_both_options_the_run_does_not_look_at_other_sessions():
+    cleaner = fail_jobs.JobCleaner(SessionsConnection([]), None, CleanupOptions(batch_size=100, batch_pause=2.0))
+    cleaner.pace.set_live(True)
+    cleaner.transaction.before_commit()  # would fail on the empty fake if it asked
+    cleaner._observe_batch(100, 0.3)  # pylint: disable=protected-access
+    assert cleaner.result.to_dict()["pace"]["mode"] == "fixed"
 
 
 def test_a_run_told_it_is_at_boot_stays_so():

@@ -220,6 +220,28 @@ def test_the_summary_says_when_the_update_audit_rows_are_not_written():
     ]
 
 
+def test_the_summary_says_the_pace_the_run_chose():
+    pace = {
+        "mode": "adaptive",
+        "batch_size": 180,
+        "batch_size_range": [100, 260],
+        "pause_seconds": 312.4,
+        "jobs_per_second": 190.5,
+        "commit_ms": 4.2,
+        "backoffs": 1,
+    }
+    lines = fail_jobs_cli.summary_lines(result(pace=pace, batches=600), False)
+    assert lines[-2:] == [
+        "pace: adaptive, batches of 180 (100-260), 190.5 jobs/s, commits 4.2 ms, 312.4 s paused, 1 back-off(s)",
+        "changed: yes",
+    ]
+    fixed = dict(pace, mode="fixed", batch_size=100, batch_size_range=[100, 100], commit_ms=None, jobs_per_second=None)
+    assert fail_jobs_cli.pace_text(fixed) == (
+        "pace: fixed, batches of 100, - jobs/s, commits - ms, 312.4 s paused, 1 back-off(s)"
+    )
+    assert not [line for line in fail_jobs_cli.summary_lines(result(pace=pace, batches=0), False) if "pace" in line]
+
+
 def test_summary_of_a_check_mode_retry_without_threshold():
     values = result(
         threshold=None,
