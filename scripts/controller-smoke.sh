@@ -18,9 +18,13 @@ export ANSIBLE_COLLECTIONS_ON_ANSIBLE_VERSION_MISMATCH=error ANSIBLE_NOCOLOR=1 A
 output=$(mktemp) inventory=$(mktemp)
 trap 'rm -f "$output" "$inventory"' EXIT
 # Every group a playbook names, the optional ones too (playbooks/inventory/example.yml
-# leaves those out, and an unmatched host pattern is a warning).
+# leaves those out, and an unmatched host pattern is a warning), and the groups the
+# playbooks' first play makes in memory (playbooks/tasks/hosts.yml), which a run has by
+# the time a later play asks for them but --syntax-check, running no play, never does.
 printf '[%s]\n%s.example.org\n' arvados_api api slurm_controllers slurm-ctl \
-  arvados_dispatchers dispatcher crunch_v1_dispatcher crunch-dispatch >"$inventory"
+  arvados_dispatchers dispatcher crunch_v1_dispatcher crunch-dispatch \
+  recover__api api recover__slurm slurm-ctl recover__dispatchers dispatcher \
+  recover__crunch_v1 crunch-dispatch recover__db api >"$inventory"
 
 # run COMMAND...: fails on a failure or on any warning in its output.
 run() {
