@@ -149,3 +149,30 @@ def test_one_controllers_file_is_written_once_for_two_hosts(collections, tmp_pat
     written = [line for line in done.splitlines() if line.startswith("changed: [")]
     assert written == ["changed: [localhost]"], done
     assert "RUNNING HANDLER" not in done
+
+
+def test_hosts_naming_different_controller_files_are_refused_before_any_change(collections, tmp_path):
+    controller, host, variables = installer_site(tmp_path)
+    variables["ansible_connection"] = "local"
+    del variables["arvados_config_file"]
+    other = tmp_path / "controller" / "zzzzy-config.yml"
+    other.write_text(INSTALLERS)
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(
+        yaml.safe_dump(
+            {
+                "all": {
+                    "hosts": {
+                        "localhost": {"arvados_config_file": str(controller)},
+                        "slurm2": {"arvados_config_file": str(other)},
+                    }
+                }
+            }
+        )
+    )
+    play = dict(DISPATCHER_PLAY, hosts="all")
+    failed = " ".join(run(collections, tmp_path, play, variables, "-i", inventory, succeeds=False)[0].split())
+    assert (
+        "the hosts of this play name different cluster files on the controller (%s, %s" % (controller, other) in failed
+    )
+    assert controller.read_text() == INSTALLERS and other.read_text() == INSTALLERS and host.read_text() == HOSTS_COPY
