@@ -288,9 +288,10 @@ class JobCleaner:
                 self._observe_batch(len(batch), self.clock() - started)
                 self._batch_done()
                 self._notice_other_sessions()
-                if self._batch_pause() and not last:
-                    self.sleep(self._batch_pause())
-                    self.pace.paused(self._batch_pause())
+                pause = self._batch_pause()
+                if pause and not last:
+                    self.sleep(pause)
+                    self.pace.paused(pause)
         self.step = "trying the locked jobs again"
         self._retry_deferred()
 
