@@ -516,13 +516,12 @@ SQL_OTHER_SESSIONS = """
 # flush, or for a place to insert) or for a lock, as the API's commits are when they meet
 # the run's. Not IO:WALSync: that is a commit's own flush, queued behind nothing. Sessions
 # of other roles show no wait_event without pg_read_all_stats (Arvados' API shares ours).
-SQL_OTHERS_WAITING = """
-    SELECT count(*) FROM pg_stat_activity
-    WHERE datname = current_database() AND pid <> pg_backend_pid()
-      AND backend_type = 'client backend' AND application_name <> %(ours)s
-      AND (wait_event_type = 'Lock'
+SQL_OTHERS_WAITING = (
+    SQL_OTHER_SESSIONS
+    + """      AND (wait_event_type = 'Lock'
            OR (wait_event_type = 'LWLock' AND wait_event IN ('WALWrite', 'WALInsert')))
 """
+)
 
 # Everything the checks before any change judge, in one statement. On a server just started
 # (at boot) each statement's parse and planning reads the catalogs afresh, and the no-op
