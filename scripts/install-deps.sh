@@ -38,6 +38,7 @@ DEBIAN_PACKAGES=(
   prometheus           # promtool: the tests check the watch's metrics and alert rules
   prometheus-node-exporter  # a real Prometheus scrapes the watch's textfile through it (integration)
   time                 # GNU time: the benchmarks read a command's peak RSS with it
+  openjdk-17-jre-headless  # ansible-rulebook (the event source's tests) runs its rules on Java 17
 )
 
 missing_packages() {
