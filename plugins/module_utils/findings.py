@@ -25,6 +25,7 @@ from __future__ import annotations
 import datetime
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
+from . import options_file
 from .errors import ConfigError
 from .options import Option, parse, seconds
 from .reconcile_run import ALL_OPTIONS as RECONCILE_ALL_OPTIONS
@@ -81,17 +82,31 @@ SOURCE_OPTIONS: Dict[str, Option] = {
         help="the dispatcher's systemd unit on this host, asked with systemctl is-active; '' not to ask",
     ),
     "systemctl_timeout": Option("float", 10.0, check=seconds(60.0, above=True)),
+    # A rulebook's source arguments must be a mapping written out in the rulebook: a file
+    # holds the rest (and the password, at mode 0600), as the watch's --options-file does.
+    "options_file": Option(
+        "path",
+        None,
+        help="a YAML or JSON file of these options, read and checked as arvados-recovery-watch reads its "
+        "--options-file; the rulebook's arguments win over it",
+    ),
 }
 ALL_OPTIONS: Dict[str, Option] = dict(RECONCILE_ALL_OPTIONS, **SOURCE_OPTIONS)
+FILE_OPTIONS: Dict[str, Option] = {name: option for name, option in ALL_OPTIONS.items() if name != "options_file"}
+SOURCE = "arvados_ops.recovery.findings"
 
 
 def check_source_options(args: Mapping[str, Any]) -> Dict[str, Any]:
-    """Every option typed and checked as the module checks its own, before the first read.
-    ansible-rulebook hands a source its arguments as the rulebook's YAML typed them."""
+    """Every option typed and checked as the module checks its own, before the first read:
+    the options file's, the rulebook's arguments over them. Both may be text (a rulebook's
+    `{{ var }}` renders as text), converted as the command converts its flags."""
     unknown = sorted(set(args) - set(ALL_OPTIONS))
     if unknown:
-        raise ConfigError("unknown option(s) of arvados_ops.recovery.findings: %s" % ", ".join(unknown))
-    return parse(ALL_OPTIONS, args)
+        raise ConfigError("unknown option(s) of %s: %s" % (SOURCE, ", ".join(unknown)))
+    given = dict(args)
+    path = given.pop("options_file", None)
+    from_file = options_file.read_options_file(path, FILE_OPTIONS, SOURCE) if path else {}
+    return parse(ALL_OPTIONS, dict(from_file, **given), from_text=True)
 
 
 def reconcile_params(params: Mapping[str, Any]) -> Dict[str, Any]:

@@ -106,7 +106,7 @@ def test_the_documentation_says_each_option_of_the_source_as_the_table_has_it():
     documented = yaml.safe_load(source.DOCUMENTATION)["options"]
     assert set(documented) == set(findings.SOURCE_OPTIONS)
     for name, option in findings.SOURCE_OPTIONS.items():
-        assert (documented[name]["type"], documented[name]["default"]) == (option.type, option.default), name
+        assert (documented[name]["type"], documented[name].get("default")) == (option.type, option.default), name
     description = " ".join(yaml.safe_load(source.DOCUMENTATION)["description"])
     for kind in findings.KINDS:
         assert "C(%s)" % kind in description

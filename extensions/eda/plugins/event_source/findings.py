@@ -49,6 +49,13 @@ options:
     description: Seconds C(systemctl is-active) may take; past them the unit's state is unknown (at most 60).
     type: float
     default: 10.0
+  options_file:
+    description:
+      - A YAML or JSON mapping of these options (any option above or of C(arvados_reconcile_info)), read and
+        checked as C(arvados-recovery-watch --options-file) reads its own (a password only in a file that only
+        its owner can read). The rulebook's arguments win over it.
+      - A rulebook's source arguments must be written out as a mapping; this file holds the rest.
+    type: path
 """
 
 EXAMPLES = r"""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils import findings
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError, RecoveryError
 
 ORPHAN = "zzzzz-dz642-000000000000001"
 ORPHAN2 = "zzzzz-dz642-000000000000002"
@@ -168,3 +168,22 @@ def test_options_are_checked_by_name_before_any_read():
         findings.check_source_options({"orphans": "sometimes"})
     with pytest.raises(ConfigError, match="unknown option.*intervall"):
         findings.check_source_options({"intervall": 30})
+
+
+def test_an_options_file_gives_the_rest_and_the_rulebook_s_text_arguments_win(tmp_path):
+    path = tmp_path / "findings.yml"
+    path.write_text("interval: 120\ndb_host: db.example.org\ncrunch_v1_dispatcher: stopped\n")
+    params = findings.check_source_options({"options_file": str(path), "interval": "30"})
+    assert (params["interval"], params["db_host"], params["crunch_v1_dispatcher"]) == (
+        30.0,
+        "db.example.org",
+        "stopped",
+    )
+    path.write_text("db_password: secret\n")
+    path.chmod(0o644)
+    with pytest.raises(RecoveryError, match="findings.yml") as refused:
+        findings.check_source_options({"options_file": str(path)})
+    assert "secret" not in str(refused.value)
+    path.write_text("options_file: /etc/other.yml\n")
+    with pytest.raises(RecoveryError, match="options_file"):
+        findings.check_source_options({"options_file": str(path)})
