@@ -1,7 +1,7 @@
 """One import path for the collection's code in every test and lab process.
 
-A module imported both as `plugins.module_utils.errors` and as
-`ansible_collections.arvados_ops.recovery.plugins.module_utils.errors` is two modules:
+A module imported both as `plugins.module_utils._common.errors` and as
+`ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors` is two modules:
 an error raised by one copy is not caught as the other's `RecoveryError`.
 """
 

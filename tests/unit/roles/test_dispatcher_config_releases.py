@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import dispatcher_config as dc
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import ConfigError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._dispatcher import config as dc
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "arvados_config"
 SCHEMAS = {path.stem: json.loads(path.read_text()) for path in sorted(DATA.glob("*.json"))}

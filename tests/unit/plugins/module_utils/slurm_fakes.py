@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Deque, Dict, List, Optional
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_runner import CommandNotFoundError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm.runner import CommandNotFoundError
 
 UNREACHABLE = "squeue: error: Unable to contact slurm controller (connect failure)"
 # What LAB.md measured with slurmctld down and MessageTimeout=10.

@@ -10,7 +10,9 @@ import pytest
 import yaml
 
 from ansible_collections.arvados_ops.recovery.plugins.doc_fragments.arvados_db import ModuleDocFragment
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.arvados_db_config import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import ConfigError, RecoveryError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.options import argument_spec, excerpt
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._database.settings import (
     APPLICATION_NAME,
     CONNECTION_OPTIONS,
     DEFAULT_CONNECT_TIMEOUT,
@@ -18,8 +20,6 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils.arvados_db_co
     REDACTED,
     resolve_database_settings,
 )
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError, RecoveryError
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import argument_spec, excerpt
 
 SECRET = "Pw-4f7Q-distinctive-9zX"
 NOBODY = pwd.getpwnam("nobody").pw_uid

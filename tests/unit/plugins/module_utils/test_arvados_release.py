@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.arvados_release import release_of
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.arvados_release import release_of
 
 
 @pytest.mark.parametrize(

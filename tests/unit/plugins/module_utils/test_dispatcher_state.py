@@ -16,8 +16,8 @@ import itertools
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import dispatcher_state as ds
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import ConfigError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._dispatcher import state as ds
 
 LOCK_FREE = {"lock_key": 10005, "lock_held": False, "holders": [], "reason": "no session holds it"}
 LOCK_HELD = dict(LOCK_FREE, lock_held=True)

@@ -11,32 +11,30 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import (
-    fail_jobs,
-    fail_jobs_batch,
-    fail_jobs_checks,
-    fail_jobs_options,
-    fail_jobs_pace,
-    fail_jobs_run,
-    fail_jobs_sql,
-    fail_jobs_tokens,
-)
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError, RecoveryError
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_checks import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import batch as fail_jobs_batch
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import checks as fail_jobs_checks
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import engine as fail_jobs
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import options as fail_jobs_options
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import pace as fail_jobs_pace
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as fail_jobs_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import sql as fail_jobs_sql
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import tokens as fail_jobs_tokens
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.checks import (
     ADVISORY_LOCK_KEY,
     take_advisory_lock,
 )
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_options import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.options import (
     DEFAULT_FAIL_MESSAGE,
     DEFAULT_RETRY_MESSAGE,
     CleanupOptions,
 )
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_pace import BatchSample
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_result import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.pace import BatchSample
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.result import (
     BatchOutcome,
     CleanupResult,
     merge_slurm_results,
 )
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import ConfigError, RecoveryError
 from tests.unit.plugins.module_utils.slurm_fakes import FakeClock
 
 JOB = "zzzzz-8i9sb-%015d"

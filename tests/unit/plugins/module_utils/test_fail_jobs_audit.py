@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs_run
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_audit import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as fail_jobs_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.audit import (
     audit_logs_setting,
     duration_seconds,
     logging_enabled,
 )
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import ConfigError
 
 NO_FILES = {"config_file": "", "database_yml": "", "db_name": "arvados_test", "cancel_slurm_jobs": False}
 

@@ -12,15 +12,12 @@ import stat
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import (
-    fail_jobs_cli,
-    fail_jobs_run,
-    options_file,
-    version,
-)
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import RecoveryError
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_options import CleanupOptions
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_result import CleanupResult
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import cli as fail_jobs_cli
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as fail_jobs_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.options import CleanupOptions
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.result import CleanupResult
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common import options_file, version
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import RecoveryError
 from tests.unit.plugins.module_utils.slurm_fakes import FakeClock
 
 

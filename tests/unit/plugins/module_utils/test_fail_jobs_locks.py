@@ -11,18 +11,20 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs, fail_jobs_checks, fail_jobs_sql
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import RecoveryError
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs import JobCleaner
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_batch import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import checks as fail_jobs_checks
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import engine as fail_jobs
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import sql as fail_jobs_sql
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.batch import (
     MAX_LOCK_TIMEOUT_MS,
     ROW_PHASE_LOCK_TIMEOUT_MS,
     LockBudget,
 )
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_options import CleanupOptions
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_result import BatchOutcome
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_sql import BatchJob
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_tokens import TokenCandidate, TokenPlan
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.engine import JobCleaner
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.options import CleanupOptions
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.result import BatchOutcome
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.sql import BatchJob
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.tokens import TokenCandidate, TokenPlan
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import RecoveryError
 from tests.unit.plugins.module_utils.slurm_fakes import FakeClock
 
 JOB = "zzzzz-8i9sb-%015d"

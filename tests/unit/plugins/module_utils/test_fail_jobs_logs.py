@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs_sql
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_logs import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import sql as fail_jobs_sql
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.logs import (
     TokenUpdate,
     insert_logs,
 )
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_sql import BatchJob
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.sql import BatchJob
 
 SYSTEM = "zzzzz-tpzed-000000000000000"
 OWNER = "zzzzz-tpzed-000000000000001"

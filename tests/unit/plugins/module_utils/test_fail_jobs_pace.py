@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_pace import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.pace import (
     COMMIT_BUDGET,
     MAX_BATCH_SECONDS,
     MAX_DUTY,

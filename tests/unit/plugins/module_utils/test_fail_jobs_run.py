@@ -12,14 +12,12 @@ import threading
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import (
-    fail_jobs,
-    fail_jobs_cli,
-    fail_jobs_options,
-    fail_jobs_run,
-)
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError, RecoveryError
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_options import CleanupOptions
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import cli as fail_jobs_cli
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import engine as fail_jobs
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import options as fail_jobs_options
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as fail_jobs_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.options import CleanupOptions
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import ConfigError, RecoveryError
 from tests.unit.plugins.module_utils.slurm_fakes import fake_client_directory
 
 JOB = "zzzzz-8i9sb-%015d"
@@ -422,7 +420,7 @@ def test_a_value_of_the_wrong_type_is_shown_unless_it_is_the_password():
 
 
 def test_held_by_other_users_names_the_jobs_of_the_batch_whose_slurm_jobs_another_user_owns():
-    from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs import held_by_other_users
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.engine import held_by_other_users
 
     job = "zzzzz-8i9sb-%015d"
     slurm = {

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_serialized import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.serialized import (
     LoadedTexts,
     legacy_load,
 )

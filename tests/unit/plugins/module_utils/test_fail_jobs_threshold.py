@@ -9,8 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import RecoveryError, ThresholdError
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_threshold import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.threshold import (
     EXEMPT,
     KNOWN_ZONE_OFFSET_HOURS,
     NO_STARTED_AT,
@@ -22,7 +21,8 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_thr
     read_boot_time,
     threshold_against,
 )
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import excerpt
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import RecoveryError, ThresholdError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.options import excerpt
 
 
 @pytest.fixture

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_options import CleanupOptions
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_sql import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.options import CleanupOptions
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.sql import (
     SQL_RUN_TOKEN_OWNERS,
     SQL_RUN_TOKEN_SCOPE,
     SQL_TOKEN_OTHER_OWNERS,
 )
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_tokens import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.tokens import (
     TokenCandidate,
     TokenOwners,
     owners_of,

@@ -14,7 +14,7 @@ import tracemalloc
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.json_stream import json_pieces
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.json_stream import json_pieces
 
 REASON = "container is Cancelled and its Slurm job still runs: " * 6
 

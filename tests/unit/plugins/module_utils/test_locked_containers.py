@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.arvados_db_config import cluster_setting
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.locked_containers import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import ConfigError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._database.settings import cluster_setting
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.locked_containers import (
     UNKNOWN_LIMIT,
     DispatchLimit,
     LockToken,
@@ -21,7 +21,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils.locked_contai
     system_root_token_uuid,
     token_state,
 )
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile_run import dispatch_limit
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.run import dispatch_limit
 
 P = "zzzzz"
 CTR = P + "-dz642-aaaaaaaaaaaaaaa"

@@ -8,14 +8,14 @@ import types
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import module_support
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.module_support import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import ConfigError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.options import argument_spec
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._modules import support as module_support
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._modules.support import (
     canonical_params,
     run_engine,
     run_slurm_module,
 )
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import argument_spec
 
 OPTIONS = {
     "db_host": {"type": "str", "default": None, "aliases": ["login_host"], "help": "database host"},

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import module_support
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError, RecoveryError, shown
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import Range, check_text, excerpt
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile_run import check_params
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_cancel_run import CANCEL_OPTIONS, build_request
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel.run import CANCEL_OPTIONS, build_request
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import (
+    ConfigError,
+    RecoveryError,
+    shown,
+)
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.options import Range, check_text, excerpt
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._modules import support as module_support
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.run import check_params
 
 NO_FILES = {"config_file": "", "database_yml": "", "db_name": "arvados_test", "squeue_path": "/bin/true"}
 

@@ -7,14 +7,20 @@ import io
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs_cli, fail_jobs_run, reconcile_run
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel.request import (
+    CancelRequest,
+    CancelRequestError,
+)
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel.run import build_request
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import cli as fail_jobs_cli
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as fail_jobs_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.options import CleanupOptions
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import (
     MAX_MESSAGE_CHARACTERS,
     ConfigError,
     RecoveryError,
 )
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_options import CleanupOptions
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.options import (
     EXCERPT_CHARACTERS,
     NOT_ASCII_NUMBER,
     Option,
@@ -28,11 +34,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils.options impor
     parse,
     seconds,
 )
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_cancel_request import (
-    CancelRequest,
-    CancelRequestError,
-)
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_cancel_run import build_request
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import run as reconcile_run
 
 JOB = "zzzzz-8i9sb-000000000000001"
 NO_FILES = {"config_file": "", "database_yml": "", "db_name": "arvados_test"}

@@ -13,15 +13,13 @@ import time
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import (
-    fail_jobs_cli,
-    fail_jobs_run,
-    options_file,
-    reconcile_run,
-    watch_cli,
-)
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError, RecoveryError
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import Option, parse
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import cli as fail_jobs_cli
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as fail_jobs_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common import options_file
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import ConfigError, RecoveryError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.options import Option, parse
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import run as reconcile_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import watch_cli
 
 # (option, the value as Ansible types it for a module, the flag's text, the message):
 # mistakes Ansible lets through to the modules' parse.

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import pg_connect
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._database import connect as pg_connect
 from tests.unit.plugins.module_utils.slurm_fakes import FakeClock
 
 JOB = "zzzzz-8i9sb-%015d"

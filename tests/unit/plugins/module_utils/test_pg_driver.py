@@ -9,8 +9,8 @@ import types
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import pg_driver
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import RecoveryError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import RecoveryError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._database import driver as pg_driver
 
 ENV = pg_driver.DRIVER_ENV
 

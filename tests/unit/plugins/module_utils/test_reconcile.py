@@ -13,9 +13,9 @@ from typing import Callable, Dict, List, Optional
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError, RecoveryError
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.locked_containers import DispatchLimit, LockToken
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import ConfigError, RecoveryError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.db import choose_prefix
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.engine import (
     CONTAINERS,
     JOBS,
     Listing,
@@ -26,8 +26,11 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile imp
     squeue_command,
     stray_reason,
 )
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile_db import choose_prefix
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile_run import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.locked_containers import (
+    DispatchLimit,
+    LockToken,
+)
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.run import (
     NodeLister,
     ReconcileOptions,
     Reconciler,
@@ -637,7 +640,7 @@ class _VersionsCursor:
 
 
 def _reader(rows):
-    from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile_db import DatabaseReader
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.db import DatabaseReader
 
     conn = _VersionsConnection(rows)
     return DatabaseReader(conn=conn, batch_size=10), conn
@@ -649,7 +652,7 @@ def _reread(reader, candidates, live):
 
 
 def test_candidates_are_reread_by_uuid_while_few_else_by_a_second_scan():
-    from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile_db import (
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.db import (
         SQL_VERSIONS_BY_UUID,
         SQL_VERSIONS_UNFINISHED,
     )
@@ -665,7 +668,7 @@ def test_candidates_are_reread_by_uuid_while_few_else_by_a_second_scan():
 
 def test_a_live_candidate_with_finished_at_is_reread_by_uuid_beside_the_scan():
     # The scan of unfinished rows (an index scan for jobs) cannot see an inconsistent row.
-    from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile_db import (
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.db import (
         SQL_VERSIONS_BY_UUID,
         SQL_VERSIONS_UNFINISHED,
     )
@@ -682,7 +685,7 @@ def test_a_live_candidate_with_finished_at_is_reread_by_uuid_beside_the_scan():
 
 
 def test_every_read_of_a_record_carries_its_row_version_last():
-    from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile_db import SQL_BY_UUID, SQL_LIVE
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.db import SQL_BY_UUID, SQL_LIVE
 
     for statement in list(SQL_LIVE.values()) + list(SQL_BY_UUID.values()):
         # Commas inside a call's parentheses part no columns.
@@ -699,7 +702,7 @@ def test_a_candidate_is_confirmed_only_with_the_version_of_its_first_read():
 
 
 def test_the_candidates_entries_are_found_by_identity_else_by_their_text():
-    from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile_run import _drafts
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.run import _drafts
 
     entries = [{"uuid": uuid} for uuid in (JOB_C, JOB_A, JOB_B)]
     # The search's own UUIDs: the same objects, in the same order, a few taken out.
@@ -959,8 +962,8 @@ class _ParamsConnection(_VersionsConnection):
 
 
 def test_the_grace_is_a_bound_parameter_compared_with_the_database_s_utc_clock():
-    from ansible_collections.arvados_ops.recovery.plugins.module_utils.pg_driver import SQL_NOW_UTC
-    from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile_db import (
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils._database.driver import SQL_NOW_UTC
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.db import (
         SQL_BY_UUID,
         SQL_LIVE,
         DatabaseReader,
@@ -984,7 +987,7 @@ def test_the_grace_is_a_bound_parameter_compared_with_the_database_s_utc_clock()
 
 
 def test_the_reader_asks_whether_the_server_is_a_standby():
-    from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile_db import (
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.db import (
         SQL_IN_RECOVERY,
         DatabaseReader,
     )
@@ -1096,7 +1099,7 @@ class _LocksConnection:
 
 
 def test_a_read_stopped_by_query_timeout_names_the_option_the_table_and_its_holder():
-    from ansible_collections.arvados_ops.recovery.plugins.module_utils import reconcile_run
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import run as reconcile_run
 
     conn = _LocksConnection([("jobs", "AccessExclusiveLock", True, 41, "arvados", "psql")])
     message = reconcile_run.database_error_message(conn, _Canceled("57014"), 3.0, None)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_cancel import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel.engine import (
     SCANCEL_CHECK_INTERVAL,
     CancelRequest,
     CancelRequestError,
@@ -17,7 +17,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_cancel 
     TokenBucket,
     cancel_jobs,
 )
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_queue import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm.queue import (
     QueueEntry,
     has_header,
     parse_squeue,

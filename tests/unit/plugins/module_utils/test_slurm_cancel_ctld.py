@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import slurm_cancel
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_run import ALL_OPTIONS, SlurmStep
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_cancel import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel import engine as slurm_cancel
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel.engine import (
     CancelRequest,
     CancelRequestError,
     CommandNotFoundError,
     cancel_jobs,
 )
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_version import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.run import ALL_OPTIONS, SlurmStep
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm.release import (
     parse_slurm_version,
     sends_one_request,
 )

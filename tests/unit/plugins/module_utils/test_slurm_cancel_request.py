@@ -10,12 +10,12 @@ import unicodedata
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_cancel_request import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel.request import (
     DEFAULT_NAME_PATTERN,
     CancelRequest,
     CancelRequestError,
 )
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import ConfigError
 
 JOB = "zzzzz-8i9sb-0123456789abcde"
 CONTAINER = "zzzzz-dz642-0123456789abcde"

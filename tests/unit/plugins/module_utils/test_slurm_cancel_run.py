@@ -8,19 +8,19 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import slurm_cancel_run
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_cancel_request import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel import run as slurm_cancel_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel.request import (
     CancelRequest,
     CancelRequestError,
     request_defaults,
 )
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_cancel_run import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel.run import (
     CANCEL_OPTIONS,
     build_request,
     client_paths,
     run_slurm_job_cancel,
 )
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_runner import CommandNotFoundError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm.runner import CommandNotFoundError
 from tests.unit.plugins.module_utils.slurm_fakes import FakeClock, FakeSlurm, cancel_jobs_on, fake_client_directory
 
 JOB = "zzzzz-8i9sb-0123456789abcde"

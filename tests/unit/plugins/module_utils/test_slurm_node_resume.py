@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_node_resume import run_slurm_node_resume
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import ConfigError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm.node_resume import run_slurm_node_resume
 from tests.unit.plugins.module_utils.slurm_fakes import REBOOT_REASON, FakeNode, FakeScontrol
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_nodes import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm.nodes import (
     SLURM_REBOOT_REASON,
     is_unexpected_reboot,
     node_reason_class,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_queue import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm.queue import (
     FINISHED_STATES,
     LEAVING_STATES,
     MAX_NAME_FILTER_CHARS,

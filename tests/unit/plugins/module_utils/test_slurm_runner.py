@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import slurm_runner
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_runner import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm import runner as slurm_runner
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm.runner import (
     CommandNotFoundError,
     SubprocessRunner,
     SystemClock,

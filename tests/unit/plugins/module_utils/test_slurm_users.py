@@ -20,8 +20,8 @@ import base64
 import pytest
 import yaml
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import slurm_users as su
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import ConfigError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm import users as su
 
 UNIT = "crunch-dispatch-slurm"
 PATHS = {"application": "/srv/api/config/application.yml", "config": "/etc/arvados/config.yml"}

@@ -1,4 +1,4 @@
-"""plugins/module_utils/uuids.py: format, patterns, prefixes, reproducibility."""
+"""plugins/module_utils/_common/uuids.py: format, patterns, prefixes, reproducibility."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import uuids
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common import uuids
 
 KINDS = {
     "job": "8i9sb",

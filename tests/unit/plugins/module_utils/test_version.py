@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import version
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common import version
 
 GALAXY = Path(__file__).resolve().parents[4] / "galaxy.yml"
 

@@ -11,8 +11,10 @@ import subprocess
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import options, reconcile_run, watch_cli
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import RecoveryError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common import options
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import RecoveryError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import run as reconcile_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import watch_cli
 from tests.unit.plugins.module_utils.prometheus_samples import samples
 
 CONTAINER = "zzzzz-dz642-0123456789abcde"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import watch_cli
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import watch_cli
 from tests.examples.doc_examples import REPO_ROOT
 
 SECTION = "### Watched, for Prometheus"

@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import watch_metrics
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.watch_metrics import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import watch_metrics
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.watch_metrics import (
     node_reason_class,
     reconcile_metrics,
     render,

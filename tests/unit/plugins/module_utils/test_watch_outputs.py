@@ -14,9 +14,9 @@ import os
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import watch_cli, watch_metrics
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import RecoveryError
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import Option
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import RecoveryError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.options import Option
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import watch_cli, watch_metrics
 from tests.unit.plugins.module_utils.prometheus_samples import samples
 from tests.unit.plugins.module_utils.test_watch_cli import CONTAINER, FakeRead, P, result, run
 

@@ -13,13 +13,11 @@ import pytest
 import yaml
 
 from ansible_collections.arvados_ops.recovery.plugins.doc_fragments.arvados_db import ModuleDocFragment
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import (
-    fail_jobs_cli,
-    fail_jobs_run,
-    reconcile_run,
-    slurm_cancel_run,
-)
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import Option, argument_spec
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel import run as slurm_cancel_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import cli as fail_jobs_cli
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as fail_jobs_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.options import Option, argument_spec
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import run as reconcile_run
 from ansible_collections.arvados_ops.recovery.plugins.modules import (
     arvados_fail_jobs,
     arvados_reconcile_info,
