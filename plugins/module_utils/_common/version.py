@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The collection's version, for what runs without Ansible (``arvados-fail-jobs --version``).
 
-galaxy.yml is the source; tests/unit/plugins/module_utils/test_version.py keeps the two equal.
+galaxy.yml is the source; tests/unit/plugins/module_utils/_common/test_version.py keeps the two equal.
 """
 
 from __future__ import annotations

@@ -103,7 +103,7 @@ def test_each_flag_of_the_command_is_explained_as_its_table_says_and_checked_by_
             assert isinstance(flag, argparse._StoreTrueAction), name
             continue
         # The text goes to the option layer, which types it and checks its choices and
-        # bounds with the modules' message (test_options_file).
+        # bounds with the modules' message (_common/test_options_file.py).
         assert (flag.type, flag.choices) == (None, None), name
 
 

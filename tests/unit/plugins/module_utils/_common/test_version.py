@@ -8,7 +8,7 @@ import yaml
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common import version
 
-GALAXY = Path(__file__).resolve().parents[4] / "galaxy.yml"
+GALAXY = Path(__file__).resolve().parents[5] / "galaxy.yml"
 
 
 def test_the_version_is_galaxy_ymls():

@@ -17,8 +17,8 @@ import pytest
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import RecoveryError
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.options import Option
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import watch_cli, watch_metrics
+from tests.unit.plugins.module_utils._reconcile.test_watch_cli import CONTAINER, FakeRead, P, result, run
 from tests.unit.plugins.module_utils.prometheus_samples import samples
-from tests.unit.plugins.module_utils.test_watch_cli import CONTAINER, FakeRead, P, result, run
 
 
 def fingerprint(path):
