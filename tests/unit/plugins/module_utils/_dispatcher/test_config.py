@@ -14,7 +14,7 @@ import yaml
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import ConfigError
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._dispatcher import config as dc
 
-DATA = Path(__file__).resolve().parents[2] / "data" / "arvados_config"
+DATA = Path(__file__).resolve().parents[4] / "data" / "arvados_config"
 SCHEMAS = {path.stem: json.loads(path.read_text()) for path in sorted(DATA.glob("*.json"))}
 REQUIRED_TAGS = {"1.4.3", "2.7.4", "3.1.2", "3.2.1"}
 DURATION = re.compile(r"^(0|([0-9]+(\.[0-9]*)?(ns|us|ms|s|m|h))+)$")
