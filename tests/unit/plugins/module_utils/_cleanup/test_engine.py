@@ -11,7 +11,6 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import batch as fail_jobs_batch
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import checks as fail_jobs_checks
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import engine as fail_jobs
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import options as fail_jobs_options
@@ -335,21 +334,6 @@ def test_with_last_marks_the_final_item_only():
     assert list(fail_jobs.with_last([])) == []
     assert list(fail_jobs.with_last(["a"])) == [("a", True)]
     assert list(fail_jobs.with_last(iter("abc"))) == [("a", False), ("b", False), ("c", True)]
-
-
-def test_bulk_settings_raise_and_the_last_batch_keeps_the_servers_gin_limit():
-    server = {"gin_pending_list_limit": 4096, "work_mem": 4096}
-    assert fail_jobs_batch.bulk_settings(server, last_batch=False) == {
-        "gin_pending_list_limit": "262144kB",
-        "work_mem": "65536kB",
-    }
-    assert fail_jobs_batch.bulk_settings(server, last_batch=True) == {"work_mem": "65536kB"}
-
-
-def test_bulk_settings_never_lower_and_skip_what_the_server_lacks():
-    generous = {"gin_pending_list_limit": 10**7, "work_mem": 10**7}
-    assert fail_jobs_batch.bulk_settings(generous, last_batch=False) == {}
-    assert fail_jobs_batch.bulk_settings({"work_mem": 4096}, last_batch=False) == {"work_mem": "65536kB"}
 
 
 class SettingsConnection:

@@ -15,9 +15,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup impo
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import engine as fail_jobs
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import sql as fail_jobs_sql
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.batch import (
-    MAX_LOCK_TIMEOUT_MS,
     ROW_PHASE_LOCK_TIMEOUT_MS,
-    LockBudget,
 )
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.engine import JobCleaner
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.options import CleanupOptions
@@ -79,17 +77,6 @@ class ScriptedConnection:
 
 
 # -- one budget of row_lock_wait per run -------------------------------------------------
-
-
-def test_the_budget_is_spent_not_renewed_and_bounds_lock_timeout():
-    budget = LockBudget(3.0)
-    assert budget.lock_timeout_ms() == 3000
-    budget.spend(1.25)
-    assert budget.remaining() == pytest.approx(1.75) and budget.lock_timeout_ms() == 1750
-    budget.spend(5)
-    # 0 would mean "no bound" to PostgreSQL.
-    assert budget.remaining() == 0 and budget.lock_timeout_ms() == 1
-    assert LockBudget(1e9).lock_timeout_ms() == MAX_LOCK_TIMEOUT_MS
 
 
 class TableLockConnection(ScriptedConnection):
