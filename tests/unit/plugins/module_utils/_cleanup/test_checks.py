@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import pytest
 
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import checks as fail_jobs_checks
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import sql as fail_jobs_sql
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.checks import (
     ADVISORY_LOCK_KEY,
     BLOCKS_READS,
     BLOCKS_WRITES,
     REQUIRED_COLUMNS,
     SQL_LOCK_HOLDERS,
-    check_primary,
     check_schema,
     columns_by_table,
     lock_holders,
@@ -24,18 +25,8 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.chec
     take_advisory_lock,
 )
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import RecoveryError
+from tests.unit.plugins.module_utils.pg_fakes import Rows
 from tests.unit.plugins.module_utils.slurm_fakes import FakeClock
-
-
-class Rows:
-    def __init__(self, rows):
-        self.rows = rows
-
-    def fetchone(self):
-        return self.rows[0]
-
-    def fetchall(self):
-        return self.rows
 
 
 class ScriptedConnection:
@@ -57,11 +48,6 @@ class ScriptedConnection:
 
     def rollback(self):
         self.events.append(("rollback",))
-
-
-def test_the_advisory_lock_key_is_the_commands_name_in_63_bits():
-    assert ADVISORY_LOCK_KEY == int.from_bytes(b"arvfailj", "big")
-    assert 0 < ADVISORY_LOCK_KEY < 2**63
 
 
 def test_columns_by_table():
@@ -86,45 +72,6 @@ def test_what_the_schema_lacks_is_named():
         "this database does not have the Arvados schema the cleanup needs: "
         "table job_tasks is missing; table logs lacks column(s) summary, properties"
     )
-
-
-def test_a_standby_is_refused():
-    check_primary(False)
-    with pytest.raises(RecoveryError, match=r"^the database server is a standby \(pg_is_in_recovery\(\) is true\)"):
-        check_primary(True)
-
-
-def test_the_lock_free_is_taken_and_committed_at_once():
-    conn = ScriptedConnection([[(True,)]])
-    clock = FakeClock()
-    take_advisory_lock(conn, 60.0, sleep=clock.sleep, clock=clock)
-    assert conn.events == [("execute", "SELECT pg_try_advisory_lock(%s)", (ADVISORY_LOCK_KEY,), False), ("commit",)]
-    assert clock.sleeps == []
-
-
-def test_the_lock_held_is_tried_again_with_a_doubling_pause():
-    conn = ScriptedConnection([[(False,)]] * 4 + [[(True,)]])
-    clock = FakeClock()
-    take_advisory_lock(conn, 60.0, sleep=clock.sleep, clock=clock)
-    # Each failed try ends its transaction; the pauses 0.1, 0.2, 0.4, 0.8 s.
-    assert [event[0] for event in conn.events].count("rollback") == 4
-    assert conn.events[-1] == ("commit",)
-    assert clock.sleeps == pytest.approx([0.1, 0.2, 0.4, 0.8])
-
-
-def test_the_lock_still_held_after_the_wait_is_refused_naming_it():
-    conn = ScriptedConnection([[(False,)]] * 100)
-    clock = FakeClock()
-    with pytest.raises(RecoveryError) as refused:
-        take_advisory_lock(conn, 5.0, sleep=clock.sleep, clock=clock)
-    assert str(refused.value) == (
-        "another arvados_fail_jobs run holds the cleanup lock (PostgreSQL advisory lock %d); "
-        "waited 5 s. Try again when it has finished." % ADVISORY_LOCK_KEY
-    )
-    # The pauses grow to 2 s at most and never outlast the wait.
-    assert clock.sleeps == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.6, 1.9])
-    assert clock.elapsed() == pytest.approx(5.0)
-    assert ("commit",) not in conn.events
 
 
 def test_the_lock_is_let_go_outside_a_transaction():
@@ -162,7 +109,7 @@ def test_lock_holders_are_named_with_who_they_are():
         "pid 13 (user unknown) waits for SHARE on jobs",
         "pid 14 (user admin) holds SomeFutureLock on logs",
     ]
-    _, sql, params, _ = conn.events[0]
+    sql, params = conn.events[0][1:3]
     assert sql == SQL_LOCK_HOLDERS
     assert params == {"tables": ["jobs", "logs"], "modes": list(BLOCKS_WRITES)}
 
@@ -183,3 +130,71 @@ def test_the_lock_timeout_message():
     assert "no session holds it any more (it was let go as the wait ended)" in lock_timeout_message(
         "lock_wait", 0.5, ["jobs"], [], "x"
     )
+
+
+class LockConnection:
+    """Answers pg_try_advisory_lock with the scripted answers, then True for ever."""
+
+    def __init__(self, answers):
+        self.answers = list(answers)
+        self.calls = []
+
+    def execute(self, query, params=None):
+        self.calls.append(("execute", query, params))
+        answer = self.answers.pop(0) if self.answers else True
+        return Rows([(answer,)])
+
+    def commit(self):
+        self.calls.append(("commit",))
+
+    def rollback(self):
+        self.calls.append(("rollback",))
+
+
+def test_lock_taken_at_once_is_committed_without_sleeping():
+    conn, clock = LockConnection([True]), FakeClock()
+    take_advisory_lock(conn, 5, sleep=clock.sleep, clock=clock)
+    assert conn.calls == [("execute", "SELECT pg_try_advisory_lock(%s)", (ADVISORY_LOCK_KEY,)), ("commit",)]
+    assert clock.sleeps == []
+
+
+def test_lock_is_retried_with_growing_pauses_until_it_is_free():
+    conn, clock = LockConnection([False] * 5 + [True]), FakeClock()
+    take_advisory_lock(conn, 30, sleep=clock.sleep, clock=clock)
+    assert clock.sleeps == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.6])
+    assert [c[0] for c in conn.calls].count("rollback") == 5
+    assert conn.calls[-1] == ("commit",)
+
+
+def test_lock_wait_is_bounded_and_the_message_names_the_lock():
+    conn, clock = LockConnection([False] * 1000), FakeClock()
+    with pytest.raises(RecoveryError) as raised:
+        take_advisory_lock(conn, 3, sleep=clock.sleep, clock=clock)
+    assert sum(clock.sleeps) == pytest.approx(3.0)
+    assert max(clock.sleeps) <= 2.0
+    assert str(raised.value) == (
+        "another arvados_fail_jobs run holds the cleanup lock (PostgreSQL advisory lock %d); "
+        "waited 3 s. Try again when it has finished." % ADVISORY_LOCK_KEY
+    )
+    assert ("commit",) not in conn.calls
+
+
+def test_lock_wait_zero_tries_once():
+    conn, clock = LockConnection([False]), FakeClock()
+    with pytest.raises(RecoveryError, match="waited 0 s"):
+        take_advisory_lock(conn, 0, sleep=clock.sleep, clock=clock)
+    assert clock.sleeps == []
+    assert len([c for c in conn.calls if c[0] == "execute"]) == 1
+
+
+def test_the_lock_key_is_a_fixed_positive_bigint():
+    assert ADVISORY_LOCK_KEY == int.from_bytes(b"arvfailj", "big")
+    assert 0 < ADVISORY_LOCK_KEY < 2**63
+
+
+def test_a_standby_is_refused_before_anything_is_done():
+    with pytest.raises(RecoveryError, match=r"standby \(pg_is_in_recovery\(\) is true\).*connect to the primary"):
+        fail_jobs_checks.check_primary(True)
+    fail_jobs_checks.check_primary(False)
+    # Read with the other checks, before the cleanup lock and any change.
+    assert "pg_is_in_recovery()" in fail_jobs_sql.SQL_SERVER_FACTS

@@ -23,25 +23,12 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.resu
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.sql import BatchJob
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.tokens import TokenCandidate, TokenPlan
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import RecoveryError
+from tests.unit.plugins.module_utils.pg_fakes import Rows
 from tests.unit.plugins.module_utils.slurm_fakes import FakeClock
 
 JOB = "zzzzz-8i9sb-%015d"
 USER = "zzzzz-tpzed-%015d"
 T0 = datetime(2026, 11, 30, 8, 0, 0)
-
-
-class Rows:
-    def __init__(self, rows):
-        self.rows = list(rows)
-
-    def fetchone(self):
-        return self.rows[0]
-
-    def fetchall(self):
-        return self.rows
-
-    def __iter__(self):
-        return iter(self.rows)
 
 
 class DbError(Exception):

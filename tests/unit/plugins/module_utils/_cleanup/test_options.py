@@ -16,7 +16,6 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.opti
     DEFAULT_RETRY_MESSAGE,
     DEFAULT_ROW_LOCK_WAIT,
     JOB_STATE_FAILED,
-    JOB_STATE_QUEUED,
     MAX_SUMMARY_BYTES,
     UNRUNNABLE_NOTE,
     CleanupOptions,
@@ -31,8 +30,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.optio
     MAX_PG_TIMEOUT_SECONDS,
 )
 
-JOB = "zzzzz-8i9sb-0123456789abcde"
-OTHER_JOB = "zzzzz-8i9sb-abcdefghij01234"
+JOB = "zzzzz-8i9sb-%015d"
 
 
 def test_the_defaults():
@@ -56,18 +54,6 @@ def test_the_table_holds_the_defaults_the_object_takes():
     assert CLEANUP_OPTIONS["batch_pause"].default is None
 
 
-def test_retry_queues_and_has_its_own_message():
-    options = CleanupOptions(retry=True)
-    assert options.target_state == JOB_STATE_QUEUED
-    assert options.message == DEFAULT_RETRY_MESSAGE
-    assert CleanupOptions(retry=True, message="mine").message == "mine"
-
-
-def test_uuids_are_kept_once_and_sorted():
-    assert CleanupOptions(uuids=[OTHER_JOB, JOB, OTHER_JOB]).uuids == [JOB, OTHER_JOB]
-    assert CleanupOptions(uuids=[]).uuids == []
-
-
 def test_diff_keeps_the_uuids():
     assert CleanupOptions(keep_uuids=False).keep_uuids is False
     assert CleanupOptions(keep_uuids=False, diff=True).keep_uuids is True
@@ -86,9 +72,7 @@ def test_values_are_typed_and_checked_by_the_table():
 @pytest.mark.parametrize(
     "given, message",
     [
-        ({"batch_size": 0}, "option batch_size must be at least 1"),
         ({"batch_size": MAX_BATCH_SIZE + 1}, "option batch_size must be at most %d" % MAX_BATCH_SIZE),
-        ({"lock_wait": -1.0}, "option lock_wait must be at least 0"),
         ({"row_lock_wait": MAX_PG_TIMEOUT_SECONDS * 2}, "option row_lock_wait must be at most"),
         ({"live": "sometimes"}, "option live must be auto, true or false"),
         ({"batch_pause": float("nan")}, "option batch_pause must be a finite number"),
@@ -99,11 +83,9 @@ def test_a_bad_value_is_refused_on_creation(given, message):
         CleanupOptions(**given)
 
 
-def test_an_empty_message_is_refused():
-    # An empty message is taken as none given (the default), one of blanks is refused.
+def test_an_empty_message_is_none_given():
     assert CleanupOptions(message="").message == DEFAULT_FAIL_MESSAGE
-    with pytest.raises(RecoveryError, match="^message must not be empty$"):
-        CleanupOptions(message="   ")
+    assert CleanupOptions(message=None, retry=True).message == DEFAULT_RETRY_MESSAGE
 
 
 def test_the_threshold_goes_to_the_database_as_naive_utc():
@@ -147,11 +129,53 @@ def test_a_message_postgresql_cannot_store_is_refused():
         CleanupOptions(message="nul \x00 byte")
 
 
-def test_job_uuids_only():
-    check_job_uuids([JOB, OTHER_JOB])
-    with pytest.raises(RecoveryError, match=r"^not Arvados job UUIDs \(<prefix>-8i9sb-<15 chars>\): "):
-        check_job_uuids([JOB, "zzzzz-dz642-0123456789abcde"])
+def test_a_refusal_names_the_first_ten_bad_uuids():
+    check_job_uuids([JOB % 1, JOB % 2])
     with pytest.raises(RecoveryError) as refused:
         CleanupOptions(uuids=["x%d" % n for n in range(12)])
-    # The first ten (of the UUIDs sorted) are named, not all twelve.
-    assert str(refused.value).endswith(": 'x0', 'x1', 'x10', 'x11', 'x2', 'x3', 'x4', 'x5', 'x6', 'x7'")
+    # The first ten of the UUIDs sorted, not all twelve.
+    assert str(refused.value) == (
+        "not Arvados job UUIDs (<prefix>-8i9sb-<15 chars>): 'x0', 'x1', 'x10', 'x11', 'x2', 'x3', 'x4', 'x5', 'x6', 'x7'"
+    )
+
+
+@pytest.mark.parametrize(
+    "batch_size, message",
+    [
+        (0, "option batch_size must be at least 1, got 0"),
+        (-1, "option batch_size must be at least 1, got -1"),
+        (True, "option batch_size must be of type int, got True"),
+        ("5", "option batch_size must be of type int, got '5'"),
+        (2.5, "option batch_size must be of type int, got 2.5"),
+    ],
+)
+def test_batch_size_must_be_a_positive_integer(batch_size, message):
+    with pytest.raises(RecoveryError) as raised:
+        CleanupOptions(batch_size=batch_size)
+    assert str(raised.value) == message
+
+
+def test_negative_lock_wait_and_blank_message_are_refused():
+    with pytest.raises(RecoveryError, match="option lock_wait must be at least 0, got -1.0"):
+        CleanupOptions(lock_wait=-1)
+    with pytest.raises(RecoveryError, match="message must not be empty"):
+        CleanupOptions(message="  \n ")
+
+
+def test_uuids_must_be_job_uuids_and_are_deduplicated_and_sorted():
+    options = CleanupOptions(uuids=[JOB % 2, JOB % 1, JOB % 2])
+    assert options.uuids == [JOB % 1, JOB % 2]
+    container = "zzzzz-dz642-000000000000001"
+    with pytest.raises(RecoveryError) as raised:
+        CleanupOptions(uuids=[JOB % 1, container, "zzzzz-8i9sb-short", JOB % 3 + "\n"])
+    assert str(raised.value) == (
+        "not Arvados job UUIDs (<prefix>-8i9sb-<15 chars>): %r, 'zzzzz-8i9sb-short', %r" % (JOB % 3 + "\n", container)
+    )
+
+
+def test_default_messages_and_target_state_follow_retry():
+    assert CleanupOptions().message == DEFAULT_FAIL_MESSAGE
+    assert CleanupOptions().target_state == "Failed"
+    assert CleanupOptions(retry=True).message == DEFAULT_RETRY_MESSAGE
+    assert CleanupOptions(retry=True).target_state == "Queued"
+    assert CleanupOptions(retry=True, message="mine").message == "mine"

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.options import CleanupOptions
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.options import (
+    CleanupOptions,
+)
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.result import (
     BatchOutcome,
     CleanupResult,
@@ -16,6 +18,8 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.resu
     merge_slurm_results,
 )
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.threshold import Threshold
+
+JOB = "zzzzz-8i9sb-%015d"
 
 JOB_A = "zzzzz-8i9sb-aaaaaaaaaaaaaaa"
 JOB_B = "zzzzz-8i9sb-bbbbbbbbbbbbbbb"
@@ -76,18 +80,6 @@ def test_without_kept_uuids_the_counts_stay_and_the_lists_are_empty():
     assert out["changed"] is True
 
 
-def test_retry_reports_requeued_jobs_and_those_failed_instead():
-    result = CleanupResult(CleanupOptions(retry=True, diff=True))
-    result.add_batch(BatchOutcome(done=[JOB_B], skipped=[], not_requeued=[JOB_A]))
-    out = result.to_dict()
-    assert out["requeued_jobs"] == [JOB_B] and "failed_jobs" not in out
-    assert out["not_requeued"] == [JOB_A]
-    assert out["diff"] == {
-        "before": "%s: Running\n%s: Running\n" % (JOB_A, JOB_B),
-        "after": "%s: Failed\n%s: Queued\n" % (JOB_A, JOB_B),
-    }
-
-
 def test_a_job_failed_instead_alone_is_a_change():
     result = CleanupResult(CleanupOptions(retry=True))
     result.add_batch(BatchOutcome(done=[], skipped=[], not_requeued=[JOB_A]))
@@ -132,23 +124,6 @@ def test_the_threshold_as_the_result_says_it():
     assert (out["threshold"], out["threshold_source"]) == ("2026-12-04T08:30:15Z", "boot time")
 
 
-def test_slurm_parts_merge_lists_counts_and_flags():
-    merged = merge_slurm_results(
-        [
-            {"cancelled": ["1"], "squeue_calls": 2, "ctld": False, "release": "22.05", "seconds": 0.5},
-            {"cancelled": ["2", "3"], "squeue_calls": 1, "ctld": True, "release": "24.05", "seconds": 0.25},
-        ]
-    )
-    assert merged == {
-        "cancelled": ["1", "2", "3"],
-        "squeue_calls": 3,
-        "ctld": True,
-        "release": "24.05",
-        "seconds": 0.75,
-    }
-    assert merge_slurm_results([]) == {}
-
-
 def test_a_slurm_part_without_kept_uuids_is_counted():
     result = CleanupResult(CleanupOptions(keep_uuids=False))
     result.add_slurm({"cancelled": ["1", "2"], "scancel_calls": 1})
@@ -157,3 +132,76 @@ def test_a_slurm_part_without_kept_uuids_is_counted():
     kept = CleanupResult(CleanupOptions())
     kept.add_slurm({"cancelled": ["1", "2"]})
     assert kept.to_dict()["slurm"] == {"cancelled": ["1", "2"]}
+
+
+def test_result_dict_names_the_job_list_after_the_mode_and_diffs_each_job():
+    result = CleanupResult(CleanupOptions(retry=True, diff=True))
+    result.done_jobs.extend([JOB % 1, JOB % 2])
+    result.not_requeued.append(JOB % 4)
+    result.exempt = [JOB % 3]
+    as_dict = result.to_dict()
+    assert as_dict["changed"] is True
+    assert as_dict["requeued_jobs"] == [JOB % 1, JOB % 2]
+    assert as_dict["not_requeued"] == [JOB % 4]
+    assert "failed_jobs" not in as_dict
+    assert as_dict["exempt"] == {"count": 1, "uuids": [JOB % 3]}
+    assert as_dict["threshold"] is None and as_dict["threshold_source"] is None
+    assert as_dict["slurm"] == {}
+    assert as_dict["tokens_left_alone"] == []
+    assert as_dict["counts"] == {
+        "jobs": 2,
+        "skipped_jobs": 0,
+        "revoked_tokens": 0,
+        "tokens_left_alone": 0,
+        "logs": 0,
+        "held_by_other_users": 0,
+    }
+    assert as_dict["held_by_other_users"] == []
+    # A job retry could not requeue is failed, and the diff says so.
+    assert as_dict["diff"] == {
+        "before": "%s: Running\n%s: Running\n%s: Running\n" % (JOB % 1, JOB % 2, JOB % 4),
+        "after": "%s: Queued\n%s: Queued\n%s: Failed\n" % (JOB % 1, JOB % 2, JOB % 4),
+    }
+    nothing = CleanupResult(CleanupOptions()).to_dict()
+    assert nothing["changed"] is False and nothing["failed_jobs"] == []
+    assert "diff" not in nothing
+
+
+def test_merge_slurm_results_concatenates_lists_ors_flags_and_sums_counts():
+    first = {
+        "cancelled": [{"name": JOB % 1}],
+        "already_absent": [],
+        "changed": True,
+        "failed": False,
+        "scancel_calls": 2,
+        "squeue_calls": 3,
+        "elapsed": 0.5,
+        "msg": "first",
+    }
+    second = {
+        "cancelled": [{"name": JOB % 2}],
+        "already_absent": [JOB % 3],
+        "changed": False,
+        "failed": False,
+        "scancel_calls": 1,
+        "squeue_calls": 1,
+        "elapsed": 0.25,
+        "msg": "second",
+    }
+    merged = merge_slurm_results([first, second])
+    assert merged == {
+        "cancelled": [{"name": JOB % 1}, {"name": JOB % 2}],
+        "already_absent": [JOB % 3],
+        "changed": True,
+        "failed": False,
+        "scancel_calls": 3,
+        "squeue_calls": 4,
+        "elapsed": 0.75,
+        "msg": "second",
+    }
+    # the inputs are not modified
+    assert first["cancelled"] == [{"name": JOB % 1}] and first["already_absent"] == []
+
+
+def test_merge_of_no_batches_is_empty():
+    assert merge_slurm_results([]) == {}
