@@ -142,7 +142,7 @@ def command_line(lab, name, before, batch_size=None, code_dir=REPO, extra=()):
     argv = [
         sys.executable,
         "-m",
-        "plugins.module_utils.fail_jobs_cli",
+        "plugins.module_utils._cleanup.cli",
         "--options-file",
         handle.name,
         "--before",
@@ -180,7 +180,7 @@ def run_command(lab, name, before, batch_size, extra=(), driver="psycopg"):
 def engine_only_noop(lab, name, before):
     """The no-op rerun's time without the interpreter's start-up."""
     sys.path.insert(0, str(REPO))
-    from plugins.module_utils.fail_jobs_run import run_fail_jobs  # pylint: disable=import-outside-toplevel
+    from plugins.module_utils._cleanup.run import run_fail_jobs  # pylint: disable=import-outside-toplevel
 
     params = {"config_file": str(lab.config_yml), "db_name": name, "cancel_slurm_jobs": False, "before": before}
     began = time.monotonic()
@@ -208,7 +208,7 @@ SQL_PER_ROW = (
 
 def per_row_baseline(lab, name, threshold, sample):
     """Seconds for `sample` jobs the way the Rails script went: a transaction per job."""
-    from plugins.module_utils.uuids import LOG_INFIX, new_uuid  # pylint: disable=import-outside-toplevel
+    from plugins.module_utils._common.uuids import LOG_INFIX, new_uuid  # pylint: disable=import-outside-toplevel
 
     with psycopg.connect(**lab.connection(name)) as conn:
         began = time.monotonic()
@@ -238,7 +238,7 @@ def per_row_baseline(lab, name, threshold, sample):
 def floor(lab, name, threshold, tuned=False):
     """(seconds, jobs) of the bare update; `tuned`: with the settings the command raises for
     its GIN index merges, and the merge that leaves pending timed too."""
-    from plugins.module_utils.fail_jobs_batch import BULK_SETTINGS_KB  # pylint: disable=import-outside-toplevel
+    from plugins.module_utils._cleanup.batch import BULK_SETTINGS_KB  # pylint: disable=import-outside-toplevel
 
     with psycopg.connect(**lab.connection(name)) as conn:
         began = time.monotonic()

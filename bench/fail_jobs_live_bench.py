@@ -62,7 +62,7 @@ from bench.fail_jobs_bench import (
 )
 from bench.results import ratio_summary, write_json
 from lab import labctl
-from plugins.module_utils.fail_jobs_sql import SQL_RUNNING, WHERE_ALL
+from plugins.module_utils._cleanup.sql import SQL_RUNNING, WHERE_ALL
 
 REPO = Path(__file__).resolve().parent.parent
 KINDS = ("job update", "job read", "log update", "log read")
@@ -421,7 +421,7 @@ def cold(lab):
 
 def engine_noop(lab, name, before, full_scan):
     sys.path.insert(0, str(REPO))
-    from plugins.module_utils.fail_jobs_run import run_fail_jobs  # pylint: disable=import-outside-toplevel
+    from plugins.module_utils._cleanup.run import run_fail_jobs  # pylint: disable=import-outside-toplevel
 
     params = {
         "config_file": str(lab.config_yml),

@@ -24,13 +24,13 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from plugins.module_utils.fail_jobs_audit_rows import (  # noqa: E402 pylint: disable=wrong-import-position
+from plugins.module_utils._cleanup.audit_rows import (  # noqa: E402 pylint: disable=wrong-import-position
     JOBS,
     TOKENS,
     properties_sql,
 )
-from plugins.module_utils.fail_jobs_batch import BULK_SETTINGS_KB  # noqa: E402 pylint: disable=wrong-import-position
-from plugins.module_utils.fail_jobs_run import run_fail_jobs  # noqa: E402 pylint: disable=wrong-import-position
+from plugins.module_utils._cleanup.batch import BULK_SETTINGS_KB  # noqa: E402 pylint: disable=wrong-import-position
+from plugins.module_utils._cleanup.run import run_fail_jobs  # noqa: E402 pylint: disable=wrong-import-position
 
 NOW = "(now() AT TIME ZONE 'UTC')"
 LOG_UUID = "substr({object}, 1, 5) || '-57u5n-' || substr(md5(random()::text || {object}), 1, 15)"

@@ -63,12 +63,14 @@ from bench.fail_jobs_bench import database_comment
 from bench.results import ratio_summary, write_json
 from lab import datagen, labctl
 from lab.files import render_arvados_config, write_private_file
-from plugins.module_utils import pg_driver, uuids, watch_cli
-from plugins.module_utils.reconcile import CONTAINERS, JOBS, squeue_command
-from plugins.module_utils.reconcile_db import LIVE_CHUNK_ROWS, SQL_LIVE, DatabaseReader, make_read_only
-from plugins.module_utils.reconcile_run import ReconcileOptions, Reconciler, SlurmLister, run_reconcile
-from plugins.module_utils.slurm_queue import client_environment
-from plugins.module_utils.slurm_runner import SubprocessRunner, SystemClock
+from plugins.module_utils._common import uuids
+from plugins.module_utils._database import driver as pg_driver
+from plugins.module_utils._reconcile import watch_cli
+from plugins.module_utils._reconcile.db import LIVE_CHUNK_ROWS, SQL_LIVE, DatabaseReader, make_read_only
+from plugins.module_utils._reconcile.engine import CONTAINERS, JOBS, squeue_command
+from plugins.module_utils._reconcile.run import ReconcileOptions, Reconciler, SlurmLister, run_reconcile
+from plugins.module_utils._slurm.queue import client_environment
+from plugins.module_utils._slurm.runner import SubprocessRunner, SystemClock
 
 PREFIX = "zzzzz"
 SCANCEL_CHUNK = 500
@@ -341,7 +343,16 @@ def contender_command(lab, name: str, env, traced: bool, files: WatchFiles) -> d
     its parent's peak across fork and exec, so this benchmark's own RSS would mask it."""
     scratch = files.metrics.parent
     usage = scratch / "command.time"
-    argv = ["/usr/bin/time", "-f", "%M", "-o", str(usage), sys.executable, "-m", "plugins.module_utils.watch_cli"]
+    argv = [
+        "/usr/bin/time",
+        "-f",
+        "%M",
+        "-o",
+        str(usage),
+        sys.executable,
+        "-m",
+        "plugins.module_utils._reconcile.watch_cli",
+    ]
     argv += files.argv(scratch / "command.prom", scratch / "command.json")
     began = time.monotonic()
     subprocess.run(argv, cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, timeout=300, check=True)

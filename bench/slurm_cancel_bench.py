@@ -103,8 +103,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from lab import labctl
-from plugins.module_utils.slurm_cancel import CancelRequest, cancel_jobs
-from plugins.module_utils.uuids import CONTAINER_INFIX, new_uuid
+from plugins.module_utils._cancel.engine import CancelRequest, cancel_jobs
+from plugins.module_utils._common.uuids import CONTAINER_INFIX, new_uuid
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = REPO / ".venv" / "bin" / "python"

@@ -6,7 +6,7 @@ import os
 import subprocess
 from collections.abc import Callable, Sequence
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import uuids
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common import uuids
 from lab.settings import LabError
 
 

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import NamedTuple
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import uuids
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common import uuids
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
 TABLES_SQL = SCHEMA_DIR / "tables.sql"

@@ -23,7 +23,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import uuids  # noqa: E402
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common import uuids  # noqa: E402
 from lab import datagen  # noqa: E402
 
 JOBS_BY_STATE_SQL = """

@@ -9,7 +9,7 @@ from __future__ import annotations
 class ModuleDocFragment:
     # Connection options of the modules that work on the Arvados database
     # directly. Keep in step with CONNECTION_OPTIONS in
-    # plugins/module_utils/arvados_db_config.py, which the modules and the
+    # plugins/module_utils/_database/settings.py, which the modules and the
     # arvados-fail-jobs command build their options from.
     DOCUMENTATION = r"""
 options:

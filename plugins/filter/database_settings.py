@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Filters of the recovery playbooks over their database settings (recover_db,
 reconcile_db), read with the option table the database modules use
-(module_utils/arvados_db_config.py), so that a play can refuse bad settings before an
+(module_utils/_database/settings.py), so that a play can refuse bad settings before an
 earlier play has changed anything, with the message a module would give; and the
 settings of a cluster installed by Arvados' Ansible installer, read from its
 ``arvados_config_file`` on the controller as the modules read a config.yml."""
@@ -13,15 +13,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.arvados_db_config import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import ConfigError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.options import parse
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._database.settings import (
     CONNECTION_MUTUALLY_EXCLUSIVE,
     CONNECTION_OPTIONS,
     cluster_setting,
     resolve_database_settings,
 )
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.locked_containers import MAX_DISPATCH_ATTEMPTS_KEY
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import parse
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.locked_containers import (
+    MAX_DISPATCH_ATTEMPTS_KEY,
+)
 
 _NAME_OF = {alias: name for name, option in CONNECTION_OPTIONS.items() for alias in option.get("aliases") or ()}
 

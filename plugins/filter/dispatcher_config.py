@@ -2,7 +2,7 @@
 # Copyright: contributors to arvados_ops.recovery
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Filters of the dispatcher_config role: thin adapters over module_utils/dispatcher_config.py.
+"""Filters of the dispatcher_config role: thin adapters over module_utils/_dispatcher/config.py.
 
 They run on the controller, where ruamel.yaml edits config.yml without losing the
 operator's comments and order; the role's tasks only read and write the files.
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import dispatcher_config as settings_of
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import ConfigError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._dispatcher import config as settings_of
 
 
 def _release(version):

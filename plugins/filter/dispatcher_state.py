@@ -2,7 +2,7 @@
 # Copyright: contributors to arvados_ops.recovery
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Filters of recover_after_node_reboot.yml: thin adapters over module_utils/dispatcher_state.py.
+"""Filters of recover_after_node_reboot.yml: thin adapters over module_utils/_dispatcher/state.py.
 
 Each takes the host names of a group, ``hostvars`` and the names of the results the
 playbook registered on those hosts; a host without them was not asked.
@@ -14,10 +14,11 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import dispatcher_state as decide
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import locked_containers, slurm_nodes
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import slurm_users as whose
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import ConfigError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._dispatcher import state as decide
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import locked_containers
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm import nodes as slurm_nodes
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm import users as whose
 
 
 def _plain(value):

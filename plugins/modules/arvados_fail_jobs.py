@@ -602,12 +602,12 @@ diff:
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_run import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.run import (
     ALL_OPTIONS,
     run_fail_jobs,
 )
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.module_support import run_engine
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import argument_spec
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.options import argument_spec
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._modules.support import run_engine
 
 
 def main():

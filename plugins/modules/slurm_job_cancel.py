@@ -492,12 +492,12 @@ slurm_error:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.module_support import run_slurm_module
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import argument_spec
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_cancel_run import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel.run import (
     CANCEL_OPTIONS,
     run_slurm_job_cancel,
 )
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.options import argument_spec
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._modules.support import run_slurm_module
 
 # The engine's CancelRequest holds the defaults; DOCUMENTATION must repeat them (ansible-doc
 # reads it as text), and the unit tests hold the two together.

@@ -144,9 +144,9 @@ nodes:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.module_support import run_slurm_module
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import argument_spec
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_node_resume import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.options import argument_spec
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._modules.support import run_slurm_module
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm.node_resume import (
     NODE_RESUME_OPTIONS,
     run_slurm_node_resume,
 )

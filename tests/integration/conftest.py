@@ -27,8 +27,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import pg_driver
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import RecoveryError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import RecoveryError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._database import driver as pg_driver
 from lab import labctl
 from tests.integration.module_playbook import REPO_ROOT
 from tests.integration.reconcile_helpers import Records

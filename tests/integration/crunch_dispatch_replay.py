@@ -37,7 +37,7 @@ from datetime import datetime, timedelta
 
 import psycopg
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.uuids import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.uuids import (
     JOB_INFIX,
     TOKEN_INFIX,
     USER_INFIX,

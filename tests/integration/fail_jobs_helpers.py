@@ -27,7 +27,7 @@ from tests.integration.module_playbook import PYTHON, REPO_ROOT
 from tests.integration.slurm_helpers import Slurm
 
 MODULE = "arvados_ops.recovery.arvados_fail_jobs"
-CLI = [str(PYTHON), "-m", "plugins.module_utils.fail_jobs_cli"]
+CLI = [str(PYTHON), "-m", "plugins.module_utils._cleanup.cli"]
 
 TOKEN_TABLE = "api_client_authorizations"
 TOKEN_INFIX_TEXT = "-gj3su-"

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.uuids import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.uuids import (
     CONTAINER_INFIX,
     JOB_INFIX,
     TOKEN_INFIX,

@@ -24,11 +24,11 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))
 
 import lab  # noqa: E402,F401  pylint: disable=unused-import,wrong-import-position
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_cancel import (  # noqa: E402
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel.engine import (  # noqa: E402
     CancelRequest,
     cancel_jobs,
 )
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.uuids import (  # noqa: E402
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.uuids import (  # noqa: E402
     CONTAINER_INFIX,
     new_uuid,
 )

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.uuids import CONTAINER_INFIX, new_uuid
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.uuids import CONTAINER_INFIX, new_uuid
 from lab import labctl
 from tests.integration import module_playbook
 from tests.integration.module_playbook import PYTHON

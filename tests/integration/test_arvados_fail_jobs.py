@@ -16,8 +16,9 @@ from datetime import datetime, timedelta
 
 import yaml
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs_checks, fail_jobs_options
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_threshold import ACCEPTED_FORMS
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import checks as fail_jobs_checks
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import options as fail_jobs_options
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.threshold import ACCEPTED_FORMS
 from lab import datagen
 from tests.integration import fail_jobs_helpers as h
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as fail_jobs_run
 from lab import datagen
 from tests.integration import crunch_dispatch_replay as replay
 from tests.integration import fail_jobs_helpers as h

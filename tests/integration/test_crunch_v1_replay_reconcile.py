@@ -24,7 +24,7 @@ from datetime import timedelta
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.uuids import JOB_INFIX, new_uuid
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.uuids import JOB_INFIX, new_uuid
 from tests.integration import crunch_dispatch_replay as replay
 from tests.integration import fail_jobs_helpers as h
 from tests.integration import reconcile_helpers as rh

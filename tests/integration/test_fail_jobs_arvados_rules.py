@@ -15,8 +15,8 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs_options
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.uuids import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import options as fail_jobs_options
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.uuids import (
     JOB_INFIX,
     TOKEN_INFIX,
     USER_INFIX,

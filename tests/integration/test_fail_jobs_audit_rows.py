@@ -13,7 +13,7 @@ import json
 import psycopg
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_audit_rows import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.audit_rows import (
     JOBS,
     TOKENS,
     attributes_sql,

@@ -10,7 +10,9 @@ import threading
 
 import psycopg
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs, fail_jobs_options, fail_jobs_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import engine as fail_jobs
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import options as fail_jobs_options
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as fail_jobs_run
 from tests.integration import fail_jobs_helpers as h
 from tests.integration.test_arvados_fail_jobs import base_args
 from tests.integration.test_arvados_fail_jobs_command import before_flag, one_line_reason, options

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.arvados_db_config import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._database.settings import (
     DEFAULT_CONFIG_FILE,
     DEFAULT_DATABASE_YML,
 )

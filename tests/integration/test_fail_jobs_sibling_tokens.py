@@ -14,17 +14,17 @@ from datetime import UTC, timedelta
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_options import CleanupOptions
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_sql import SQL_BATCH_JOBS, BatchJob
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_threshold import Threshold
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_tokens import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.options import CleanupOptions
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.sql import SQL_BATCH_JOBS, BatchJob
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.threshold import Threshold
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.tokens import (
     TokenCandidate,
     TokenOwners,
     other_owners,
     start_window,
     token_candidates,
 )
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.uuids import new_uuid
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.uuids import new_uuid
 from tests.integration import test_fail_jobs_arvados_rules as rules
 
 arvados_db = rules.arvados_db

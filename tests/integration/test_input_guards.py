@@ -318,7 +318,7 @@ def run_command(lab_env, argv, timeout=30):
     )
 
 
-WATCH = [str(module_playbook.PYTHON), "-m", "plugins.module_utils.watch_cli"]
+WATCH = [str(module_playbook.PYTHON), "-m", "plugins.module_utils._reconcile.watch_cli"]
 
 
 @pytest.mark.parametrize("command", ["fail-jobs", "watch"])

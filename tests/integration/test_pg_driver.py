@@ -16,8 +16,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import pg_connect, pg_driver
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.pg_driver import connection_lost
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._database import connect as pg_connect
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._database import driver as pg_driver
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._database.driver import connection_lost
 
 NAMES = ("psycopg", "psycopg2")
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.uuids import JOB_INFIX, new_uuid
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.uuids import JOB_INFIX, new_uuid
 from lab import datagen
 from tests.integration import fail_jobs_helpers as helpers
 from tests.integration.conftest import FreshDatabase

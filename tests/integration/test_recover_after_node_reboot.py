@@ -24,7 +24,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.uuids import CONTAINER_INFIX, JOB_INFIX, new_uuid
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.uuids import (
+    CONTAINER_INFIX,
+    JOB_INFIX,
+    new_uuid,
+)
 from tests.integration import reconcile_helpers as rh
 from tests.integration.fail_jobs_helpers import write_config
 from tests.integration.test_playbooks import LAB_INVENTORY, PLAYBOOKS, ansible_playbook

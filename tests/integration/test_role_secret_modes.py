@@ -14,8 +14,8 @@ import stat
 import pytest
 import yaml
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import dispatcher_config as dc
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import ConfigError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._dispatcher import config as dc
 from tests.unit.roles.playbook_runs import DISPATCHER_PLAY, dispatcher_variables, role_tasks_play, run
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the roles write their files as root:<group>")

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.uuids import JOB_INFIX, new_uuid
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.uuids import JOB_INFIX, new_uuid
 from tests.integration.slurm_helpers import (
     MESSAGE_TIMEOUT,
     PrivateLab,

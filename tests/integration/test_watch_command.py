@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.watch_cli import DEFAULT_METRICS_FILE
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.watch_cli import DEFAULT_METRICS_FILE
 from tests.integration import reconcile_helpers as rh
 from tests.integration.module_playbook import REPO_ROOT
 from tests.unit.plugins.module_utils.prometheus_samples import samples
 
 PYTHON = REPO_ROOT / ".venv" / "bin" / "python"
-CLI = [str(PYTHON), "-m", "plugins.module_utils.watch_cli"]
+CLI = [str(PYTHON), "-m", "plugins.module_utils._reconcile.watch_cli"]
 P = "arvados_recovery_"
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import watch_metrics
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import watch_metrics
 from tests.integration.slurm_helpers import wait_for
 from tests.unit.roles.playbook_runs import collections_in, role_tasks_play, run
 

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from ansible_collections.arvados_ops.recovery.extensions.eda.plugins.event_source import findings as source
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import findings
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.errors import ConfigError, RecoveryError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import ConfigError, RecoveryError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import findings
 
 ORPHAN = "zzzzz-dz642-000000000000001"
 

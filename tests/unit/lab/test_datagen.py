@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import uuids
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common import uuids
 from lab import cluster_rows, datagen
 
 NOW = datetime(2026, 11, 30, 12, 0, 0)

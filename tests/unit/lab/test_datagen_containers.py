@@ -7,7 +7,7 @@ from datetime import datetime
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.uuids import is_uuid_of
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.uuids import is_uuid_of
 from lab import datagen
 
 NOW = datetime(2026, 11, 30, 12, 0, 0)

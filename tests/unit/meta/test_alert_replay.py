@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import watch_metrics
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import watch_metrics
 from tests.unit.molecule_config import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "extensions" / "molecule" / "cluster" / "alert_replay.py"

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.unit.meta.test_import_paths import ROOMS
+
 REPO_ROOT = Path(__file__).resolve().parents[3]
 MODULES = sorted(path.stem for path in (REPO_ROOT / "plugins" / "modules").glob("*.py") if path.stem != "__init__")
 ROLES = sorted(path.name for path in (REPO_ROOT / "roles").iterdir() if (path / "tasks").is_dir())
@@ -41,18 +43,49 @@ def test_contributing_names_every_module_file_and_role_directory():
         assert "roles/%s" % role in text, role
 
 
-def test_contributing_maps_every_engine_file():
-    """A newcomer finds each file of plugins/module_utils/ in CONTRIBUTING's map, by the
-    thing it does (a file added without a row there fails here)."""
+def where_things_are() -> str:
     text = (REPO_ROOT / "CONTRIBUTING.md").read_text()
-    where = text[text.index("## Where things are") : text.index("\n## ", text.index("## Where things are") + 1)]
+    start = text.index("## Where things are")
+    return text[start : text.index("\n## ", start + 1)]
+
+
+def room_sections() -> dict[str, str]:
+    """CONTRIBUTING's map of plugins/module_utils, by room: the text under each
+    "#### `_room/`" heading, to the next heading."""
+    parts = re.split(r"^(#{3,4} .*)$", where_things_are(), flags=re.MULTILINE)
+    sections = {}
+    for heading, body in zip(parts[1::2], parts[2::2], strict=True):
+        named = re.match(r"#### `(_\w+)/`", heading)
+        if named:
+            sections[named.group(1)] = body
+    return sections
+
+
+def test_contributing_maps_every_room_in_its_layer():
+    """The map has a heading per room of plugins/module_utils, and its list of the layers
+    names the rooms bottom first, as test_import_paths.py's ROOMS layers them."""
+    rooms = sorted(
+        path.name for path in (REPO_ROOT / "plugins" / "module_utils").iterdir() if (path / "__init__.py").exists()
+    )
+    assert rooms
+    assert sorted(room_sections()) == rooms
+    engines = where_things_are().split("### The engines", 1)[1].split("\n#### ", 1)[0]
+    layers = re.findall(r"^\d+\. (.*)$", engines, flags=re.MULTILINE)
+    assert [re.findall(r"`(_\w+)/`", layer) for layer in layers] == ROOMS
+
+
+def test_contributing_maps_every_engine_file_in_its_room():
+    """A newcomer finds each file of plugins/module_utils/ in CONTRIBUTING's map, under its
+    room, by the thing it does (a file added without a row there fails here)."""
+    sections = room_sections()
     engines = sorted(
-        str(path.relative_to(REPO_ROOT / "plugins" / "module_utils"))
+        path.relative_to(REPO_ROOT / "plugins" / "module_utils")
         for path in (REPO_ROOT / "plugins" / "module_utils").rglob("*.py")
         if path.name != "__init__.py"
     )
     assert engines
-    assert [name for name in engines if "`%s`" % name not in where] == []
+    unmapped = [str(name) for name in engines if "`%s`" % name.as_posix() not in sections.get(name.parts[0], "")]
+    assert unmapped == []
 
 
 @pytest.mark.parametrize("doc", DOCS)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import watch_metrics
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_nodes import NODE_REASONS, NODE_STATES
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.version import COLLECTION_VERSION
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.version import COLLECTION_VERSION
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import watch_metrics
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm.nodes import NODE_REASONS, NODE_STATES
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SAMPLE = REPO_ROOT / "prometheus" / "arvados_recovery.sample.prom"

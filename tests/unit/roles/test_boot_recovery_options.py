@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_run import ALL_OPTIONS
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.run import ALL_OPTIONS
 from tests.unit.roles.playbook_runs import collections_in, run
 
 ROLE = Path(__file__).resolve().parents[3] / "roles" / "boot_recovery"

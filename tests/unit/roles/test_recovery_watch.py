@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import watch_cli
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import watch_cli
 from tests.unit.roles.playbook_runs import collections_in, run
 
 ROLE = Path(__file__).resolve().parents[3] / "roles" / "recovery_watch"
@@ -105,7 +105,7 @@ def test_the_installed_command_is_the_watch_carried_in_one_file(tmp_path):
     (tmp_path / "bin").mkdir()
     run(collections_in(tmp_path), tmp_path, PLAY, settings, "--tags", "recovery_watch_command")
     command = tmp_path / "bin" / "arvados-recovery-watch"
-    assert "from arvados_recovery.watch_cli import main" in command.read_text()
+    assert "from arvados_recovery._reconcile.watch_cli import main" in command.read_text()
     assert not (tmp_path / "etc").exists()
     version = subprocess.run([str(command), "--version"], capture_output=True, text=True, check=True, timeout=60)
     assert version.stdout.startswith("arvados-recovery-watch ")

@@ -2,7 +2,7 @@
 # Copyright: Contributors to the arvados_ops.recovery collection
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The watch's findings as events for ansible-rulebook (the logic: module_utils/findings.py)."""
+"""The watch's findings as events for ansible-rulebook (the logic: plugins/module_utils/_reconcile/findings.py)."""
 
 from __future__ import annotations
 
@@ -107,9 +107,10 @@ def _import_engine() -> Engine:
     if os.path.dirname(namespaces) not in sys.path:
         sys.path.append(os.path.dirname(namespaces))
     # pylint: disable=import-outside-toplevel
-    from ansible_collections.arvados_ops.recovery.plugins.module_utils import errors, findings, reconcile_run, watch_cli
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils._common import errors
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import findings, run, watch_cli
 
-    return Engine(findings, reconcile_run.run_reconcile, watch_cli.systemd_unit_active, errors.RecoveryError)
+    return Engine(findings, run.run_reconcile, watch_cli.systemd_unit_active, errors.RecoveryError)
 
 
 def read_once(params: dict[str, Any], engine) -> tuple[dict[str, Any] | None, bool | None, str | None]:

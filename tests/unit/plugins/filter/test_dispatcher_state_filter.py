@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The filters of recover_after_node_reboot.yml read each host's registered results out of
 hostvars; a host without them was not asked. (The decisions themselves:
-tests/unit/plugins/module_utils/test_dispatcher_state.py.)"""
+tests/unit/plugins/module_utils/_dispatcher/test_state.py.)"""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.version import COLLECTION_VERSION
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.version import COLLECTION_VERSION
 
 
 def samples(text: str) -> dict:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Deque, Dict, List, Optional
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_runner import CommandNotFoundError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm.runner import CommandNotFoundError
 
 UNREACHABLE = "squeue: error: Unable to contact slurm controller (connect failure)"
 # What LAB.md measured with slurmctld down and MessageTimeout=10.
@@ -371,7 +371,7 @@ class FakeNode:
 
 def show_node_text(nodes: List[FakeNode]) -> str:
     """What `scontrol --all show node` prints of `nodes`: the lines slurm_nodes reads, each
-    node's other fields cut to a few (the full text of each release is in test_slurm_nodes)."""
+    node's other fields cut to a few (the full text of each release is in _slurm/test_nodes.py)."""
     lines = []
     for node in nodes:
         lines.append("NodeName=%s Arch=x86_64 CoresPerSocket=1" % node.name)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import yaml
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.fail_jobs_batch import BULK_SETTINGS_KB
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.batch import BULK_SETTINGS_KB
 from ansible_collections.arvados_ops.recovery.plugins.modules import arvados_fail_jobs
 
 

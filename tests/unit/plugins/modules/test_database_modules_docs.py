@@ -13,13 +13,11 @@ import pytest
 import yaml
 
 from ansible_collections.arvados_ops.recovery.plugins.doc_fragments.arvados_db import ModuleDocFragment
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import (
-    fail_jobs_cli,
-    fail_jobs_run,
-    reconcile_run,
-    slurm_cancel_run,
-)
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import Option, argument_spec
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel import run as slurm_cancel_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import cli as fail_jobs_cli
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as fail_jobs_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.options import Option, argument_spec
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import run as reconcile_run
 from ansible_collections.arvados_ops.recovery.plugins.modules import (
     arvados_fail_jobs,
     arvados_reconcile_info,
@@ -105,7 +103,7 @@ def test_each_flag_of_the_command_is_explained_as_its_table_says_and_checked_by_
             assert isinstance(flag, argparse._StoreTrueAction), name
             continue
         # The text goes to the option layer, which types it and checks its choices and
-        # bounds with the modules' message (test_options_file).
+        # bounds with the modules' message (_common/test_options_file.py).
         assert (flag.type, flag.choices) == (None, None), name
 
 

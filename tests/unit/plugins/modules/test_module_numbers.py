@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import (
-    fail_jobs_run,
-    module_support,
-    reconcile_run,
-    slurm_cancel_run,
-    slurm_node_resume,
-)
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import NOT_ASCII_NUMBER, NUMBER_TYPES
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel import run as slurm_cancel_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as fail_jobs_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.options import NOT_ASCII_NUMBER, NUMBER_TYPES
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._modules import support as module_support
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import run as reconcile_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm import node_resume as slurm_node_resume
 from ansible_collections.arvados_ops.recovery.plugins.modules import (
     arvados_fail_jobs,
     arvados_reconcile_info,

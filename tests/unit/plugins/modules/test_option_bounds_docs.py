@@ -10,17 +10,15 @@ import pytest
 import yaml
 
 from ansible_collections.arvados_ops.recovery.plugins.doc_fragments.arvados_db import ModuleDocFragment
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import (
-    fail_jobs_run,
-    reconcile_run,
-    slurm_cancel_run,
-    slurm_node_resume,
-)
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.options import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel import run as slurm_cancel_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as fail_jobs_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.options import (
     NUMBER_TYPES,
     argument_spec,
     number_text,
 )
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import run as reconcile_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm import node_resume as slurm_node_resume
 from ansible_collections.arvados_ops.recovery.plugins.modules import (
     arvados_fail_jobs,
     arvados_reconcile_info,
@@ -69,7 +67,7 @@ def test_the_bound_is_not_an_ansible_key(name):
 
 
 def test_the_log_message_bound_is_documented_as_the_engine_applies_it():
-    from ansible_collections.arvados_ops.recovery.plugins.module_utils import fail_jobs_options
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import options as fail_jobs_options
 
     text = " ".join(documented(arvados_fail_jobs)["log_message"]["description"])
     assert "At most %d bytes of UTF-8" % fail_jobs_options.MAX_SUMMARY_BYTES in text

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import slurm_cancel_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel import run as slurm_cancel_run
 from ansible_collections.arvados_ops.recovery.plugins.modules import slurm_job_cancel
 from tests.unit.plugins.module_utils.slurm_fakes import FakeClock, FakeSlurm, cancel_jobs_on, fake_client_directory
 from tests.unit.plugins.modules.module_args import run_main

@@ -16,8 +16,8 @@ import pytest
 import yaml
 from ansible.module_utils import basic
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils import slurm_cancel_run
-from ansible_collections.arvados_ops.recovery.plugins.module_utils.slurm_cancel_request import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel import run as slurm_cancel_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel.request import (
     AFTER_TERM_CHOICES,
     BASE_TIMEOUT,
     STOP_CHOICES,

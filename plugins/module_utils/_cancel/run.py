@@ -1,0 +1,69 @@
+# -*- coding: utf-8 -*-
+# Copyright: Contributors to the arvados_ops.recovery collection
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The slurm_job_cancel module's engine entry: one call from options to result, shaped like
+fail_jobs_run and reconcile_run so that module_support runs all three.
+
+Its option table, CANCEL_OPTIONS, is CancelRequest's (slurm_cancel_request), whose checks
+are the table's: the module and any other maker of a request get the same ones.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from typing import Any, Callable, Dict, Mapping, Optional
+
+from .._common.options import parse
+from .._slurm.runner import require_program
+from .engine import cancel_jobs
+from .request import CANCEL_OPTIONS, CancelRequest
+
+# The options that reach CancelRequest under another name, or not at all.
+_REQUEST_FIELD = {"name": "names", "job_id": "job_ids"}
+_CLIENT_PATHS = {"squeue_path": "squeue", "scancel_path": "scancel"}
+
+
+def build_request(params: Mapping[str, Any], check_mode: bool = False) -> CancelRequest:
+    """The request the options describe; CancelRequestError names a bad value. The clients'
+    paths are left to client_paths, so a bad option is refused before any client is looked for."""
+    fields = {
+        _REQUEST_FIELD.get(name, name): value
+        for name, value in parse(CANCEL_OPTIONS, params).items()
+        if name not in _CLIENT_PATHS and value is not None
+    }
+    return CancelRequest(check_mode=check_mode, **fields)
+
+
+def client_paths(params: Mapping[str, Any], find_program: Callable[[str], str]) -> Dict[str, str]:
+    """squeue_path and scancel_path: the one given, checked, or the program `find_program` finds."""
+    return {
+        option: require_program(params[option]) if params.get(option) else find_program(program)
+        for option, program in _CLIENT_PATHS.items()
+    }
+
+
+def run_slurm_job_cancel(
+    params: Mapping[str, Any],
+    check_mode: bool = False,
+    diff: bool = False,
+    find_program: Callable[[str], str] = require_program,
+    environ: Optional[Mapping[str, str]] = None,
+) -> Dict[str, Any]:
+    """Make the jobs the options name absent; the result as the module returns it.
+
+    `find_program` looks a client up when its path is not given (the module passes Ansible's
+    get_bin_path, which also searches the sbin directories). Its `messages` are also its
+    `warnings`, and a call that left jobs queued or could not reach Slurm has `failed` set.
+    """
+    request = build_request(params, check_mode)
+    paths = client_paths(params, find_program)
+    request = replace(request, squeue_path=paths["squeue_path"], scancel_path=paths["scancel_path"])
+    outcome = cancel_jobs(request, environ=os.environ if environ is None else environ)
+    result = outcome.to_dict()
+    predicted_diff = result.pop("diff")
+    if diff:
+        result["diff"] = predicted_diff
+    result["warnings"] = list(result["messages"])
+    return result
