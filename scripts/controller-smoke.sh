@@ -2,7 +2,7 @@
 # Real ansible-doc and ansible-playbook runs of the collection with one ansible-core, none
 # needing the lab: the version stage (scripts/versions.sh) runs it on the newest core.
 #   scripts/controller-smoke.sh VENV    (e.g. .build/versions/core-2.21)
-# - ansible-doc of every module and role;
+# - ansible-doc of every module, role and filter;
 # - --syntax-check of every playbook under playbooks/;
 # - tests/controller/filters_on_localhost.yml in check mode (the filter plugins).
 # (The role tests of tests/unit/roles, run by the version stage with each core's own
@@ -49,7 +49,13 @@ done
 for role in "${roles[@]}"; do
   run "$venv_bin/ansible-doc" -t role "arvados_ops.recovery.$(basename "$role")"
 done
-echo "controller-smoke: ansible-doc of ${#modules[@]} modules and ${#roles[@]} roles"
+filters=(plugins/filter/*.yml)
+filter_names=()
+for filter in "${filters[@]}"; do
+  filter_names+=("arvados_ops.recovery.$(basename "$filter" .yml)")
+done
+run "$venv_bin/ansible-doc" -t filter "${filter_names[@]}"
+echo "controller-smoke: ansible-doc of ${#modules[@]} modules, ${#roles[@]} roles and ${#filters[@]} filters"
 for playbook in "${playbooks[@]}"; do
   run "$venv_bin/ansible-playbook" -i "$inventory" --syntax-check "$playbook"
 done
