@@ -45,10 +45,31 @@ idr_alloc_cyclic goes on from the last number given and wraps to 300 at pid_max)
 freed number is given again only after every other free number: at least pid_max - 300 -
 (live processes) new pids, 100 or more here even at pid_max 400, about 30,000 at 32768. No
 killpg reached a live group and no bystander died (20,798 bystanders; at pid_max 400 the
-bystanders alone went round the free numbers at least 50 times). To reach a stranger at
-32768, slurmstepd would have to stall some 20 s between its wait4 and its killpg while
-the machine made 1,365 processes a second (CI's busiest rate). The mechanism does not
-explain the rc 137; its SIGKILL's sender remains unknown, and the lab keeps proctrack/pgid.
+bystanders alone went round the free numbers at least 50 times).
+
+The positive control, --force-reuse (30 s, pid_max 4194304): each job writes its pid and
+the probe, once that pid is reaped, sets ns_last_pid so that a bystander takes the number
+at once. 71 of 88 bystanders got a job's number; 28 of them died by SIGKILL, and the trace
+names slurmstepd as the sender (its killpg found a live group 48 times). So the kill does
+reach whoever holds the number in that instant; only the allocator keeps it from anyone.
+
+proctrack/pgid's wait loop, --linger: while killpg(pgid, 0) still finds the group,
+slurmstepd sends SIGKILL and sleeps 1, 2, 4 ... s before it looks again (up to 32 s a
+sleep, for at most a few minutes). Each job leaves a zombie in its group for 3 s, so the
+group's number is freed seconds after the step, in the middle of such a sleep:
+
+    pid_max   seconds  lingering steps  bystanders  SIGKILLed (sender)
+    400       30       14               2,544       2 (slurmstepd)
+    400       60       34               5,030       1 (slurmstepd)
+    4194304   60       36               5,091       0
+
+Here the number does come round before slurmstepd looks again, and a stranger that holds
+it dies. On a host that needs a group lingering past the first sleeps: at pid_max 32768
+the numbers came round every 24 s at CI's busiest rate (1,365 processes a second), within
+the 32-s sleeps, and this machine has had steps not reaped for over 60 s when 1,000 jobs
+ended at once (LAB.md, UnkillableStepTimeout). At 4194304 they come round every ~51 min
+at that rate, longer than the loop lasts. That is a way to the CI's rc 137, not a proof
+that it was the way.
 """
 
 from __future__ import annotations
@@ -87,6 +108,17 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         "--trace",
         type=Path,
         help="a mounted tracefs (mount -t tracefs nodev DIR): also trace Slurm's kill(-pgid, SIGKILL) calls",
+    )
+    parser.add_argument(
+        "--force-reuse",
+        action="store_true",
+        help="the positive control: give each ended job's number to a bystander at once (ns_last_pid)",
+    )
+    parser.add_argument(
+        "--linger",
+        type=float,
+        default=0.0,
+        help="each job leaves a zombie in its process group for this many seconds (proctrack/pgid's wait loop)",
     )
     parser.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -129,9 +161,16 @@ def run_inside(arguments: argparse.Namespace, settings: LabSettings) -> dict[str
     try:
         # After slurmd: the lab's start raises pid_max, in this namespace too.
         set_pid_max(arguments.pid_max)
-        jobs = JobLoad(settings)
-        jobs.start()
-        outcome = run_bystanders(bystander, arguments.rate, arguments.lifetime, arguments.seconds)
+        if arguments.force_reuse:
+            leaders = settings.lab_dir / "job-leaders"
+            leaders.mkdir(exist_ok=True)
+            jobs = JobLoad(settings, f"echo $$ > {leaders}/$SLURM_JOB_ID; exec /bin/sleep 0.3")
+            jobs.start()
+            outcome = run_forced_reuse(bystander, leaders, arguments.lifetime, arguments.seconds)
+        else:
+            jobs = JobLoad(settings, lingering_job(arguments.linger) if arguments.linger else "exec /bin/true")
+            jobs.start()
+            outcome = run_bystanders(bystander, arguments.rate, arguments.lifetime, arguments.seconds)
         jobs.stop()
         pid_max_at_end = int(PID_MAX_PATH.read_text())
     finally:
@@ -192,6 +231,87 @@ def run_bystanders(bystander: Path, rate: float, lifetime: float, seconds: float
         # Fewer distinct numbers than bystanders: the namespace's numbers came round.
         "bystander_pids": {"distinct": len(numbers), "highest": max(numbers, default=0)},
     }
+
+
+# A zombie keeps its process group alive, and killpg(pgid, 0) finds it, until its parent
+# reaps it. The parent leaves the job's group first, so the step's SIGKILL spares it; the
+# child goes back into the group and exits. slurmstepd then loops in proctrack/pgid's wait
+# (SIGKILL, sleep 1, 2, 4 ... s) until the group is gone, as with a group that dies slowly.
+LINGERING_JOB = """
+import os, sys, time
+group = os.getpgid(0)
+if os.fork() == 0:
+    os.setpgid(0, 0)
+    child = os.fork()
+    if child == 0:
+        os.setpgid(0, group)
+        os._exit(0)
+    time.sleep(float(sys.argv[1]))
+    os.waitpid(child, 0)
+    os._exit(0)
+time.sleep(0.2)
+"""
+
+
+def lingering_job(seconds: float) -> str:
+    return f"exec /usr/bin/python3 -c '{LINGERING_JOB}' {seconds:g}"
+
+
+NS_LAST_PID_PATH = Path("/proc/sys/kernel/ns_last_pid")
+
+
+def run_forced_reuse(bystander: Path, leaders: Path, lifetime: float, seconds: float) -> dict[str, object]:
+    """Hand each ended job's number to a bystander at once, as a wrap at the worst moment would.
+
+    The job writes its pid; once that pid is reaped (gone from /proc), ns_last_pid makes the
+    next fork take the number, usually before Slurm's killpg. If that killpg then kills the
+    bystander, the probe sees what the mechanism would do if numbers came round that fast.
+    Polls /proc every 0.2 ms while a job runs: meant for short runs.
+    """
+    endings: Counter[str] = Counter()
+    running: list[subprocess.Popen] = []
+    attempts = reused = 0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for leader in take_leaders(leaders):
+            if not gone(leader, min(2.0, deadline - time.monotonic())):
+                continue
+            attempts += 1
+            NS_LAST_PID_PATH.write_text("%d\n" % (leader - 1))
+            running.append(subprocess.Popen([str(bystander), str(lifetime)], start_new_session=True))
+            reused += running[-1].pid == leader
+        running = [process for process in running if not ended(process, endings)]
+        time.sleep(0.01)
+    for process in running:
+        process.wait()
+        ended(process, endings)
+    killed = endings.pop("SIGKILL", 0)
+    return {
+        "bystanders": sum(endings.values()) + killed,
+        "killed_by_sigkill": killed,
+        "other_endings": dict(endings),
+        "reuse_attempts": attempts,
+        "bystanders_on_a_jobs_number": reused,
+    }
+
+
+def take_leaders(leaders: Path) -> list[int]:
+    found = []
+    for path in sorted(leaders.iterdir()):
+        text = path.read_text().strip()
+        if text:
+            path.unlink()
+            found.append(int(text))
+    return found
+
+
+def gone(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while os.path.exists(f"/proc/{pid}"):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.0002)
+    return True
 
 
 def ended(process: subprocess.Popen, endings: Counter[str]) -> bool:
@@ -322,8 +442,9 @@ def as_pid(hex_text: str) -> int:
 class JobLoad:
     """Short batch jobs, kept queued in arrays so that steps end all the time."""
 
-    def __init__(self, settings: LabSettings) -> None:
+    def __init__(self, settings: LabSettings, script: str = "exec /bin/true") -> None:
         self.settings = settings
+        self.script = script
         self.submitted = 0
         self.left = 0
         self._stopping = threading.Event()
@@ -350,7 +471,7 @@ class JobLoad:
             self._stopping.wait(1.0)
 
     def _submit(self) -> None:
-        command = ["sbatch", f"--array=0-{ARRAY_SIZE - 1}", "--output=/dev/null", "--wrap", "exec /bin/true"]
+        command = ["sbatch", f"--array=0-{ARRAY_SIZE - 1}", "--output=/dev/null", "--wrap", self.script]
         result = subprocess.run(command, env=self.settings.slurm_env(), capture_output=True, text=True, check=False)
         if result.returncode == 0:
             self.submitted += ARRAY_SIZE

@@ -72,3 +72,22 @@ def test_without_a_lab_dir_of_its_own_the_probe_starts_nothing(monkeypatch, caps
 
     assert probe.main(["--seconds", "1"]) == 2
     assert "set LAB_DIR" in capsys.readouterr().err
+
+
+def test_each_job_leaders_pid_is_taken_once(tmp_path):
+    (tmp_path / "101").write_text("4242\n")
+    (tmp_path / "102").write_text("")  # the job has not written it yet
+
+    assert probe.take_leaders(tmp_path) == [4242]
+    assert probe.take_leaders(tmp_path) == []
+    assert [path.name for path in tmp_path.iterdir()] == ["102"]
+
+
+def test_a_pid_is_gone_once_reaped_and_not_before():
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        assert not probe.gone(child.pid, 0.01)
+    finally:
+        child.kill()
+        child.wait()
+    assert probe.gone(child.pid, 0.01)
