@@ -19,7 +19,9 @@ and every new process or thread meanwhile; the raw trace stays in LAB_DIR.
 
     mount -t tracefs nodev /work/lab-probe-tracefs   # once, for --trace
     LAB_DIR=/work/lab-probe LAB_SLURMCTLD_PORT=16837 LAB_SLURMD_PORT=16838 \\
-        .venv/bin/python -m lab.pgid_reuse_probe --pid-max 400 --seconds 60 --trace /work/lab-probe-tracefs
+        .venv/bin/python -m lab.pgid_reuse_probe --pid-max 400 --seconds 60 --linger 3 \\
+        --slurmd shared --trace /work/lab-probe-tracefs
+    # then the same with --slurmd own-namespace (the default: how the lab starts slurmd)
 
 It prints one JSON line (bystanders, killed by SIGKILL, other endings, spawns refused, how
 many numbers they used, jobs) and, with --trace, a second (the killpg calls by sender and
@@ -29,7 +31,8 @@ running lab uses. Below pid_max 400 Slurm itself fails (330: slurmctld "fatal:
 pthread_create error Resource temporarily unavailable").
 
 Measured 2026-12-05 on the 2-core Debian 12 machine, kernel 6.18, Slurm 22.05.8, load
-average 5-10 from other sessions, 60 s a run, 100 bystanders/s living 0.2 s, ~1,500 jobs:
+average 5-10 from other sessions, with --slurmd shared (slurmd beside the bystanders, as
+the lab ran it before), 60 s a run, 100 bystanders/s living 0.2 s, ~1,500 jobs:
 
     pid_max   bystanders (numbers used)  SIGKILLed  stale killpg (all ESRCH)  after reap ms      new pids between
                                                      slurmstepd + slurmd       median/p99/max     median/p99/max
@@ -47,21 +50,23 @@ freed number is given again only after every other free number: at least pid_max
 killpg reached a live group and no bystander died (20,798 bystanders; at pid_max 400 the
 bystanders alone went round the free numbers at least 50 times).
 
-The positive control, --force-reuse (30 s, pid_max 4194304): each job writes its pid and
-the probe, once that pid is reaped, sets ns_last_pid so that a bystander takes the number
-at once. 71 of 88 bystanders got a job's number; 28 of them died by SIGKILL, and the trace
+The positive control, --force-reuse (30 s, pid_max 4194304, --slurmd shared): each job
+writes its pid and the probe, once that pid is reaped, sets ns_last_pid so that a
+bystander takes the number at once. 71 of 88 bystanders got a job's number; 28 of them died by SIGKILL, and the trace
 names slurmstepd as the sender (its killpg found a live group 48 times). So the kill does
-reach whoever holds the number in that instant; only the allocator keeps it from anyone.
+reach whoever holds the number in that instant; right after a step, only the allocator
+keeps it from anyone.
 
 proctrack/pgid's wait loop, --linger: while killpg(pgid, 0) still finds the group,
 slurmstepd sends SIGKILL and sleeps 1, 2, 4 ... s before it looks again (up to 32 s a
 sleep, for at most a few minutes). Each job leaves a zombie in its group for 3 s, so the
 group's number is freed seconds after the step, in the middle of such a sleep:
 
-    pid_max   seconds  lingering steps  bystanders  SIGKILLed (sender)
-    400       30       14               2,544       2 (slurmstepd)
-    400       60       34               5,030       1 (slurmstepd)
-    4194304   60       36               5,091       0
+    slurmd         pid_max   seconds  lingering steps  bystanders  SIGKILLed (sender)
+    shared         400       30       14               2,544       2 (slurmstepd)
+    shared         400       60       34               5,030       1 (slurmstepd)
+    shared         4194304   60       36               5,091       0
+    own-namespace  400       60       36               4,971       0
 
 Here the number does come round before slurmstepd looks again, and a stranger that holds
 it dies. On a host that needs a group lingering past the first sleeps: at pid_max 32768
@@ -70,6 +75,11 @@ the 32-s sleeps, and this machine has had steps not reaped for over 60 s when 1,
 ended at once (LAB.md, UnkillableStepTimeout). At 4194304 they come round every ~51 min
 at that rate, longer than the loop lasts. That is a way to the CI's rc 137, not a proof
 that it was the way.
+
+The fix (lab/slurm.py slurmd_command): slurmd, and so slurmstepd, run in a PID namespace
+of their own, where a number names only the lab's jobs' processes. Besides the --linger
+run above, --force-reuse with --slurmd own-namespace gave 130 of 154 bystanders the very
+number of a job that had just ended (in the bystanders' namespace), and none died.
 """
 
 from __future__ import annotations
@@ -88,12 +98,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lab.labctl import start_lab, stop_lab
-from lab.settings import LabError, LabSettings, lab_settings
+from lab.processes import wait_until, write_record
+from lab.settings import READY_TIMEOUT, LabError, LabSettings, lab_settings
+from lab.slurm import slurmd_answers, start_slurmd
 
 PID_MAX_PATH = Path("/proc/sys/kernel/pid_max")
 # An array of this many jobs is submitted whenever fewer than LOW_WATER are queued.
 ARRAY_SIZE = 200
 LOW_WATER = 50
+SLURMD_PLACES = ("own-namespace", "shared")
 
 
 def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -119,6 +132,12 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         type=float,
         default=0.0,
         help="each job leaves a zombie in its process group for this many seconds (proctrack/pgid's wait loop)",
+    )
+    parser.add_argument(
+        "--slurmd",
+        choices=SLURMD_PLACES,
+        default="own-namespace",
+        help="slurmd in a PID namespace of its own, as the lab starts it, or beside the bystanders (before the fix)",
     )
     parser.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -157,7 +176,7 @@ def enter_namespace(argv: Sequence[str]) -> int:
 
 def run_inside(arguments: argparse.Namespace, settings: LabSettings) -> dict[str, object]:
     bystander = make_bystander(settings)
-    start_slurm(settings)
+    start_slurm(settings, own_pid_namespace=arguments.slurmd == "own-namespace")
     try:
         # After slurmd: the lab's start raises pid_max, in this namespace too.
         set_pid_max(arguments.pid_max)
@@ -177,6 +196,7 @@ def run_inside(arguments: argparse.Namespace, settings: LabSettings) -> dict[str
         stop_lab(settings)
     return {
         "pid_max": pid_max_at_end,
+        "slurmd": arguments.slurmd,
         "seconds": arguments.seconds,
         **outcome,
         "jobs_submitted": jobs.submitted,
@@ -199,9 +219,12 @@ def make_bystander(settings: LabSettings) -> Path:
     return path
 
 
-def start_slurm(settings: LabSettings) -> None:
-    """The lab's own munged, slurmctld and slurmd (no PostgreSQL), started as the lab starts them."""
-    start_lab(settings, ("munged", "slurmctld", "slurmd"))
+def start_slurm(settings: LabSettings, own_pid_namespace: bool) -> None:
+    """The lab's own munged, slurmctld and slurmd (no PostgreSQL); slurmd where asked."""
+    start_lab(settings, ("munged", "slurmctld"))
+    write_record(settings, "slurmd", start_slurmd(settings, own_pid_namespace=own_pid_namespace))
+    if not wait_until(lambda: slurmd_answers(settings), READY_TIMEOUT):
+        raise LabError("slurmd does not answer")
 
 
 def run_bystanders(bystander: Path, rate: float, lifetime: float, seconds: float) -> dict[str, object]:
@@ -218,15 +241,9 @@ def run_bystanders(bystander: Path, rate: float, lifetime: float, seconds: float
             endings["spawn refused"] += 1
         running = [process for process in running if not ended(process, endings)]
         time.sleep(1 / rate)
-    for process in running:
-        process.wait()
-        ended(process, endings)
-    killed = endings.pop("SIGKILL", 0)
     refused = endings.pop("spawn refused", 0)
     return {
-        "bystanders": sum(endings.values()) + killed,
-        "killed_by_sigkill": killed,
-        "other_endings": dict(endings),
+        **tally_endings(running, endings),
         "spawns_refused": refused,
         # Fewer distinct numbers than bystanders: the namespace's numbers came round.
         "bystander_pids": {"distinct": len(numbers), "highest": max(numbers, default=0)},
@@ -282,14 +299,8 @@ def run_forced_reuse(bystander: Path, leaders: Path, lifetime: float, seconds: f
             reused += running[-1].pid == leader
         running = [process for process in running if not ended(process, endings)]
         time.sleep(0.01)
-    for process in running:
-        process.wait()
-        ended(process, endings)
-    killed = endings.pop("SIGKILL", 0)
     return {
-        "bystanders": sum(endings.values()) + killed,
-        "killed_by_sigkill": killed,
-        "other_endings": dict(endings),
+        **tally_endings(running, endings),
         "reuse_attempts": attempts,
         "bystanders_on_a_jobs_number": reused,
     }
@@ -312,6 +323,15 @@ def gone(pid: int, timeout: float) -> bool:
             return False
         time.sleep(0.0002)
     return True
+
+
+def tally_endings(running: Sequence[subprocess.Popen], endings: Counter[str]) -> dict[str, object]:
+    """Wait for the bystanders still running; how they all ended, SIGKILL apart."""
+    for process in running:
+        process.wait()
+        ended(process, endings)
+    killed = endings.pop("SIGKILL", 0)
+    return {"bystanders": sum(endings.values()) + killed, "killed_by_sigkill": killed, "other_endings": dict(endings)}
 
 
 def ended(process: subprocess.Popen, endings: Counter[str]) -> bool:
