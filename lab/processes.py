@@ -53,13 +53,16 @@ def proc_stat(pid: int) -> dict[str, object] | None:
     return {"state": fields[0], "ppid": int(fields[1]), "session": int(fields[3]), "start_time": int(fields[19])}
 
 
+def all_pids() -> list[int]:
+    return [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+
+
 def processes_in_session(session: int) -> list[int]:
     found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            stat_fields = proc_stat(int(entry.name))
-            if stat_fields and stat_fields["session"] == session and stat_fields["state"] != "Z":
-                found.append(int(entry.name))
+    for pid in all_pids():
+        stat_fields = proc_stat(pid)
+        if stat_fields and stat_fields["session"] == session and stat_fields["state"] != "Z":
+            found.append(pid)
     return found
 
 

@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 from lab.files import write_slurm_files
-from lab.processes import ProcessRecord, probe, run, spawn, wait_until
-from lab.settings import QUEUE_DRAIN_MARGIN, LabError, LabSettings
+from lab.processes import ProcessRecord, all_pids, probe, proc_stat, run, spawn, wait_until
+from lab.settings import QUEUE_DRAIN_MARGIN, READY_TIMEOUT, LabError, LabSettings
 
 
 def munge_command(settings: LabSettings) -> list[str]:
@@ -60,12 +60,9 @@ def slurmctld_answers(settings: LabSettings) -> bool:
 
 
 # Debian 12 with systemd as PID 1 runs with kernel.pid_max 4194304 (systemd's
-# 50-pid-max.conf); without it the kernel's 32768 stays, and a busy test run wraps that in
-# seconds. proctrack/pgid sends each finished step's process group SIGKILL again after the
-# step ended (traced here on 2026-12-04: 2.5 ms and 11 ms later at the median, 72 ms at
-# worst), so a process group leader that got the number meanwhile would be killed: a
-# podman exec's shell (a Molecule task, rc 137), a test's. With Debian's value the numbers
-# come round hours apart instead.
+# 50-pid-max.conf); without it the kernel's 32768 stays, and a busy machine hands a number
+# out again every ~24 s. The lab's slurmd has PID numbers of its own (slurmd_command); the
+# raised value still keeps everything else on the machine as on a real host.
 PID_MAX = 4194304
 PID_MAX_PATH = Path("/proc/sys/kernel/pid_max")
 
@@ -82,16 +79,71 @@ def raise_pid_max(path: Path = PID_MAX_PATH, wanted: int = PID_MAX) -> int | Non
     return current
 
 
-def start_slurmd(settings: LabSettings) -> ProcessRecord:
-    raise_pid_max()
+def slurmd_command(settings: LabSettings, own_pid_namespace: bool = True) -> list[str]:
     # catatonit reaps the job processes at once; this sandbox's PID 1 takes about a
     # second, and proctrack/pgid waits for those zombies, so cancelled jobs would linger.
+    slurmd = ["/usr/bin/catatonit", "--", "/usr/sbin/slurmd", "-D", "-N", "localhost", "-f", str(settings.slurm_conf)]
+    if not own_pid_namespace:
+        return slurmd
+    # proctrack/pgid signals a step by its process group NUMBER, also after the group is
+    # gone: while a group lingers, slurmstepd SIGKILLs the number again after sleeps of up
+    # to 32 s, and whoever got the number meanwhile dies (lab/pgid_reuse_probe.py --linger).
+    # In a PID namespace of their own, slurmd's and slurmstepd's numbers name only the
+    # lab's jobs, never a test's process or a Molecule container's. Real Debian hosts run
+    # slurmd under systemd, with pid_max 4194304 and usually proctrack/cgroup; this machine
+    # has no systemd as PID 1 to give Slurm cgroups of its own, so the lab isolates the
+    # numbers. catatonit is the namespace's PID 1; --kill-child ends it if unshare dies.
+    return ["/usr/bin/unshare", "--pid", "--fork", "--mount-proc", "--kill-child", *slurmd]
+
+
+# PROC_PID_INIT_INO (include/linux/proc_ns.h): the inode of the host's own PID namespace.
+INITIAL_PID_NAMESPACE_INODE = 0xEFFFFFFC
+
+
+def in_initial_pid_namespace(path: Path = Path("/proc/self/ns/pid")) -> bool:
+    try:
+        return path.stat().st_ino == INITIAL_PID_NAMESPACE_INODE
+    except OSError:
+        return False
+
+
+def start_slurmd(settings: LabSettings, own_pid_namespace: bool | None = None) -> ProcessRecord:
+    """slurmd, in a PID namespace of its own unless told otherwise or already in one.
+
+    A container (bench/release_slurm.py) is a PID namespace that holds only the lab, and
+    podman gives it no CAP_SYS_ADMIN to make another.
+    """
+    if own_pid_namespace is None:
+        own_pid_namespace = in_initial_pid_namespace()
+    raise_pid_max()
     process = spawn(
-        ["/usr/bin/catatonit", "--", "/usr/sbin/slurmd", "-D", "-N", "localhost", "-f", str(settings.slurm_conf)],
-        settings.service_logs("slurmd")[1],
-        env=settings.slurm_env(),
+        slurmd_command(settings, own_pid_namespace), settings.service_logs("slurmd")[1], env=settings.slurm_env()
     )
-    return ProcessRecord.of(process.pid)
+    if not own_pid_namespace:
+        return ProcessRecord.of(process.pid)
+    return ProcessRecord.of(namespace_init(process.pid))
+
+
+def namespace_init(unshare_pid: int) -> int:
+    """The process `unshare --fork` started (the namespace's PID 1), by its pid seen from here.
+
+    The lab records it rather than unshare: unshare ignores SIGTERM, while catatonit passes
+    SIGTERM on to slurmd and exits with it, and unshare then exits too.
+    """
+    found: list[int] = []
+
+    def forked() -> bool:
+        found[:] = children_of(unshare_pid)
+        return bool(found) or proc_stat(unshare_pid) is None
+
+    wait_until(forked, READY_TIMEOUT)
+    if not found:
+        raise LabError(f"unshare (process {unshare_pid}) started no namespace for slurmd")
+    return found[0]
+
+
+def children_of(pid: int) -> list[int]:
+    return [child for child in all_pids() if (proc_stat(child) or {}).get("ppid") == pid]
 
 
 def node_state(settings: LabSettings) -> str:
