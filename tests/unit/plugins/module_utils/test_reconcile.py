@@ -21,10 +21,10 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile imp
     Listing,
     Record,
     SlurmJob,
-    changed_since_read,
     parse_listing,
     squeue_command,
     stray_reason,
+    unconfirmed,
 )
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile_db import choose_prefix
 from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile_run import (
@@ -106,8 +106,9 @@ class FakeDatabase:
         return contextlib.nullcontext()
 
     def send_reread(self, kind, candidates, live):
-        versions = {uuid: row.version for uuid, row in self.by_uuid(kind, candidates).items()}
-        return lambda: versions
+        versions = [(uuid, row.version) for uuid, row in self.by_uuid(kind, candidates).items()]
+        # In chunks of two, as reconcile_db yields them in chunks.
+        return lambda: iter([versions[start : start + 2] for start in range(0, len(versions), 2)])
 
     def send_by_uuid(self, kind, uuids):
         records = self.by_uuid(kind, uuids)
@@ -118,10 +119,11 @@ class FakeDatabase:
         holders = list(self.holders)
         return lambda: holders
 
-    def lock_tokens(self, uuids):
+    def send_lock_tokens(self, uuids):
         self.statements += 1
         self.lock_reads.append(sorted(uuids))
-        return {uuid: self.locks[uuid] for uuid in uuids if uuid in self.locks}
+        tokens = {uuid: self.locks[uuid] for uuid in uuids if uuid in self.locks}
+        return lambda: tokens
 
     def cluster_prefix(self):
         return P
@@ -635,6 +637,10 @@ class _VersionsCursor:
     def fetchall(self):
         return self.answer
 
+    def fetchmany(self, size):
+        chunk, self.answer = self.answer[:size], self.answer[size:]
+        return chunk
+
 
 def _reader(rows):
     from ansible_collections.arvados_ops.recovery.plugins.module_utils.reconcile_db import DatabaseReader
@@ -645,7 +651,7 @@ def _reader(rows):
 
 def _reread(reader, candidates, live):
     with reader.pipeline():
-        return reader.send_reread(JOBS, candidates, live)()
+        return {uuid: version for chunk in reader.send_reread(JOBS, candidates, live)() for uuid, version in chunk}
 
 
 def test_candidates_are_reread_by_uuid_while_few_else_by_a_second_scan():
@@ -692,10 +698,13 @@ def test_every_read_of_a_record_carries_its_row_version_last():
 
 
 def test_a_candidate_is_confirmed_only_with_the_version_of_its_first_read():
-    first = [job(uuid)._replace(version="5") for uuid in (JOB_C, JOB_A, JOB_B)]
+    first = {JOB_C: "5", JOB_A: "5", JOB_B: "5"}
     # JOB_B was updated (another version), JOB_C is gone: only JOB_A is confirmed.
-    assert changed_since_read(first, {JOB_B: "6", JOB_A: "5"}) == {JOB_B, JOB_C}
-    assert changed_since_read(first, {JOB_C: "5", JOB_B: "5", JOB_A: "5"}) == set()
+    assert unconfirmed(first, [[(JOB_B, "6")], [(JOB_A, "5")]]) == {JOB_B, JOB_C}
+    assert unconfirmed(first, [[(JOB_C, "5"), (JOB_B, "5")], [(JOB_A, "5")]]) == set()
+    # A row read again that was no candidate (its Slurm job was listed) confirms nothing.
+    assert unconfirmed({JOB_A: "5"}, [[(JOB_B, "5")]]) == {JOB_A}
+    assert first == {JOB_C: "5", JOB_A: "5", JOB_B: "5"}
 
 
 def test_the_candidates_entries_are_found_by_identity_else_by_their_text():
