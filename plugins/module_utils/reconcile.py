@@ -80,7 +80,7 @@ import operator
 import re
 from collections import deque
 from itertools import compress, repeat
-from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Set
+from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
 from .slurm_queue import FIELD_SEPARATOR, FINISHED_STATES, LEAVING_STATES
 from .uuids import CONTAINER_INFIX, JOB_INFIX, check_prefix
@@ -411,14 +411,14 @@ def overdue_reasons(bound: float, then: str = "") -> Callable[[float], str]:
     """age -> retry_overdue_reason(age, bound) + `then`. The text around the age is made
     once: formatting all of it for each of 97,500 overdue jobs took 0.1 s, twice that
     with the concatenation after."""
-    head, tail = (_RETRY_OVERDUE % ("\0", bound, RETRY_UNLOCKED_LIMIT)).split("\0")
-    tail += then
+    head, tail = _overdue_parts(bound, then)
     return lambda age: head + "%.0f" % age + tail
 
 
-def is_overdue(age: Optional[float], bound: float) -> bool:
-    """A NULL modified_at gives no age: nothing says how long the job has waited."""
-    return age is not None and age > bound
+def _overdue_parts(bound: float, then: str) -> Tuple[str, str]:
+    """The overdue text before the age, and after it (with `then`)."""
+    head, tail = (_RETRY_OVERDUE % ("\0", bound, RETRY_UNLOCKED_LIMIT)).split("\0")
+    return head, tail + then
 
 
 def orphan_awaiting_retry_reason(settle: float, evidence: str) -> str:
@@ -461,17 +461,21 @@ def orphan_entry_maker(
 
         return orphan_entry
     reason = orphan_awaiting_retry_reason(settle, awaiting)
-    overdue_reason = overdue_reasons(bound, "; " + reason)
+    # overdue_reasons(bound, "; " + reason) spelt out here, and the test for overdue: two
+    # calls fewer per record, of the 100,000s of entries the run makes on its path.
+    head, tail = _overdue_parts(bound, "; " + reason)
 
     def awaiting_entry(record: LiveRow) -> Dict[str, Any]:
         # The age at the first read, by the database's clock (reconcile_db's age column).
         uuid, state, started_at, locked_by_uuid, _priority, _finished, _recent, age, _version = record
-        overdue = is_overdue(age, bound)
+        # A NULL modified_at gives no age: nothing says how long the job has waited.
+        overdue = age is not None and age > bound
         return {
             "uuid": uuid,
             "state": state,
             "started_at": started_at,
-            "reason": overdue_reason(age) if overdue else reason,
+            # One formatting, not two concatenations: half the time for a text of 600 characters.
+            "reason": "%s%.0f%s" % (head, age, tail) if overdue else reason,
             "is_locked_by_uuid": locked_by_uuid,
             "age_seconds": None if age is None else round(age, 1),
             "overdue": overdue,

@@ -43,6 +43,7 @@ import contextlib
 import gc
 import operator
 import os
+from itertools import islice
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
@@ -79,13 +80,17 @@ from .reconcile import (
     Listing,
     OrphanSearch,
     Record,
+    is_finished,
+    is_recent,
     orphan_entry_maker,
     parse_listing,
     squeue_command,
     strays_of,
     unconfirmed,
+    uuid_of,
+    version_of,
 )
-from .reconcile_db import DISPATCH_LOCK_KEY, DatabaseReader, make_read_only, refuse_standby
+from .reconcile_db import DISPATCH_LOCK_KEY, LIVE_CHUNK_ROWS, DatabaseReader, make_read_only, refuse_standby
 from .slurm_nodes import parse_show_node, scontrol_environment, show_node_command, unavailable
 from .slurm_queue import client_environment
 from .slurm_runner import (
@@ -500,21 +505,25 @@ class Reconciler:
         """The live records of `kind`: their versions by UUID, those modified within the
         orphan grace, and the report entry each would have as an orphan, made as the rows
         come: the server is still scanning meanwhile (the Python of the read waited for it
-        most of the time), where afterwards they cost 0.1 s more. No record is kept whole."""
+        most of the time), where afterwards they cost 0.1 s more. No record is kept whole.
+
+        The rows are taken a chunk at a time and each chunk's work is done in C (map,
+        filter, zip), but for the entries: the read is Python's work more than the
+        server's now, and a loop over the rows spent 0.1 s of a 1 s run in its own steps."""
         options = self.options
         awaiting = V1_DISPATCHER_EVIDENCE[options.crunch_v1_dispatcher] if kind == JOBS else None
         entry_of = orphan_entry_maker(kind, options.settle, awaiting, options.retry_overdue_after)
         versions = Candidates()
         spared: List[Record] = []
         entries: List[Dict[str, Any]] = []
-        for record in self.db.live(kind):
-            uuid, _state, _started, _lock, _priority, finished, recent, _age, version = record
-            versions[uuid] = version
-            if finished:
-                versions.inconsistent.append(uuid)
-            if recent:
-                spared.append(Record._make(record))
-            entries.append(entry_of(record))
+        rows = iter(self.db.live(kind))
+        chunk = list(islice(rows, LIVE_CHUNK_ROWS))
+        while chunk:
+            versions.update(zip(map(uuid_of, chunk), map(version_of, chunk)))
+            versions.inconsistent.extend(map(uuid_of, filter(is_finished, chunk)))
+            spared.extend(map(Record._make, filter(is_recent, chunk)))
+            entries.extend(map(entry_of, chunk))
+            chunk = list(islice(rows, LIVE_CHUNK_ROWS))
         return versions, spared, entries
 
     def _judge(self, kind: str, search: OrphanSearch, poll: _SecondPoll, result: Dict[str, Any]) -> None:
