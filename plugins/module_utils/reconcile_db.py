@@ -187,7 +187,9 @@ class DatabaseReader:
 
         return rows
 
-    def _send_chunks(self, statement: str, params: Optional[Mapping[str, Any]] = None) -> Callable[[], Iterator[List[tuple]]]:
+    def _send_chunks(
+        self, statement: str, params: Optional[Mapping[str, Any]] = None
+    ) -> Callable[[], Iterator[List[tuple]]]:
         """As _send, but the call yields the rows in chunks of REREAD_CHUNK_ROWS: libpq holds
         the whole result, and only a chunk of it at a time becomes Python tuples."""
         self.statements += 1

@@ -43,8 +43,8 @@ import contextlib
 import gc
 import operator
 import os
-from itertools import islice
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 from .arvados_db_config import CONNECTION_OPTIONS, cluster_setting, resolve_database_settings

@@ -1078,6 +1078,18 @@ def test_no_locked_orphan_no_lock_statement():
     assert result["max_dispatch_attempts"]["value"] is None
 
 
+def test_the_locks_are_read_with_the_reread_for_every_locked_candidate_and_only_then():
+    db = FakeDatabase([container(CTR_A, "Locked"), container(CTR_B, "Locked"), job(JOB_A)])
+    db.locks = {CTR_B: LockToken(CTR_B, 1, True, P + "-tpzed-a", None, False)}
+    # CTR_B's Slurm job comes between the listings: it drops out, its lock read for nothing.
+    result = reconcile(db, [[line("1", JOB_A)], [line("1", JOB_A), line("2", CTR_B)]])
+    assert db.lock_reads == [[CTR_A, CTR_B]]
+    assert uuids(result["orphaned_containers"]) == [CTR_A]
+    assert result["orphaned_containers"][0]["lock"]["lock_count"] is None
+    never = FakeDatabase([container(CTR_A, "Locked"), job(JOB_A)])
+    assert reconcile(never, [[], []], orphans="never")["orphaned_containers"] == [] and never.lock_reads == []
+
+
 class _Canceled(Exception):
     def __init__(self, sqlstate):
         super().__init__("canceling statement due to statement timeout")
