@@ -14,6 +14,7 @@ ONLY``), and each phase ends its transaction, so nothing is held open across ``s
 from __future__ import annotations
 
 import contextlib
+import itertools
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
 
 from .._common.errors import ConfigError, RecoveryError
@@ -81,6 +82,9 @@ SQL_VERSIONS_BY_UUID = {kind: "SELECT uuid, xmin::text FROM %s WHERE %s" % (kind
 # index probes (measured: 100,000 live jobs among 1,000,000, a probe cost about twice a
 # scanned live row).
 REREAD_BY_UUID_UP_TO = 0.5
+# Rows of the re-read made Python tuples at a time: the candidates' versions are compared
+# chunk by chunk, never all held at once.
+REREAD_CHUNK_ROWS = 2000
 # The cluster's own system user, <prefix>-tpzed-000000000000000 (uuids.system_user_uuid);
 # a federation may hold other clusters' system users too.
 SQL_SYSTEM_USERS = "SELECT uuid FROM users WHERE uuid LIKE %(pattern)s ORDER BY uuid LIMIT 10"
@@ -137,25 +141,26 @@ class DatabaseReader:
             yield
         self.conn.commit()
 
-    def send_reread(self, kind: str, candidates: Mapping[str, Any], live: int) -> Callable[[], Dict[str, str]]:
-        """Asks for the candidates' row versions now; returns the call that waits for them
-        (UUID -> version). By UUID, or, when they are most of the live records, through one
-        scan of the unfinished live records (a gone or finished one is then absent), plus by
-        UUID the few candidates whose finished_at was set (reconcile.inconsistent_of: the
-        candidates are a reconcile.Candidates, or UUIDs to Records)."""
+    def send_reread(self, kind: str, candidates: Mapping[str, Any], live: int) -> Callable[[], Iterator[List[tuple]]]:
+        """Asks for the candidates' row versions now; returns the call that waits for them,
+        (UUID, version) rows in chunks of REREAD_CHUNK_ROWS (reconcile.unconfirmed). By UUID,
+        or, when they are most of the live records, through one scan of the unfinished live
+        records (a gone or finished one is then absent), plus by UUID the few candidates
+        whose finished_at was set (reconcile.inconsistent_of: the candidates are a
+        reconcile.Candidates, or UUIDs to Records)."""
         if len(candidates) <= REREAD_BY_UUID_UP_TO * live:
-            return _as_dict(self._send_rows_by_uuid(SQL_VERSIONS_BY_UUID[kind], candidates))
-        scanned = self._send(SQL_VERSIONS_UNFINISHED[kind])
+            return self._send_chunks_by_uuid(SQL_VERSIONS_BY_UUID[kind], candidates)
+        scanned = self._send_chunks(SQL_VERSIONS_UNFINISHED[kind])
         inconsistent = inconsistent_of(candidates)
         if not inconsistent:
-            return _as_dict(scanned)
-        by_uuid = self._send_rows_by_uuid(SQL_VERSIONS_BY_UUID[kind], inconsistent)
-        return _as_dict(lambda: scanned() + by_uuid())
+            return scanned
+        by_uuid = self._send_chunks_by_uuid(SQL_VERSIONS_BY_UUID[kind], inconsistent)
+        return lambda: itertools.chain(scanned(), by_uuid())
 
     def send_by_uuid(self, kind: str, uuids: Iterable[str]) -> Callable[[], Dict[str, Record]]:
         """Asks for the records of these UUIDs; returns the call that waits for those that exist."""
-        rows = self._send_rows_by_uuid(SQL_BY_UUID[kind], uuids)
-        return lambda: {row[0]: Record._make(row) for row in rows()}
+        chunks = self._send_chunks_by_uuid(SQL_BY_UUID[kind], uuids)
+        return lambda: {row[0]: Record._make(row) for chunk in chunks() for row in chunk}
 
     def send_lock_holders(self) -> Callable[[], List[Dict[str, Optional[str]]]]:
         """Asks who holds the Dispatch lock; returns the call that waits for the answer."""
@@ -170,16 +175,6 @@ class DatabaseReader:
             for pid, application, address, started in rows()
         ]
 
-    def _send_rows_by_uuid(self, statement: str, uuids: Iterable[str]) -> Callable[[], List[tuple]]:
-        """Sends `statement` for these UUIDs, `batch_size` UUIDs a statement; returns the call
-        that waits for all their rows."""
-        wanted = sorted(uuids)
-        batches = [
-            self._send(statement, dict(self.grace, uuids=",".join(wanted[start : start + self.batch_size])))
-            for start in range(0, len(wanted), self.batch_size)
-        ]
-        return lambda: [row for rows in batches for row in rows()]
-
     def _send(self, statement: str, params: Optional[Mapping[str, Any]] = None) -> Callable[[], List[tuple]]:
         """Sends one statement on a cursor of its own; returns the call that waits for its rows."""
         self.statements += 1
@@ -192,24 +187,44 @@ class DatabaseReader:
 
         return rows
 
-    def lock_tokens(self, uuids: Sequence[str]) -> Dict[str, LockToken]:
-        """The lock of each of these containers, by UUID, in one statement."""
+    def _send_chunks(
+        self, statement: str, params: Optional[Mapping[str, Any]] = None
+    ) -> Callable[[], Iterator[List[tuple]]]:
+        """As _send, but the call yields the rows in chunks of REREAD_CHUNK_ROWS: libpq holds
+        the whole result, and only a chunk of it at a time becomes Python tuples."""
         self.statements += 1
-        with self.conn.cursor() as cursor:
-            cursor.execute(SQL_LOCK_TOKENS, {"uuids": ",".join(sorted(uuids))})
-            tokens = {row[0]: LockToken._make(row) for row in cursor.fetchall()}
-        self.conn.commit()
-        return tokens
+        cursor = self.conn.cursor()
+        cursor.execute(statement, params)
+
+        def chunks() -> Iterator[List[tuple]]:
+            with cursor:
+                chunk = cursor.fetchmany(REREAD_CHUNK_ROWS)
+                while chunk:
+                    yield chunk
+                    chunk = cursor.fetchmany(REREAD_CHUNK_ROWS)
+
+        return chunks
+
+    def _send_chunks_by_uuid(self, statement: str, uuids: Iterable[str]) -> Callable[[], Iterator[List[tuple]]]:
+        """_send_chunks for these UUIDs, `batch_size` UUIDs a statement."""
+        wanted = sorted(uuids)
+        batches = [
+            self._send_chunks(statement, dict(self.grace, uuids=",".join(wanted[start : start + self.batch_size])))
+            for start in range(0, len(wanted), self.batch_size)
+        ]
+        return lambda: itertools.chain.from_iterable(chunks() for chunks in batches)
+
+    def send_lock_tokens(self, uuids: Sequence[str]) -> Callable[[], Dict[str, LockToken]]:
+        """Asks for the lock of each of these containers in one statement; returns the call
+        that waits for them, by UUID."""
+        rows = self._send(SQL_LOCK_TOKENS, {"uuids": ",".join(sorted(uuids))})
+        return lambda: {row[0]: LockToken._make(row) for row in rows()}
 
     def cluster_prefix(self) -> str:
         self.statements += 1
         prefix = cluster_prefix_from_users(self.conn)
         self.conn.commit()
         return prefix
-
-
-def _as_dict(rows: Callable[[], List[tuple]]) -> Callable[[], Dict[str, str]]:
-    return lambda: dict(rows())
 
 
 def make_read_only(conn) -> None:

@@ -21,10 +21,10 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.en
     Listing,
     Record,
     SlurmJob,
-    changed_since_read,
     parse_listing,
     squeue_command,
     stray_reason,
+    unconfirmed,
 )
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.locked_containers import (
     DispatchLimit,
@@ -109,8 +109,9 @@ class FakeDatabase:
         return contextlib.nullcontext()
 
     def send_reread(self, kind, candidates, live):
-        versions = {uuid: row.version for uuid, row in self.by_uuid(kind, candidates).items()}
-        return lambda: versions
+        versions = [(uuid, row.version) for uuid, row in self.by_uuid(kind, candidates).items()]
+        # In chunks of two, as reconcile_db yields them in chunks.
+        return lambda: iter([versions[start : start + 2] for start in range(0, len(versions), 2)])
 
     def send_by_uuid(self, kind, uuids):
         records = self.by_uuid(kind, uuids)
@@ -121,10 +122,11 @@ class FakeDatabase:
         holders = list(self.holders)
         return lambda: holders
 
-    def lock_tokens(self, uuids):
+    def send_lock_tokens(self, uuids):
         self.statements += 1
         self.lock_reads.append(sorted(uuids))
-        return {uuid: self.locks[uuid] for uuid in uuids if uuid in self.locks}
+        tokens = {uuid: self.locks[uuid] for uuid in uuids if uuid in self.locks}
+        return lambda: tokens
 
     def cluster_prefix(self):
         return P
@@ -638,6 +640,10 @@ class _VersionsCursor:
     def fetchall(self):
         return self.answer
 
+    def fetchmany(self, size):
+        chunk, self.answer = self.answer[:size], self.answer[size:]
+        return chunk
+
 
 def _reader(rows):
     from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.db import DatabaseReader
@@ -648,7 +654,7 @@ def _reader(rows):
 
 def _reread(reader, candidates, live):
     with reader.pipeline():
-        return reader.send_reread(JOBS, candidates, live)()
+        return {uuid: version for chunk in reader.send_reread(JOBS, candidates, live)() for uuid, version in chunk}
 
 
 def test_candidates_are_reread_by_uuid_while_few_else_by_a_second_scan():
@@ -695,10 +701,13 @@ def test_every_read_of_a_record_carries_its_row_version_last():
 
 
 def test_a_candidate_is_confirmed_only_with_the_version_of_its_first_read():
-    first = [job(uuid)._replace(version="5") for uuid in (JOB_C, JOB_A, JOB_B)]
+    first = {JOB_C: "5", JOB_A: "5", JOB_B: "5"}
     # JOB_B was updated (another version), JOB_C is gone: only JOB_A is confirmed.
-    assert changed_since_read(first, {JOB_B: "6", JOB_A: "5"}) == {JOB_B, JOB_C}
-    assert changed_since_read(first, {JOB_C: "5", JOB_B: "5", JOB_A: "5"}) == set()
+    assert unconfirmed(first, [[(JOB_B, "6")], [(JOB_A, "5")]]) == {JOB_B, JOB_C}
+    assert unconfirmed(first, [[(JOB_C, "5"), (JOB_B, "5")], [(JOB_A, "5")]]) == set()
+    # A row read again that was no candidate (its Slurm job was listed) confirms nothing.
+    assert unconfirmed({JOB_A: "5"}, [[(JOB_B, "5")]]) == {JOB_A}
+    assert first == {JOB_C: "5", JOB_A: "5", JOB_B: "5"}
 
 
 def test_the_candidates_entries_are_found_by_identity_else_by_their_text():
@@ -1070,6 +1079,18 @@ def test_no_locked_orphan_no_lock_statement():
     result = reconcile(db, [queue, queue])
     assert uuids(result["orphaned_containers"]) == [CTR_A] and db.lock_reads == []
     assert result["max_dispatch_attempts"]["value"] is None
+
+
+def test_the_locks_are_read_with_the_reread_for_every_locked_candidate_and_only_then():
+    db = FakeDatabase([container(CTR_A, "Locked"), container(CTR_B, "Locked"), job(JOB_A)])
+    db.locks = {CTR_B: LockToken(CTR_B, 1, True, P + "-tpzed-a", None, False)}
+    # CTR_B's Slurm job comes between the listings: it drops out, its lock read for nothing.
+    result = reconcile(db, [[line("1", JOB_A)], [line("1", JOB_A), line("2", CTR_B)]])
+    assert db.lock_reads == [[CTR_A, CTR_B]]
+    assert uuids(result["orphaned_containers"]) == [CTR_A]
+    assert result["orphaned_containers"][0]["lock"]["lock_count"] is None
+    never = FakeDatabase([container(CTR_A, "Locked"), job(JOB_A)])
+    assert reconcile(never, [[], []], orphans="never")["orphaned_containers"] == [] and never.lock_reads == []
 
 
 class _Canceled(Exception):
