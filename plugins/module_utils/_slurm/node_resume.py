@@ -32,7 +32,7 @@ from .nodes import (
 from .runner import Runner, SubprocessRunner, finish_command, require_program
 
 NODE_RESUME_OPTIONS: Dict[str, Option] = {
-    "name": Option("list", elements="str", aliases=["nodes"]),
+    "name": Option("list", elements="str", aliases=["nodes"], required=True),
     "clusters": Option("str"),
     "scontrol_path": Option("path"),
     "command_timeout": Option("float", 10.0, check=seconds(MAX_SLEEP_SECONDS, above=True)),

@@ -84,6 +84,28 @@ def test_unknown_names_are_refused_together():
     assert message_of(parse, TABLE, {"rows": 1, "colour": 1, "bogus": 2}) == "unknown option(s): bogus, colour"
 
 
+def test_a_required_option_missing_or_none_is_refused_by_name():
+    table = dict(TABLE, nodes=Option("list", elements="str", required=True), zone=Option("str", required=True))
+    assert message_of(parse, table, {"rows": 1}) == "missing required option(s): nodes, zone"
+    assert message_of(parse, table, {"nodes": None, "zone": "a"}) == "missing required option(s): nodes"
+    assert parse(table, {"nodes": ["c1"], "zone": "a"})["nodes"] == ["c1"]
+
+
+def test_an_unknown_name_is_refused_before_a_missing_required_one():
+    table = {"nodes": Option("list", elements="str", required=True)}
+    assert message_of(parse, table, {"colour": 1}) == "unknown option(s): colour"
+
+
+def test_a_required_option_is_required_in_the_argument_spec_and_has_no_default():
+    table = {"nodes": Option("list", elements="str", aliases=["node"], required=True), "zone": Option("str")}
+    assert argument_spec(table) == {
+        "nodes": {"type": "list", "required": True, "elements": "str", "aliases": ["node"]},
+        "zone": {"type": "str"},
+    }
+    with pytest.raises(ValueError, match="no default"):
+        Option("str", "a", required=True)
+
+
 def test_a_list_default_is_never_shared_with_a_caller():
     table = {"kinds": Option("list", ["a", "b"], elements="str")}
     parse(table, {})["kinds"].append("c")
