@@ -51,11 +51,12 @@ from .._common.options import Option, count, optional_match, parse, seconds
 from .._common.uuids import check_prefix
 from .._database.connect import connect, redact
 from .._database.driver import SQLSTATE_LOCK_TIMEOUT, connection_lost, error_text, load_driver, sqlstate_of
-from .._database.settings import CONNECTION_OPTIONS, cluster_setting, resolve_database_settings
+from .._database.settings import CONNECTION_OPTIONS, DEFAULT_DB_WAIT, cluster_setting, resolve_database_settings
 from .._dispatcher.state import lock_expected
 from .._slurm.nodes import parse_show_node, scontrol_environment, show_node_command, unavailable
 from .._slurm.queue import client_environment
 from .._slurm.runner import (
+    COMMAND_TIMEOUT_OPTION,
     SLURM_CLUSTER_LIST,
     SLURM_CLUSTER_LIST_TEXT,
     Clock,
@@ -116,8 +117,8 @@ RECONCILE_OPTIONS: Dict[str, Option] = {
     "report_nodes": Option("bool", True),
     "scontrol_path": Option("path"),
     "arvados_version": Option("str"),
-    "command_timeout": Option("float", 10.0, check=seconds(MAX_SLEEP_SECONDS, above=True)),
-    "db_wait": Option("float", 30.0, check=seconds(MAX_SLEEP_SECONDS)),
+    "command_timeout": COMMAND_TIMEOUT_OPTION,
+    "db_wait": Option("float", DEFAULT_DB_WAIT, check=seconds(MAX_SLEEP_SECONDS)),
     # The session's statement_timeout.
     "query_timeout": Option("float", 300.0, check=seconds(MAX_PG_TIMEOUT_SECONDS, above=True)),
     "batch_size": Option("int", 10000, check=count(MAX_BATCH_SIZE)),
