@@ -21,7 +21,7 @@ from .._cancel.request import (
 )
 from .._common.errors import ConfigError, RecoveryError
 from .._common.option_bounds import MAX_SLEEP_SECONDS
-from .._common.options import Option, auto_or_bool, parse, seconds
+from .._common.options import Option, auto_or_bool, option_fields, parse, seconds
 from .._common.uuids import JOB_INFIX, uuid_pattern
 from .._database.connect import ConnectionOnThread, connect, describe_user, redact
 from .._database.driver import error_text, load_driver, sqlstate_of
@@ -120,6 +120,9 @@ ALL_OPTIONS = dict(CONNECTION_OPTIONS)
 ALL_OPTIONS.update(FAIL_JOBS_OPTIONS)
 
 JOB_NAME_PATTERN = uuid_pattern(JOB_INFIX)
+# The options CleanupOptions takes as parsed, each a field of the same name (log_message
+# its message: Ansible reserves `message`); before and audit_logs reach it resolved.
+CLEANUP_FIELDS = ("uuids", "retry", "revoke_tokens", "log_message", "full_scan") + tuple(CLEANUP_OPTIONS)
 
 
 def with_defaults(params: Mapping[str, Any]) -> Dict[str, Any]:
@@ -243,20 +246,11 @@ def prepare(
         )
     options = CleanupOptions(
         threshold=threshold,
-        uuids=params["uuids"],
-        retry=params["retry"],
-        revoke_tokens=params["revoke_tokens"],
-        message=params["log_message"],
-        batch_size=params["batch_size"],
-        lock_wait=params["lock_wait"],
-        row_lock_wait=params["row_lock_wait"],
-        full_scan=params["full_scan"],
-        live=params["live"],
-        batch_pause=params["batch_pause"],
         audit_logs=audit_logs.written,
         check_mode=check_mode,
         diff=diff,
         keep_uuids=keep_uuids,
+        **option_fields(params, CLEANUP_FIELDS, {"log_message": "message"}),
     )
     slurm, slurm_skipped = slurm_step(params)
     return RunPlan(settings, options, slurm, slurm_skipped, params["db_wait"], audit_logs)

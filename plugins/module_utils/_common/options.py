@@ -274,6 +274,17 @@ def parse(table: Mapping[str, Option], params: Mapping[str, Any], from_text: boo
     return values
 
 
+def option_fields(
+    values: Mapping[str, Any], names: Iterable[str], renamed: Optional[Mapping[str, str]] = None
+) -> Dict[str, Any]:
+    """The keyword arguments of a checked options object (CleanupOptions, ReconcileOptions, a
+    cancel request) from parse's `values`: the value of each option of `names` under the
+    name of its field, the option's own unless `renamed` gives another. The options and the
+    fields are then tied by name in one place, not by a hand-written list per object."""
+    renamed = renamed or {}
+    return {renamed.get(name, name): values[name] for name in names}
+
+
 def check_given_numbers(table: Mapping[str, Option], given: Mapping[str, Any]) -> None:
     """Refuse a number option's value as it was given (under its name or an alias), before
     any conversion: AnsibleModule types int and float options with Python's int(), float()

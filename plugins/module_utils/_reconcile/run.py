@@ -47,7 +47,7 @@ from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 from .._cleanup.checks import BLOCKS_READS, lock_holders
 from .._common.errors import ConfigError, RecoveryError
 from .._common.option_bounds import MAX_BATCH_SIZE, MAX_PG_TIMEOUT_SECONDS, MAX_SLEEP_SECONDS
-from .._common.options import Option, count, optional_match, parse, seconds
+from .._common.options import Option, count, option_fields, optional_match, parse, seconds
 from .._common.uuids import check_prefix
 from .._database.connect import connect, redact
 from .._database.driver import SQLSTATE_LOCK_TIMEOUT, connection_lost, error_text, load_driver, sqlstate_of
@@ -126,23 +126,6 @@ RECONCILE_OPTIONS: Dict[str, Option] = {
 ALL_OPTIONS: Dict[str, Option] = dict(CONNECTION_OPTIONS, **RECONCILE_OPTIONS)
 
 
-# The options the table's checks say all of; the others have checks of their own here.
-_AS_PARSED = (
-    "settle",
-    "orphans",
-    "command_timeout",
-    "db_wait",
-    "query_timeout",
-    "batch_size",
-    "crunch_v1_dispatcher",
-    "orphan_grace",
-    "missing_are_stray",
-    "retry_overdue_after",
-    "allow_standby",
-    "report_nodes",
-)
-
-
 @dataclass(frozen=True)
 class ReconcileOptions:
     """The reconciliation's own options, checked; a bad value names itself."""
@@ -183,7 +166,10 @@ class ReconcileOptions:
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> ReconcileOptions:
         full = parse(RECONCILE_OPTIONS, {name: value for name, value in params.items() if name in RECONCILE_OPTIONS})
-        return cls(
+        # Every option is a field of the same name; those the table's checks do not say all
+        # of are checked and converted here.
+        fields = option_fields(full, RECONCILE_OPTIONS)
+        fields.update(
             kinds=_kinds(full["kinds"]),
             cluster_prefix=_prefix(full["cluster_prefix"]),
             slurm_user=_slurm_user("slurm_user", full["slurm_user"]),
@@ -197,8 +183,8 @@ class ReconcileOptions:
             scontrol_path=require_program(full["scontrol_path"] or "scontrol") if full["report_nodes"] else None,
             slurm_users=_users_by_kind(full["slurm_users"], full["slurm_user"]),
             arvados_version=parse_release("arvados_version", full["arvados_version"]),
-            **{name: full[name] for name in _AS_PARSED},
         )
+        return cls(**fields)
 
 
 def _kinds(kinds: List[str]) -> Tuple[str, ...]:

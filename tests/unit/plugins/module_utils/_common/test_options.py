@@ -3,6 +3,8 @@ mistake gets the same message from every module's engine and from the command.""
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import io
 
 import pytest
@@ -38,6 +40,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.optio
     count,
     excerpt,
     is_plain_decimal,
+    option_fields,
     parse,
     seconds,
 )
@@ -418,3 +421,31 @@ def test_the_cleanups_scancel_pace_is_the_cancel_requests():
 
 def test_the_event_source_bounds_systemctl_as_the_watch_does():
     assert SOURCE_OPTIONS["systemctl_timeout"] is WATCH_OPTIONS["systemctl_timeout"]
+
+
+# -- every checked options object built from its table by option_fields ------------------
+
+
+def test_option_fields_gives_each_named_option_under_its_fields_name():
+    values = parse(TABLE, {"rows": 5})
+    assert option_fields(values, ["rows", "mode"]) == {"rows": 5, "mode": "fast"}
+    assert option_fields(values, TABLE, {"names": "targets"})["targets"] is None
+    with pytest.raises(KeyError):
+        option_fields(values, ["colour"])
+
+
+def test_every_reconcile_option_is_a_field_of_reconcile_options():
+    fields = {field.name for field in dataclasses.fields(reconcile_run.ReconcileOptions)}
+    assert fields == set(reconcile_run.RECONCILE_OPTIONS)
+
+
+def test_the_cleanups_fields_are_options_of_its_table_and_arguments_of_cleanup_options():
+    arguments = set(inspect.signature(CleanupOptions).parameters)
+    assert set(fail_jobs_run.CLEANUP_FIELDS) <= set(fail_jobs_run.FAIL_JOBS_OPTIONS)
+    assert set(fail_jobs_run.CLEANUP_FIELDS) - {"log_message"} | {"message"} <= arguments
+
+
+def test_the_cancel_options_reach_the_request_under_its_field_names():
+    request = build_request({"name": [JOB], "job_id": ["7"], "command_timeout": 4, "timeout": None})
+    assert (request.names, request.job_ids, request.command_timeout) == ((JOB,), ("7",), 4.0)
+    assert request.timeout == CancelRequest(names=(JOB,), job_ids=("7",)).timeout
