@@ -153,9 +153,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm.node_r
 
 
 def main():
-    spec = argument_spec(NODE_RESUME_OPTIONS)
-    spec["name"]["required"] = True
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=argument_spec(NODE_RESUME_OPTIONS), supports_check_mode=True)
     run_slurm_module(module, run_slurm_node_resume, NODE_RESUME_OPTIONS)
 
 

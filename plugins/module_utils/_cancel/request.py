@@ -28,7 +28,7 @@ from .._common.option_bounds import (
 from .._common.options import Option, Range, count, optional_match, seconds
 from .._common.uuids import CONTAINER_UUID_RE
 from .._slurm.release import CTLD_AUTO, CTLD_CHOICES
-from .._slurm.runner import SLURM_CLUSTER_LIST, SLURM_CLUSTER_LIST_TEXT
+from .._slurm.runner import COMMAND_TIMEOUT_OPTION, DEFAULT_COMMAND_TIMEOUT, SLURM_CLUSTER_LIST, SLURM_CLUSTER_LIST_TEXT
 
 # Any Arvados object UUID; callers narrow it to one kind, e.g.
 # ^[0-9a-z]{5}-8i9sb-[0-9a-z]{15}$ for crunch v1 jobs or -dz642- for containers.
@@ -78,6 +78,10 @@ AFTER_TERM_CHOICES = (AFTER_TERM_AGAIN, AFTER_TERM_CANCEL)
 # TERM once per poll, PollInterval 10 s by default (crunch-dispatch-slurm.go PollPeriod at
 # 1.4.3; Containers.CloudVMs.PollInterval in lib/config/config.default.yml at 2.7.4 and 3.2.1).
 DEFAULT_TERM_INTERVAL = 10.0
+# The pace of the scancels, also the cleanup's (its options slurm_max_scancel_per_second and
+# slurm_max_concurrent_scancel): what slurmctld takes beside its other clients.
+DEFAULT_MAX_SCANCEL_PER_SECOND = 10.0
+DEFAULT_MAX_CONCURRENT_SCANCEL = 3
 # The deadline of a call without ``timeout``; a call that may send TERM first adds
 # ``terminate_grace`` to it, the time crunch-run is given to stop its container.
 BASE_TIMEOUT = 120.0
@@ -123,8 +127,8 @@ class CancelRequest:
     retry_delay: float = 2.0
     error_retry_delay: float = 10.0
     timeout: Optional[float] = None
-    max_scancel_per_second: float = 10.0
-    max_concurrent_scancel: int = 3
+    max_scancel_per_second: float = DEFAULT_MAX_SCANCEL_PER_SECOND
+    max_concurrent_scancel: int = DEFAULT_MAX_CONCURRENT_SCANCEL
     max_job_ids_per_scancel: int = 500
     log_interval: float = 30.0
     signal: Optional[str] = None
@@ -138,7 +142,7 @@ class CancelRequest:
     name_pattern: str = DEFAULT_NAME_PATTERN
     squeue_path: str = "squeue"
     scancel_path: str = "scancel"
-    command_timeout: float = 10.0
+    command_timeout: float = DEFAULT_COMMAND_TIMEOUT
     check_mode: bool = False
     # The release an earlier run of the same caller found ("24.11"; "" when scancel named
     # none), so that a caller cancelling in batches asks scancel --version once; None: ask.
@@ -253,7 +257,7 @@ CANCEL_OPTIONS: Dict[str, Option] = {
     "error_retry_delay": _option("float", "error_retry_delay", check=seconds(MAX_SLEEP_SECONDS)),
     # None: the request works the deadline out from stop and terminate_grace.
     "timeout": _option("float", check=seconds(MAX_SLEEP_SECONDS, above=True)),
-    "command_timeout": _option("float", "command_timeout", check=seconds(MAX_SLEEP_SECONDS, above=True)),
+    "command_timeout": COMMAND_TIMEOUT_OPTION,
     "max_scancel_per_second": _option(
         "float", "max_scancel_per_second", check=Range(MAX_SCANCEL_PER_SECOND, 0, above=True)
     ),

@@ -15,7 +15,7 @@ import os
 from dataclasses import replace
 from typing import Any, Callable, Dict, Mapping, Optional
 
-from .._common.options import parse
+from .._common.options import option_fields, parse
 from .._slurm.runner import require_program
 from .engine import cancel_jobs
 from .request import CANCEL_OPTIONS, CancelRequest
@@ -28,12 +28,10 @@ _CLIENT_PATHS = {"squeue_path": "squeue", "scancel_path": "scancel"}
 def build_request(params: Mapping[str, Any], check_mode: bool = False) -> CancelRequest:
     """The request the options describe; CancelRequestError names a bad value. The clients'
     paths are left to client_paths, so a bad option is refused before any client is looked for."""
-    fields = {
-        _REQUEST_FIELD.get(name, name): value
-        for name, value in parse(CANCEL_OPTIONS, params).items()
-        if name not in _CLIENT_PATHS and value is not None
-    }
-    return CancelRequest(check_mode=check_mode, **fields)
+    values = parse(CANCEL_OPTIONS, params)
+    # An option left unset leaves its field at the request's default.
+    names = [name for name in CANCEL_OPTIONS if name not in _CLIENT_PATHS and values[name] is not None]
+    return CancelRequest(check_mode=check_mode, **option_fields(values, names, _REQUEST_FIELD))
 
 
 def client_paths(params: Mapping[str, Any], find_program: Callable[[str], str]) -> Dict[str, str]:

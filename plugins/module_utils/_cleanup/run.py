@@ -13,14 +13,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
-from .._cancel.request import CancelRequest
+from .._cancel.request import (
+    CANCEL_OPTIONS,
+    DEFAULT_MAX_CONCURRENT_SCANCEL,
+    DEFAULT_MAX_SCANCEL_PER_SECOND,
+    CancelRequest,
+)
 from .._common.errors import ConfigError, RecoveryError
-from .._common.option_bounds import MAX_CONCURRENT_SCANCEL, MAX_SCANCEL_PER_SECOND, MAX_SLEEP_SECONDS
-from .._common.options import Option, Range, auto_or_bool, count, parse, seconds
+from .._common.option_bounds import MAX_SLEEP_SECONDS
+from .._common.options import Option, auto_or_bool, option_fields, parse, seconds
 from .._common.uuids import JOB_INFIX, uuid_pattern
 from .._database.connect import ConnectionOnThread, connect, describe_user, redact
 from .._database.driver import error_text, load_driver, sqlstate_of
-from .._database.settings import CONNECTION_OPTIONS, DatabaseSettings, resolve_database_settings
+from .._database.settings import CONNECTION_OPTIONS, DEFAULT_DB_WAIT, DatabaseSettings, resolve_database_settings
 from .._slurm.runner import SEARCHED, find_program, require_program
 from .audit import AuditLogs, audit_logs_setting
 from .engine import JobCleaner
@@ -67,7 +72,7 @@ FAIL_JOBS_OPTIONS = {
     "batch_pause": CLEANUP_OPTIONS["batch_pause"],
     "db_wait": Option(
         "float",
-        30.0,
+        DEFAULT_DB_WAIT,
         check=seconds(MAX_SLEEP_SECONDS),
         help="seconds to keep trying an unreachable database (at boot it may be starting)",
     ),
@@ -94,14 +99,18 @@ FAIL_JOBS_OPTIONS = {
         help="seconds to wait for one batch's Slurm jobs to leave the queue",
     ),
     "slurm_user": Option("str", help="only Slurm jobs of this user (the dispatcher's)"),
+    # CancelRequest's defaults and checks: the cleanup's Slurm step is one request.
     "slurm_max_scancel_per_second": Option(
         "float",
-        10.0,
-        check=Range(MAX_SCANCEL_PER_SECOND, 0, above=True),
+        DEFAULT_MAX_SCANCEL_PER_SECOND,
+        check=CANCEL_OPTIONS["max_scancel_per_second"].check,
         help="rate limit of scancel calls",
     ),
     "slurm_max_concurrent_scancel": Option(
-        "int", 3, check=count(MAX_CONCURRENT_SCANCEL), help="scancel processes alive at once"
+        "int",
+        DEFAULT_MAX_CONCURRENT_SCANCEL,
+        check=CANCEL_OPTIONS["max_concurrent_scancel"].check,
+        help="scancel processes alive at once",
     ),
     "squeue_path": Option("path", help="squeue to run (default: found in PATH and the sbin directories)"),
     "scancel_path": Option("path", help="scancel to run (default: found in PATH and the sbin directories)"),
@@ -111,6 +120,9 @@ ALL_OPTIONS = dict(CONNECTION_OPTIONS)
 ALL_OPTIONS.update(FAIL_JOBS_OPTIONS)
 
 JOB_NAME_PATTERN = uuid_pattern(JOB_INFIX)
+# The options CleanupOptions takes as parsed, each a field of the same name (log_message
+# its message: Ansible reserves `message`); before and audit_logs reach it resolved.
+CLEANUP_FIELDS = ("uuids", "retry", "revoke_tokens", "log_message", "full_scan") + tuple(CLEANUP_OPTIONS)
 
 
 def with_defaults(params: Mapping[str, Any]) -> Dict[str, Any]:
@@ -234,20 +246,11 @@ def prepare(
         )
     options = CleanupOptions(
         threshold=threshold,
-        uuids=params["uuids"],
-        retry=params["retry"],
-        revoke_tokens=params["revoke_tokens"],
-        message=params["log_message"],
-        batch_size=params["batch_size"],
-        lock_wait=params["lock_wait"],
-        row_lock_wait=params["row_lock_wait"],
-        full_scan=params["full_scan"],
-        live=params["live"],
-        batch_pause=params["batch_pause"],
         audit_logs=audit_logs.written,
         check_mode=check_mode,
         diff=diff,
         keep_uuids=keep_uuids,
+        **option_fields(params, CLEANUP_FIELDS, {"log_message": "message"}),
     )
     slurm, slurm_skipped = slurm_step(params)
     return RunPlan(settings, options, slurm, slurm_skipped, params["db_wait"], audit_logs)

@@ -88,7 +88,8 @@ def count(maximum: int, minimum: int = 1) -> Range:
 class Option(MappingBase):
     """One option: read as a mapping it is its Ansible argument spec entry plus ``help``;
     ``check`` (a Range, or any callable of name, value and secret returning the value) is
-    applied by parse after the type and the choices."""
+    applied by parse after the type and the choices. A ``required`` option has no default:
+    parse refuses a call without it, as Ansible refuses a task without it."""
 
     def __init__(
         self,
@@ -100,7 +101,11 @@ class Option(MappingBase):
         elements: Optional[str] = None,
         no_log: bool = False,
         check: Any = None,
+        required: bool = False,
     ):
+        if required and default is not None:
+            # Ansible's validate-modules refuses the pair: the default would never apply.
+            raise ValueError("a required option has no default")
         self.type = type
         self.default = default
         self.help = help
@@ -109,8 +114,10 @@ class Option(MappingBase):
         self.elements = elements
         self.no_log = no_log
         self.check = check
+        self.required = required
         self._spec = {"type": type, "default": default}
         for key, value in (
+            ("required", required or None),
             ("choices", self.choices),
             ("aliases", self.aliases),
             ("elements", elements),
@@ -252,15 +259,30 @@ def auto_or_bool(name: str, value: Any, secret: bool = False) -> Any:
 
 def parse(table: Mapping[str, Option], params: Mapping[str, Any], from_text: bool = False) -> Dict[str, Any]:
     """Every option of `table`: the value given in `params` typed and checked, else the
-    default. A name the table does not know, or a bad value, is a ConfigError."""
+    default. A name the table does not know, a required option missing (None counts as
+    missing, as a module's unset option is), or a bad value, is a ConfigError."""
     unknown = sorted(set(params) - set(table))
     if unknown:
         raise ConfigError("unknown option(s): %s" % ", ".join(unknown))
+    missing = [name for name, option in table.items() if option.required and params.get(name) is None]
+    if missing:
+        raise ConfigError("missing required option(s): %s" % ", ".join(missing))
     values = {name: _fresh(option.default) for name, option in table.items()}
     for name, value in params.items():
         if value is not None:
             values[name] = table[name].parse_value(name, value, from_text)
     return values
+
+
+def option_fields(
+    values: Mapping[str, Any], names: Iterable[str], renamed: Optional[Mapping[str, str]] = None
+) -> Dict[str, Any]:
+    """The keyword arguments of a checked options object (CleanupOptions, ReconcileOptions, a
+    cancel request) from parse's `values`: the value of each option of `names` under the
+    name of its field, the option's own unless `renamed` gives another. The options and the
+    fields are then tied by name in one place, not by a hand-written list per object."""
+    renamed = renamed or {}
+    return {renamed.get(name, name): values[name] for name in names}
 
 
 def check_given_numbers(table: Mapping[str, Option], given: Mapping[str, Any]) -> None:

@@ -74,6 +74,9 @@ from .._common.options_file import check_trusted_file, read_trusted_file, text_s
 DEFAULT_CONFIG_FILE = "/etc/arvados/config.yml"
 DEFAULT_DATABASE_YML = "/etc/arvados/api/database.yml"
 DEFAULT_CONNECT_TIMEOUT = 10
+# How long a run keeps trying an unreachable database (option db_wait of the cleanup and
+# the reconciliation): at boot PostgreSQL may still be starting.
+DEFAULT_DB_WAIT = 30.0
 APPLICATION_NAME = "arvados-fail-jobs"
 SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 REDACTED = "********"

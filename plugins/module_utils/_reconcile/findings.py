@@ -29,6 +29,7 @@ from .._common import options_file
 from .._common.errors import ConfigError
 from .._common.options import Option, parse, seconds
 from .run import ALL_OPTIONS as RECONCILE_ALL_OPTIONS
+from .watch_cli import WATCH_OPTIONS
 
 ORPHANED_JOBS = "orphaned_jobs"
 ORPHANED_CONTAINERS = "orphaned_containers"
@@ -81,7 +82,7 @@ SOURCE_OPTIONS: Dict[str, Option] = {
         "",
         help="the dispatcher's systemd unit on this host, asked with systemctl is-active; '' not to ask",
     ),
-    "systemctl_timeout": Option("float", 10.0, check=seconds(60.0, above=True)),
+    "systemctl_timeout": WATCH_OPTIONS["systemctl_timeout"],
     # A rulebook's source arguments must be a mapping written out in the rulebook: a file
     # holds the rest (and the password, at mode 0600), as the watch's --options-file does.
     "options_file": Option(

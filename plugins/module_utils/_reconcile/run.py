@@ -50,15 +50,16 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 from .._cleanup.checks import BLOCKS_READS, lock_holders
 from .._common.errors import ConfigError, RecoveryError
 from .._common.option_bounds import MAX_BATCH_SIZE, MAX_PG_TIMEOUT_SECONDS, MAX_SLEEP_SECONDS
-from .._common.options import Option, count, optional_match, parse, seconds
+from .._common.options import Option, count, option_fields, optional_match, parse, seconds
 from .._common.uuids import check_prefix
 from .._database.connect import connect, redact
 from .._database.driver import SQLSTATE_LOCK_TIMEOUT, connection_lost, error_text, load_driver, sqlstate_of
-from .._database.settings import CONNECTION_OPTIONS, cluster_setting, resolve_database_settings
+from .._database.settings import CONNECTION_OPTIONS, DEFAULT_DB_WAIT, cluster_setting, resolve_database_settings
 from .._dispatcher.state import lock_expected
 from .._slurm.nodes import parse_show_node, scontrol_environment, show_node_command, unavailable
 from .._slurm.queue import client_environment
 from .._slurm.runner import (
+    COMMAND_TIMEOUT_OPTION,
     SLURM_CLUSTER_LIST,
     SLURM_CLUSTER_LIST_TEXT,
     Clock,
@@ -125,30 +126,13 @@ RECONCILE_OPTIONS: Dict[str, Option] = {
     "report_nodes": Option("bool", True),
     "scontrol_path": Option("path"),
     "arvados_version": Option("str"),
-    "command_timeout": Option("float", 10.0, check=seconds(MAX_SLEEP_SECONDS, above=True)),
-    "db_wait": Option("float", 30.0, check=seconds(MAX_SLEEP_SECONDS)),
+    "command_timeout": COMMAND_TIMEOUT_OPTION,
+    "db_wait": Option("float", DEFAULT_DB_WAIT, check=seconds(MAX_SLEEP_SECONDS)),
     # The session's statement_timeout.
     "query_timeout": Option("float", 300.0, check=seconds(MAX_PG_TIMEOUT_SECONDS, above=True)),
     "batch_size": Option("int", 10000, check=count(MAX_BATCH_SIZE)),
 }
 ALL_OPTIONS: Dict[str, Option] = dict(CONNECTION_OPTIONS, **RECONCILE_OPTIONS)
-
-
-# The options the table's checks say all of; the others have checks of their own here.
-_AS_PARSED = (
-    "settle",
-    "orphans",
-    "command_timeout",
-    "db_wait",
-    "query_timeout",
-    "batch_size",
-    "crunch_v1_dispatcher",
-    "orphan_grace",
-    "missing_are_stray",
-    "retry_overdue_after",
-    "allow_standby",
-    "report_nodes",
-)
 
 
 @dataclass(frozen=True)
@@ -191,7 +175,10 @@ class ReconcileOptions:
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> ReconcileOptions:
         full = parse(RECONCILE_OPTIONS, {name: value for name, value in params.items() if name in RECONCILE_OPTIONS})
-        return cls(
+        # Every option is a field of the same name; those the table's checks do not say all
+        # of are checked and converted here.
+        fields = option_fields(full, RECONCILE_OPTIONS)
+        fields.update(
             kinds=_kinds(full["kinds"]),
             cluster_prefix=_prefix(full["cluster_prefix"]),
             slurm_user=_slurm_user("slurm_user", full["slurm_user"]),
@@ -205,8 +192,8 @@ class ReconcileOptions:
             scontrol_path=require_program(full["scontrol_path"] or "scontrol") if full["report_nodes"] else None,
             slurm_users=_users_by_kind(full["slurm_users"], full["slurm_user"]),
             arvados_version=parse_release("arvados_version", full["arvados_version"]),
-            **{name: full[name] for name in _AS_PARSED},
         )
+        return cls(**fields)
 
 
 def _kinds(kinds: List[str]) -> Tuple[str, ...]:

@@ -19,8 +19,7 @@ import re
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from .._common.errors import ConfigError, RecoveryError
-from .._common.option_bounds import MAX_SLEEP_SECONDS
-from .._common.options import Option, parse, seconds
+from .._common.options import Option, parse
 from .nodes import (
     SlurmNode,
     parse_show_node,
@@ -29,13 +28,13 @@ from .nodes import (
     show_node_command,
     why_not_resumable,
 )
-from .runner import Runner, SubprocessRunner, finish_command, require_program
+from .runner import COMMAND_TIMEOUT_OPTION, Runner, SubprocessRunner, finish_command, require_program
 
 NODE_RESUME_OPTIONS: Dict[str, Option] = {
-    "name": Option("list", elements="str", aliases=["nodes"]),
+    "name": Option("list", elements="str", aliases=["nodes"], required=True),
     "clusters": Option("str"),
     "scontrol_path": Option("path"),
-    "command_timeout": Option("float", 10.0, check=seconds(MAX_SLEEP_SECONDS, above=True)),
+    "command_timeout": COMMAND_TIMEOUT_OPTION,
 }
 # One node a name: Slurm's host names, never a hostlist expression ("c[1-4]") or anything
 # scontrol would read as another argument.

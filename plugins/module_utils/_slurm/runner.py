@@ -23,6 +23,8 @@ import time
 from typing import Mapping, Optional, Protocol, Sequence, Tuple
 
 from .._common.errors import RecoveryError
+from .._common.option_bounds import MAX_SLEEP_SECONDS
+from .._common.options import Option, seconds
 
 
 class CommandNotFoundError(RecoveryError):
@@ -40,6 +42,12 @@ SEARCHED = "PATH, " + ", ".join(SBIN_DIRECTORIES)
 # Slurm's own list syntax could read otherwise.
 SLURM_CLUSTER_LIST = re.compile(r"[A-Za-z0-9_.-]+(?:,[A-Za-z0-9_.-]+)*", re.ASCII)
 SLURM_CLUSTER_LIST_TEXT = "Slurm cluster names ([A-Za-z0-9_.-]) separated by commas"
+
+# The bound of one Slurm client's run (finish_command), the same option in every table that
+# runs one (slurm_job_cancel, slurm_node_resume, arvados_reconcile_info): one definition,
+# so that their defaults and bounds cannot drift apart.
+DEFAULT_COMMAND_TIMEOUT = 10.0
+COMMAND_TIMEOUT_OPTION = Option("float", DEFAULT_COMMAND_TIMEOUT, check=seconds(MAX_SLEEP_SECONDS, above=True))
 
 
 def find_program(name: str) -> Optional[str]:

@@ -3,23 +3,32 @@ mistake gets the same message from every module's engine and from the command.""
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import io
 
 import pytest
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel.request import (
+    CANCEL_OPTIONS,
+    DEFAULT_MAX_CONCURRENT_SCANCEL,
+    DEFAULT_MAX_SCANCEL_PER_SECOND,
     CancelRequest,
     CancelRequestError,
 )
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel.run import build_request
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import cli as fail_jobs_cli
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as fail_jobs_run
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.options import CleanupOptions
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.options import (
+    CLEANUP_OPTIONS,
+    CleanupOptions,
+)
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import (
     MAX_MESSAGE_CHARACTERS,
     ConfigError,
     RecoveryError,
 )
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.option_bounds import MAX_SLEEP_SECONDS
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.options import (
     EXCERPT_CHARACTERS,
     NOT_ASCII_NUMBER,
@@ -31,10 +40,22 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.optio
     count,
     excerpt,
     is_plain_decimal,
+    option_fields,
     parse,
     seconds,
 )
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._database.settings import (
+    CONNECTION_OPTIONS,
+    DEFAULT_DB_WAIT,
+)
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import run as reconcile_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.findings import SOURCE_OPTIONS
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.watch_cli import WATCH_OPTIONS
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm.node_resume import NODE_RESUME_OPTIONS
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm.runner import (
+    COMMAND_TIMEOUT_OPTION,
+    DEFAULT_COMMAND_TIMEOUT,
+)
 
 JOB = "zzzzz-8i9sb-000000000000001"
 NO_FILES = {"config_file": "", "database_yml": "", "db_name": "arvados_test"}
@@ -82,6 +103,28 @@ def test_parse_gives_every_option_its_default_or_its_checked_value():
 
 def test_unknown_names_are_refused_together():
     assert message_of(parse, TABLE, {"rows": 1, "colour": 1, "bogus": 2}) == "unknown option(s): bogus, colour"
+
+
+def test_a_required_option_missing_or_none_is_refused_by_name():
+    table = dict(TABLE, nodes=Option("list", elements="str", required=True), zone=Option("str", required=True))
+    assert message_of(parse, table, {"rows": 1}) == "missing required option(s): nodes, zone"
+    assert message_of(parse, table, {"nodes": None, "zone": "a"}) == "missing required option(s): nodes"
+    assert parse(table, {"nodes": ["c1"], "zone": "a"})["nodes"] == ["c1"]
+
+
+def test_an_unknown_name_is_refused_before_a_missing_required_one():
+    table = {"nodes": Option("list", elements="str", required=True)}
+    assert message_of(parse, table, {"colour": 1}) == "unknown option(s): colour"
+
+
+def test_a_required_option_is_required_in_the_argument_spec_and_has_no_default():
+    table = {"nodes": Option("list", elements="str", aliases=["node"], required=True), "zone": Option("str")}
+    assert argument_spec(table) == {
+        "nodes": {"type": "list", "required": True, "elements": "str", "aliases": ["node"]},
+        "zone": {"type": "str"},
+    }
+    with pytest.raises(ValueError, match="no default"):
+        Option("str", "a", required=True)
 
 
 def test_a_list_default_is_never_shared_with_a_caller():
@@ -322,3 +365,87 @@ def test_a_plain_decimal_is_what_yaml_and_python_read_as_the_same_number(text):
 @pytest.mark.parametrize("text", ["017", "1_000", "0x1F", "0b1", "1:20", "\u0665", "", "-", "1e", "00.5"])
 def test_texts_yaml_or_python_read_as_another_number_are_not_plain_decimals(text):
     assert not is_plain_decimal(text)
+
+
+# -- each default defined once: the tables that share an option share its definition -----
+
+ALL_TABLES = {
+    "connection": CONNECTION_OPTIONS,
+    "slurm_job_cancel": CANCEL_OPTIONS,
+    "slurm_node_resume": NODE_RESUME_OPTIONS,
+    "cleanup": CLEANUP_OPTIONS,
+    "arvados_fail_jobs": fail_jobs_run.FAIL_JOBS_OPTIONS,
+    "arvados_reconcile_info": reconcile_run.RECONCILE_OPTIONS,
+    "arvados-recovery-watch": WATCH_OPTIONS,
+    "findings": SOURCE_OPTIONS,
+}
+# Options of one name whose defaults differ on purpose: the watch asks the dispatcher's unit
+# on its own host, the event source rarely runs there; the reconciliation reads in larger
+# batches than the cleanup writes.
+DIFFERENT_ON_PURPOSE = {"dispatcher_unit", "batch_size"}
+
+
+def test_an_option_in_several_tables_has_one_default_in_all():
+    defaults = {}
+    for table_name, table in ALL_TABLES.items():
+        for name, option in table.items():
+            if name not in DIFFERENT_ON_PURPOSE:
+                defaults.setdefault(name, {})[table_name] = option.default
+    copied = {name: seen for name, seen in defaults.items() if len(seen) > 1 and len(set(map(repr, seen.values()))) > 1}
+    assert copied == {}
+
+
+def test_the_slurm_tables_share_one_command_timeout_and_the_request_defaults_to_it():
+    tables = (CANCEL_OPTIONS, NODE_RESUME_OPTIONS, reconcile_run.RECONCILE_OPTIONS)
+    assert all(table["command_timeout"] is COMMAND_TIMEOUT_OPTION for table in tables)
+    assert CancelRequest().command_timeout == DEFAULT_COMMAND_TIMEOUT == COMMAND_TIMEOUT_OPTION.default == 10.0
+
+
+def test_both_database_engines_wait_for_the_database_as_long_by_default():
+    for table in (fail_jobs_run.FAIL_JOBS_OPTIONS, reconcile_run.RECONCILE_OPTIONS):
+        assert table["db_wait"].default is DEFAULT_DB_WAIT
+        assert repr(table["db_wait"].check) == repr(seconds(MAX_SLEEP_SECONDS))
+    assert DEFAULT_DB_WAIT == 30.0
+
+
+def test_the_cleanups_scancel_pace_is_the_cancel_requests():
+    for option, field in (
+        ("slurm_max_scancel_per_second", "max_scancel_per_second"),
+        ("slurm_max_concurrent_scancel", "max_concurrent_scancel"),
+    ):
+        cleanup = fail_jobs_run.FAIL_JOBS_OPTIONS[option]
+        assert cleanup.default == getattr(CancelRequest(), field) == CANCEL_OPTIONS[field].default
+        assert cleanup.check is CANCEL_OPTIONS[field].check
+    assert (DEFAULT_MAX_SCANCEL_PER_SECOND, DEFAULT_MAX_CONCURRENT_SCANCEL) == (10.0, 3)
+
+
+def test_the_event_source_bounds_systemctl_as_the_watch_does():
+    assert SOURCE_OPTIONS["systemctl_timeout"] is WATCH_OPTIONS["systemctl_timeout"]
+
+
+# -- every checked options object built from its table by option_fields ------------------
+
+
+def test_option_fields_gives_each_named_option_under_its_fields_name():
+    values = parse(TABLE, {"rows": 5})
+    assert option_fields(values, ["rows", "mode"]) == {"rows": 5, "mode": "fast"}
+    assert option_fields(values, TABLE, {"names": "targets"})["targets"] is None
+    with pytest.raises(KeyError):
+        option_fields(values, ["colour"])
+
+
+def test_every_reconcile_option_is_a_field_of_reconcile_options():
+    fields = {field.name for field in dataclasses.fields(reconcile_run.ReconcileOptions)}
+    assert fields == set(reconcile_run.RECONCILE_OPTIONS)
+
+
+def test_the_cleanups_fields_are_options_of_its_table_and_arguments_of_cleanup_options():
+    arguments = set(inspect.signature(CleanupOptions).parameters)
+    assert set(fail_jobs_run.CLEANUP_FIELDS) <= set(fail_jobs_run.FAIL_JOBS_OPTIONS)
+    assert set(fail_jobs_run.CLEANUP_FIELDS) - {"log_message"} | {"message"} <= arguments
+
+
+def test_the_cancel_options_reach_the_request_under_its_field_names():
+    request = build_request({"name": [JOB], "job_id": ["7"], "command_timeout": 4, "timeout": None})
+    assert (request.names, request.job_ids, request.command_timeout) == ((JOB,), ("7",), 4.0)
+    assert request.timeout == CancelRequest(names=(JOB,), job_ids=("7",)).timeout

@@ -97,6 +97,13 @@ def test_bad_names_are_refused_before_scontrol_runs(names, message):
     assert slurm.calls == []
 
 
+def test_a_call_without_names_is_refused_by_the_option_layer_before_scontrol_runs():
+    slurm = scripted_scontrol()
+    with pytest.raises(ConfigError, match="missing required option\\(s\\): name"):
+        run(slurm, None)
+    assert slurm.calls == []
+
+
 def test_the_cluster_is_passed_to_every_scontrol():
     slurm = scripted_scontrol()
     run(slurm, ["c1"], clusters="east")
