@@ -5,14 +5,14 @@
 #
 # It installs nothing: it checks what the scenarios need and says what is missing.
 # It builds the images once (scripts/build-molecule-image.sh: base, and cluster for
-# the `cluster` scenario) and reuses them.
+# the `cluster` and `installer` scenarios) and reuses them.
 # The lab must be up (lab/labctl.py start) for the one-host scenarios: they use its
 # PostgreSQL. A scenario interrupted (INT, TERM) is destroyed before the script exits.
 #
 # MOLECULE_DEBIAN_RELEASE (bullseye, bookworm, trixie; default bookworm) is the Debian
 # release of the `cluster` scenario's hosts: its own image, containers and network, on a
 # subnet of its own (MOLECULE_CLUSTER_SUBNET), so that it never meets another release's
-# run. The one-host scenarios run on bookworm whatever it says.
+# run. The one-host scenarios and `installer` run on bookworm whatever it says.
 set -uo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -62,11 +62,11 @@ if [ ${#scenarios[@]} -eq 0 ]; then
   done
 fi
 
-# The one-host scenarios use the lab's PostgreSQL and nothing else of it; `cluster` has its
-# own, on its api host. Only PostgreSQL is asked: make test runs them beside the
+# The one-host scenarios use the lab's PostgreSQL and nothing else of it; `cluster` and
+# `installer` have their own, on their api host. Only PostgreSQL is asked: make test runs them beside the
 # integration tests, which drain and take down the lab's Slurm node on purpose.
 for scenario in "${scenarios[@]}"; do
-  [ "$scenario" = cluster ] && continue
+  case "$scenario" in cluster | installer) continue ;; esac
   if ! env -u PYTHONPATH "$venv_bin/python" lab/labctl.py status postgresql >/dev/null 2>&1; then
     echo "molecule: the lab is not up (scenario $scenario uses it); start it with '$venv_bin/python lab/labctl.py start'" >&2
     exit 1
@@ -82,6 +82,9 @@ images=()
 for scenario in "${scenarios[@]}"; do
   if [ "$scenario" = cluster ]; then
     images+=("cluster $release")
+  elif [ "$scenario" = installer ]; then
+    # The cluster image's packages, on Debian 12 whatever MOLECULE_DEBIAN_RELEASE says.
+    images+=("cluster bookworm")
   else
     images+=("base bookworm")
   fi
@@ -134,6 +137,7 @@ for scenario in "${scenarios[@]}"; do
   # Each release's cluster keeps its files (inventory, munge key, password) apart too.
   ephemeral=()
   [ "$scenario" = cluster ] && ephemeral=(MOLECULE_EPHEMERAL_DIRECTORY="$repo_root/.build/molecule/cluster-$release")
+  [ "$scenario" = installer ] && ephemeral=(MOLECULE_EPHEMERAL_DIRECTORY="$repo_root/.build/molecule/installer")
   (echo "$BASHPID" >"$group_file"; exec env "${ephemeral[@]}" setsid "$venv_bin/molecule" test -s "$scenario") 2>&1 | stamp &
   if wait $!; then
     result=passed; passed=$((passed + 1))

@@ -10,7 +10,8 @@
 #                 2.16 and 2.21), examples (every fenced example of the user docs, run)
 #   tools lane:   unit, sanity, versions, lint, build, then the one-host Molecule scenarios
 #                 but release_*
-#   cluster lane: Molecule's cluster scenario on Debian 12, then `releases` (Slurm 24.11's
+#   cluster lane: Molecule's cluster scenario on Debian 12, its installer scenario (the
+#                 playbooks on the inventory of Arvados' own installer), then `releases` (Slurm 24.11's
 #                 scancel --ctld, the cluster scenario's light verify on Debian 11 and 13),
 #                 then the one-host scenarios of Arvados' releases (release_*: they use the
 #                 lab's PostgreSQL, which stays up until every lane is done)
@@ -195,7 +196,7 @@ one_host_scenarios() {
   for file in extensions/molecule/*/molecule.yml; do
     file=${file%/molecule.yml}
     name=${file##*/}
-    [ "$name" = cluster ] && continue
+    case "$name" in cluster | installer) continue ;; esac
     # shellcheck disable=SC2053 # a glob on purpose
     if [[ "$1" == !* ]]; then [[ "$name" == ${1#!} ]] || names+=("$name")
     else [[ "$name" == $1 ]] && names+=("$name"); fi
@@ -215,7 +216,7 @@ cluster_lane() {
     done
   } >"$LOG_DIR/release-images.log" 2>&1 &
   images=$!
-  run_lane "$results" yes molecule:cluster
+  run_lane "$results" yes molecule:cluster molecule:installer
   wait "$images"
   run_lane "$results" yes releases "molecule:$one_host"
 }
