@@ -9,6 +9,7 @@ import types
 import pytest
 
 from lab import slurm
+from lab.processes import wait_until
 from lab.settings import LabError, lab_settings
 
 
@@ -42,12 +43,19 @@ def test_the_lab_starts_slurmd_in_its_namespace_and_records_the_namespaces_init(
     assert record.pid == sleeper.pid
 
 
+def command_name(pid: int) -> bytes:
+    with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+        return cmdline.read().split(b"\0")[0]
+
+
 def test_the_namespaces_init_is_the_child_unshare_forked():
     parent = subprocess.Popen(["sh", "-c", "sleep 30 & wait"])
     try:
         child = slurm.namespace_init(parent.pid)
         assert slurm.children_of(parent.pid) == [child]
-        assert open(f"/proc/{child}/cmdline", "rb").read().split(b"\0")[0] == b"sleep"
+        # Found as soon as it is forked, the child may not have exec'd sleep yet (a busy
+        # machine): its pid is what the lab records, and the same process then runs sleep.
+        assert wait_until(lambda: command_name(child) == b"sleep", 10)
     finally:
         for pid in slurm.children_of(parent.pid):
             subprocess.run(["kill", str(pid)], check=False)
