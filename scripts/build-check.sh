@@ -25,7 +25,7 @@ mkdir -p "$dist_dir"
 echo "build-check: checking the artifact for development-only paths"
 # Anchored at the top level: a module or role may legitimately have a 'lab' in
 # its name deeper down, but none of these may be shipped at the root.
-forbidden='^(\./)?(lab|scripts|bench|extensions|\.ci|\.venv|\.lab|\.build|\.ansible|\.git|tests/output|tests/unit|tests/integration)(/|$)|^(\./)?(Makefile|requirements-dev\.txt|pytest\.ini|ansible\.cfg|\.gitignore)$|^(\./)?tests/[^/]*\.py$|(^|/)(__pycache__|\.pytest_cache)(/|$)|\.pyc$|\.tar\.gz$'
+forbidden='^(\./)?(lab|scripts|bench|extensions/molecule|\.ci|\.venv|\.lab|\.build|\.ansible|\.git|tests/output|tests/unit|tests/integration)(/|$)|^(\./)?(Makefile|requirements-dev\.txt|pytest\.ini|ansible\.cfg|\.gitignore)$|^(\./)?tests/[^/]*\.py$|(^|/)(__pycache__|\.pytest_cache)(/|$)|\.pyc$|\.tar\.gz$'
 members="$(tar -tzf "$artifact")"
 if bad="$(grep -E "$forbidden" <<<"$members")"; then
     echo "build-check: the artifact contains paths that must not be shipped:" >&2
@@ -34,8 +34,10 @@ if bad="$(grep -E "$forbidden" <<<"$members")"; then
 fi
 # meta/execution-environment.yml, requirements.txt and bindep.txt are what
 # ansible-builder reads from the installed collection for an execution environment.
+# The event source and the rulebook are what ansible-rulebook finds in the installed collection.
 for required in MANIFEST.json FILES.json LICENSE README.md meta/runtime.yml \
-    meta/execution-environment.yml requirements.txt bindep.txt; do
+    meta/execution-environment.yml requirements.txt bindep.txt \
+    extensions/eda/plugins/event_source/findings.py extensions/eda/rulebooks/heal.yml; do
     if ! grep -qE "^(\./)?${required//./\\.}\$" <<<"$members"; then
         echo "build-check: the artifact lacks $required" >&2
         exit 1
