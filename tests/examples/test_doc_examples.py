@@ -57,7 +57,7 @@ def scratch(tmp_path_factory, lab: labctl.LabSettings) -> Path:
     root = tmp_path_factory.mktemp("examples")
     lab_config = lab.lab_dir / "arvados" / "config.yml"
     (root / "bin").mkdir()
-    for name, module in (("arvados-fail-jobs", "fail_jobs_cli"), ("arvados-recovery-watch", "watch_cli")):
+    for name, module in (("arvados-fail-jobs", "_cleanup.cli"), ("arvados-recovery-watch", "_reconcile.watch_cli")):
         shim = root / "bin" / name
         # The checkout's command (README: "From a checkout"); the lab's config.yml where a
         # host has /etc/arvados/config.yml. A flag or options file given still wins.
