@@ -110,11 +110,6 @@ def check_source_options(args: Mapping[str, Any]) -> Dict[str, Any]:
     return parse(ALL_OPTIONS, dict(from_file, **given), from_text=True)
 
 
-def reconcile_params(params: Mapping[str, Any]) -> Dict[str, Any]:
-    """The options the read takes, as given (None: its default)."""
-    return {name: value for name, value in params.items() if name in RECONCILE_ALL_OPTIONS and value is not None}
-
-
 Named = Dict[str, Dict[str, Any]]
 
 

@@ -12,7 +12,7 @@ import yaml
 
 from ansible_collections.arvados_ops.recovery.extensions.eda.plugins.event_source import findings as source
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import ConfigError, RecoveryError
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import findings
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import findings, watch_cli
 
 ORPHAN = "zzzzz-dz642-000000000000001"
 
@@ -41,7 +41,7 @@ class Reads:
 
 
 def run(args, reads, count, unit_active=lambda unit, timeout: None, monkeypatch=None):
-    engine = source.Engine(findings, reads, unit_active, RecoveryError)
+    engine = source.Engine(findings, watch_cli.reconcile_params, reads, unit_active, RecoveryError)
     queue: asyncio.Queue = asyncio.Queue()
     slept = []
 

@@ -88,6 +88,8 @@ LOGGER = logging.getLogger("arvados_ops.recovery.findings")
 
 class Engine(NamedTuple):
     findings: Any
+    # The watch's own selection of the read's options: one rule for both readers.
+    reconcile_params: Callable[[dict[str, Any]], dict[str, Any]]
     run_reconcile: Callable[..., dict[str, Any]]
     unit_active: Callable[[str, float], bool | None]
     known_error: type
@@ -110,14 +112,16 @@ def _import_engine() -> Engine:
     from ansible_collections.arvados_ops.recovery.plugins.module_utils._common import errors
     from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import findings, run, watch_cli
 
-    return Engine(findings, run.run_reconcile, watch_cli.systemd_unit_active, errors.RecoveryError)
+    return Engine(
+        findings, watch_cli.reconcile_params, run.run_reconcile, watch_cli.systemd_unit_active, errors.RecoveryError
+    )
 
 
 def read_once(params: dict[str, Any], engine) -> tuple[dict[str, Any] | None, bool | None, str | None]:
     """(result, dispatcher unit active, None) after a successful read; (None, None, why) after a
     failed one. Runs in a thread: the read blocks on the database and on squeue."""
     try:
-        result = engine.run_reconcile(engine.findings.reconcile_params(params))
+        result = engine.run_reconcile(engine.reconcile_params(params))
     except Exception as error:  # pylint: disable=broad-except
         # Whatever stopped the read, a bug included, is a failed read to tell, not the end
         # of the source: the rulebook's guardrails hold every remedy while reads fail.
