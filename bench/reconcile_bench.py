@@ -67,9 +67,9 @@ from plugins.module_utils._common import uuids
 from plugins.module_utils._database import driver as pg_driver
 from plugins.module_utils._reconcile import watch_cli
 from plugins.module_utils._reconcile.db import LIVE_CHUNK_ROWS, SQL_LIVE, DatabaseReader, make_read_only
-from plugins.module_utils._reconcile.engine import CONTAINERS, JOBS, squeue_command
+from plugins.module_utils._reconcile.engine import CONTAINERS, JOBS
 from plugins.module_utils._reconcile.run import ReconcileOptions, Reconciler, SlurmLister, run_reconcile
-from plugins.module_utils._slurm.queue import client_environment
+from plugins.module_utils._slurm.queue import JOB_NODES_LISTING, client_environment, squeue_command
 from plugins.module_utils._slurm.runner import SubprocessRunner, SystemClock
 
 PREFIX = "zzzzz"
@@ -252,7 +252,7 @@ def contender_floor_streamed(lab, name: str, env, traced: bool) -> dict[str, obj
 
 
 def contender_floor(lab, name: str, env, traced: bool, streamed: bool = False) -> dict[str, object]:
-    argv = squeue_command(options().squeue_path, None)
+    argv = squeue_command(options().squeue_path, listing=JOB_NODES_LISTING)
     grace = {"grace": options().orphan_grace}
     squeue_env = client_environment(env)
     if traced:

@@ -83,7 +83,7 @@ from itertools import compress, repeat
 from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
 from .._common.uuids import CONTAINER_INFIX, JOB_INFIX, check_prefix
-from .._slurm.queue import FIELD_SEPARATOR, FINISHED_STATES, LEAVING_STATES
+from .._slurm.queue import FINISHED_STATES, LEAVING_STATES, SlurmJob
 
 JOBS = "jobs"
 CONTAINERS = "containers"
@@ -144,21 +144,6 @@ ORPHAN_RULES = {
     NEVER: "orphans are never reported",
 }
 
-# %N (nodes) may hold commas and brackets, never "|"; the name comes last so that a
-# name holding "|" (someone else's job) still parses.
-SQUEUE_FORMAT = FIELD_SEPARATOR.join(("%i", "%T", "%u", "%N", "%j"))
-
-
-class SlurmJob(NamedTuple):
-    job_id: str
-    state: str
-    user: str
-    nodes: str
-    name: str
-
-    def describe(self) -> Dict[str, str]:
-        return {"job_id": self.job_id, "state": self.state, "user": self.user, "nodes": self.nodes, "name": self.name}
-
 
 class Record(NamedTuple):
     """One job or container row, as far as reconciling needs it."""
@@ -194,14 +179,6 @@ is_recent = operator.itemgetter(Record._fields.index("recent"))
 _ABSENT = object()
 
 
-def squeue_command(squeue: str, clusters: Optional[str]) -> List[str]:
-    """The one listing per poll: every queued job of every user, array tasks one a line."""
-    argv = [squeue, "--noheader", "--all", "--array", "--format=" + SQUEUE_FORMAT]
-    if clusters:
-        argv.append("--clusters=" + clusters)
-    return argv
-
-
 class Listing:
     """The cluster's Slurm jobs in one squeue output, by name; nothing else is kept, so
     memory follows the queue, not the database."""
@@ -232,18 +209,14 @@ def name_matcher(prefix: Optional[str], kinds: Iterable[str]):
     return re.compile(r"%s-(?:%s)-[0-9a-z]{15}\Z" % (cluster, infixes)).match
 
 
-def parse_listing(stdout: str, prefix: str, kinds: Sequence[str]) -> Listing:
+def listing_of(jobs: Iterable[SlurmJob], prefix: str, kinds: Sequence[str]) -> Listing:
+    """The cluster's jobs of `kinds` among those squeue listed (queue.read_listing of
+    JOB_NODES_LISTING), by name; the other clusters' Arvados jobs only counted."""
     ours = name_matcher(prefix, kinds)
     any_arvados = name_matcher(None, kinds)
     by_name: Dict[str, List[SlurmJob]] = {}
     other_clusters = 0
-    # "\n" only: str.splitlines() also splits on characters other users' names may hold.
-    for line in stdout.split("\n"):
-        fields = line.rstrip("\r").split(FIELD_SEPARATOR, 4)
-        # With --clusters squeue adds "CLUSTER: name" lines, which have no separator.
-        if len(fields) != 5 or not fields[0].strip():
-            continue
-        job = SlurmJob(*(field.strip() for field in fields[:4]), name=fields[4])  # type: ignore[misc]
+    for job in jobs:
         if job.state in FINISHED_STATES:
             continue
         if ours(job.name):

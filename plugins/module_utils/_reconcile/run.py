@@ -57,7 +57,7 @@ from .._database.driver import SQLSTATE_LOCK_TIMEOUT, connection_lost, error_tex
 from .._database.settings import CONNECTION_OPTIONS, DEFAULT_DB_WAIT, cluster_setting, resolve_database_settings
 from .._dispatcher.state import lock_expected
 from .._slurm.nodes import parse_show_node, scontrol_environment, show_node_command, unavailable
-from .._slurm.queue import client_environment
+from .._slurm.queue import JOB_NODES_LISTING, client_environment, read_listing, squeue_command
 from .._slurm.runner import (
     COMMAND_TIMEOUT_OPTION,
     SLURM_CLUSTER_LIST,
@@ -89,9 +89,8 @@ from .engine import (
     Record,
     is_finished,
     is_recent,
+    listing_of,
     orphan_entry_maker,
-    parse_listing,
-    squeue_command,
     strays_of,
     unconfirmed,
     uuid_of,
@@ -240,7 +239,7 @@ class SlurmLister:
     """One squeue per call, bounded by `command_timeout`; any failure is a RecoveryError."""
 
     def __init__(self, options: ReconcileOptions, runner: Runner, environ: Mapping[str, str]):
-        self.argv = squeue_command(options.squeue_path, options.slurm_clusters)
+        self.argv = squeue_command(options.squeue_path, clusters=options.slurm_clusters, listing=JOB_NODES_LISTING)
         self.timeout = options.command_timeout
         self.runner = runner
         self.env = client_environment(environ)
@@ -252,7 +251,8 @@ class SlurmLister:
         return self.runner.start(self.argv, self.env)
 
     def finish(self, handle, prefix: str, kinds) -> Listing:
-        return parse_listing(finish_command(handle, "squeue", self.timeout), prefix, kinds)
+        stdout = finish_command(handle, "squeue", self.timeout)
+        return listing_of(read_listing(stdout, JOB_NODES_LISTING), prefix, kinds)
 
 
 class NodeLister:

@@ -2,14 +2,18 @@
 # Copyright: contributors to arvados_ops.recovery
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Reading Slurm's queue and building squeue/scancel command lines.
+"""Slurm's queue: the squeue and scancel command lines, and squeue's listings read back.
 
+The one place both are made for every engine: the cancel engine lists the jobs it is to
+make absent (JOB_LISTING), the reconciliation every job with the nodes it holds
+(JOB_NODES_LISTING); one builder makes either command line, one parser reads either.
 Pure Python (3.8+), standard library only.
 """
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Generic, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple, TypeVar
 
 # Fields are separated by "|", which Slurm job ids, states and user names
 # never contain; the job name comes last so that a name holding "|" (someone
@@ -22,6 +26,9 @@ SQUEUE_FORMAT = FIELD_SEPARATOR.join(("%i", "%T", "%u", "%j"))
 # or a wrapper that prints nothing exits 0 as an empty queue would, and taking that for
 # "no job queued" would fail jobs whose Slurm jobs run on.
 SQUEUE_HEADER = FIELD_SEPARATOR.join(("JOBID", "STATE", "USER", "NAME"))
+# The reconciliation's listing: the nodes each job holds too (%N may hold commas and
+# brackets, never "|"), and no header line (--noheader).
+SQUEUE_NODES_FORMAT = FIELD_SEPARATOR.join(("%i", "%T", "%u", "%N", "%j"))
 
 # A longer --name argument risks the kernel's per-argument limit (128 KiB);
 # beyond it the whole queue is listed and filtered here instead.
@@ -105,21 +112,69 @@ class QueueEntry(NamedTuple):
         return {"name": self.name, "job_id": self.job_id, "state": self.state, "user": self.user}
 
 
+class SlurmJob(NamedTuple):
+    """A job of the reconciliation's listing, with the nodes it holds."""
+
+    job_id: str
+    state: str
+    user: str
+    nodes: str
+    name: str
+
+    def describe(self) -> Dict[str, str]:
+        return {"job_id": self.job_id, "state": self.state, "user": self.user, "nodes": self.nodes, "name": self.name}
+
+
+Row = TypeVar("Row", QueueEntry, SlurmJob)
+
+
+@dataclass(frozen=True)
+class SqueueListing(Generic[Row]):
+    """One form of squeue listing: the fields asked for (the job name last), what each
+    job's line is read into, and the header line asked for (None: --noheader)."""
+
+    # squeue's --format.
+    fields: str
+    row: Callable[..., Row]
+    header: Optional[str]
+
+    @property
+    def width(self) -> int:
+        return self.fields.count(FIELD_SEPARATOR) + 1
+
+
+# The cancel engine's listing: the header tells an empty queue from a program that
+# printed nothing (has_header).
+JOB_LISTING: SqueueListing[QueueEntry] = SqueueListing(SQUEUE_FORMAT, QueueEntry, SQUEUE_HEADER)
+# The reconciliation's: every job and the nodes it holds.
+JOB_NODES_LISTING: SqueueListing[SlurmJob] = SqueueListing(SQUEUE_NODES_FORMAT, SlurmJob, None)
+
+
 def client_environment(base: Mapping[str, str]) -> Dict[str, str]:
     env = {key: value for key, value in base.items() if not key.startswith(_CLIENT_ENV_PREFIXES)}
     env["LC_ALL"] = "C"
     return env
 
 
-def squeue_command(squeue: str, names: Sequence[str], job_ids: Sequence[str], clusters: Optional[str]) -> List[str]:
-    """One squeue listing that covers every requested name and id.
+def squeue_command(
+    squeue: str,
+    names: Sequence[str] = (),
+    job_ids: Sequence[str] = (),
+    clusters: Optional[str] = None,
+    listing: SqueueListing[Any] = JOB_LISTING,
+) -> List[str]:
+    """One squeue listing, in `listing`'s form, of every user's jobs, array tasks one a
+    line, that covers every requested name and id (none requested: every job).
 
     squeue ANDs --name with --jobs, and a single unknown --jobs id makes it
     exit 1 like an unreachable controller; so ids are never passed and,
     when ids are requested, the whole queue is listed and filtered here.
-    The header is asked for (no --noheader): see SQUEUE_HEADER and has_header.
+    The header is asked for where the listing has one: see SQUEUE_HEADER and has_header.
     """
-    argv = [squeue, "--all", "--array", "--format=" + SQUEUE_FORMAT]
+    argv = [squeue]
+    if listing.header is None:
+        argv.append("--noheader")
+    argv += ["--all", "--array", "--format=" + listing.fields]
     if clusters:
         argv.append("--clusters=" + clusters)
     name_filter = ",".join(names)
@@ -155,29 +210,34 @@ def scancel_command(
     return argv
 
 
-def parse_squeue(stdout: str) -> List[QueueEntry]:
-    entries = []
+def read_listing(stdout: str, listing: SqueueListing[Row]) -> List[Row]:
+    """Every job line of a listing squeue printed in `listing`'s form, in order."""
+    width = listing.width
+    row = listing.row
+    header = listing.header
+    entries: List[Row] = []
     # Split on "\n" only: str.splitlines() also splits on characters that may
     # appear inside other users' job names.
     for line in stdout.split("\n"):
-        fields = line.rstrip("\r").split(FIELD_SEPARATOR, 3)
+        fields = line.rstrip("\r").split(FIELD_SEPARATOR, width - 1)
         # With --clusters squeue adds "CLUSTER: name" lines; they have no separator. The
         # header's first field is no job id.
-        if len(fields) != 4 or not fields[0].strip() or _is_header(line):
+        if len(fields) != width or not fields[0].strip() or (header is not None and line.strip() == header):
             continue
-        job_id, state, user, name = fields
-        entries.append(QueueEntry(job_id.strip(), state.strip(), user.strip(), name))
+        # The name as printed, blanks included: it is compared whole with the names wanted.
+        entries.append(row(*[field.strip() for field in fields[:-1]], fields[-1]))
     return entries
 
 
-def _is_header(line: str) -> bool:
-    return line.strip() == SQUEUE_HEADER
+def parse_squeue(stdout: str) -> List[QueueEntry]:
+    """The jobs of the cancel engine's listing (JOB_LISTING)."""
+    return read_listing(stdout, JOB_LISTING)
 
 
 def has_header(stdout: str) -> bool:
     """Whether a listing holds squeue's header line for SQUEUE_FORMAT: what tells an empty
     queue from a program that printed nothing."""
-    return any(_is_header(line) for line in stdout.split("\n"))
+    return any(line.strip() == SQUEUE_HEADER for line in stdout.split("\n"))
 
 
 def id_keys(listed: str) -> Tuple[str, ...]:

@@ -20,9 +20,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.en
     JOBS,
     Listing,
     Record,
-    SlurmJob,
-    parse_listing,
-    squeue_command,
+    listing_of,
     stray_reason,
     unconfirmed,
 )
@@ -35,6 +33,11 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.ru
     ReconcileOptions,
     Reconciler,
     SlurmLister,
+)
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm.queue import (
+    JOB_NODES_LISTING,
+    SlurmJob,
+    read_listing,
 )
 from tests.unit.plugins.module_utils.slurm_fakes import (
     REBOOT_REASON,
@@ -57,6 +60,11 @@ LOCK = P + "-gj3su-000000000000000"
 
 def line(job_id, name, state="RUNNING", user="crunch", nodes="compute1"):
     return "|".join((job_id, state, user, nodes, name))
+
+
+def parse_listing(stdout, prefix, kinds):
+    """A listing as SlurmLister reads squeue's output."""
+    return listing_of(read_listing(stdout, JOB_NODES_LISTING), prefix, kinds)
 
 
 def job(uuid, state="Running", recent=False, age=600.0):
@@ -214,17 +222,6 @@ def test_a_name_holding_the_separator_still_parses():
 def test_kinds_not_asked_for_are_ignored():
     listing = parse_listing(line("1", JOB_A) + "\n" + line("2", CTR_A), P, (CONTAINERS,))
     assert list(listing.by_name) == [CTR_A]
-
-
-def test_the_squeue_command_is_one_listing_of_every_user():
-    assert squeue_command("/usr/bin/squeue", None) == [
-        "/usr/bin/squeue",
-        "--noheader",
-        "--all",
-        "--array",
-        "--format=%i|%T|%u|%N|%j",
-    ]
-    assert squeue_command("squeue", "east")[-1] == "--clusters=east"
 
 
 # -- strays -------------------------------------------------------------------------------
@@ -600,6 +597,16 @@ def test_squeue_failing_or_hanging_is_an_error_naming_why():
         hung_lister = SlurmLister(options(), hung, {})
         hung_lister.finish(hung_lister.start(), P, (JOBS,))
     assert hung.handle.killed
+
+
+def test_each_listing_is_one_squeue_of_every_user_s_jobs_with_their_nodes():
+    runner = _Runner(EndedCommand(0, stdout=line("9", JOB_A) + "\n"))
+    lister = SlurmLister(options(squeue_path="/usr/bin/squeue"), runner, {})
+    listing = lister.finish(lister.start(), P, (JOBS,))
+    assert runner.argv == ["/usr/bin/squeue", "--noheader", "--all", "--array", "--format=%i|%T|%u|%N|%j"]
+    assert listing.by_name == {JOB_A: [SlurmJob("9", "RUNNING", "crunch", "compute1", JOB_A)]}
+    SlurmLister(options(slurm_clusters="east"), runner, {}).start()
+    assert runner.argv[-1] == "--clusters=east"
 
 
 class _VersionsConnection:

@@ -8,13 +8,18 @@ import pytest
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm.queue import (
     FINISHED_STATES,
+    JOB_LISTING,
+    JOB_NODES_LISTING,
     LEAVING_STATES,
     MAX_NAME_FILTER_CHARS,
     PENDING_STATES,
     RUNNING_STATES,
     QueueEntry,
+    SlurmJob,
     client_environment,
+    has_header,
     parse_squeue,
+    read_listing,
     scancel_command,
     select_requested,
     squeue_command,
@@ -60,6 +65,34 @@ def test_parse_keeps_a_name_holding_the_separator_and_skips_cluster_headers():
 def test_parse_splits_lines_on_newline_only():
     stdout = "12|RUNNING|crunch|odd\x1cname\n13|PENDING|crunch|%s\n" % A
     assert [entry.job_id for entry in parse_squeue(stdout)] == ["12", "13"]
+
+
+def test_the_header_is_asked_for_and_skipped_where_the_listing_reads_it():
+    stdout = "CLUSTER: east\nJOBID|STATE|USER|NAME\n12|RUNNING|crunch|%s\n" % A
+    assert read_listing(stdout, JOB_LISTING) == parse_squeue(stdout) == [QueueEntry("12", "RUNNING", "crunch", A)]
+    assert has_header(stdout) and not has_header("12|RUNNING|crunch|%s\n" % A)
+    assert "--noheader" not in squeue_command("squeue", [A], [], None)
+
+
+def test_the_nodes_listing_is_every_job_with_its_nodes_and_no_header():
+    assert squeue_command("/usr/bin/squeue", listing=JOB_NODES_LISTING) == [
+        "/usr/bin/squeue",
+        "--noheader",
+        "--all",
+        "--array",
+        "--format=%i|%T|%u|%N|%j",
+    ]
+    assert squeue_command("squeue", clusters="east", listing=JOB_NODES_LISTING)[-1] == "--clusters=east"
+
+
+def test_the_nodes_listing_reads_nodes_with_commas_and_a_name_holding_the_separator():
+    stdout = "CLUSTER: east\n9|RUNNING|crunch|c[1-3],d4|%s\r\n10|PENDING|bob||odd|name\n\n" % A
+    assert read_listing(stdout, JOB_NODES_LISTING) == [
+        SlurmJob("9", "RUNNING", "crunch", "c[1-3],d4", A),
+        SlurmJob("10", "PENDING", "bob", "", "odd|name"),
+    ]
+    # A line of the other form is no job of this one.
+    assert read_listing("12|RUNNING|crunch|%s\n" % A, JOB_NODES_LISTING) == []
 
 
 @pytest.mark.parametrize(
