@@ -25,10 +25,10 @@ from .._common.option_bounds import (
     MAX_SCANCEL_PER_SECOND,
     MAX_SLEEP_SECONDS,
 )
-from .._common.options import Option, Range, count, optional_match, seconds
+from .._common.options import Option, Range, count, seconds
 from .._common.uuids import CONTAINER_UUID_RE
 from .._slurm.release import CTLD_AUTO, CTLD_CHOICES
-from .._slurm.runner import COMMAND_TIMEOUT_OPTION, DEFAULT_COMMAND_TIMEOUT, SLURM_CLUSTER_LIST, SLURM_CLUSTER_LIST_TEXT
+from .._slurm.runner import COMMAND_TIMEOUT_OPTION, DEFAULT_COMMAND_TIMEOUT, cluster_list
 
 # Any Arvados object UUID; callers narrow it to one kind, e.g.
 # ^[0-9a-z]{5}-8i9sb-[0-9a-z]{15}$ for crunch v1 jobs or -dz642- for containers.
@@ -154,12 +154,7 @@ class CancelRequest:
         self._set("job_ids", _unique(_checked_job_id(job_id) for job_id in _sequence("job_ids", self.job_ids)))
         self._set("user", _optional_word("user", self.user))
         self._set("signal", _checked_signal(self.signal))
-        self._set(
-            "clusters",
-            optional_match(
-                "clusters", self.clusters, SLURM_CLUSTER_LIST, "must be " + SLURM_CLUSTER_LIST_TEXT, CancelRequestError
-            ),
-        )
+        self._set("clusters", cluster_list("clusters", self.clusters, CancelRequestError))
         if self.scancel_release is not None and not _RELEASE.fullmatch(str(self.scancel_release)):
             raise CancelRequestError("scancel_release %r is not MAJOR.MINOR or empty" % (self.scancel_release,))
         if not isinstance(self.check_mode, bool):

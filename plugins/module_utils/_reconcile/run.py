@@ -60,12 +60,11 @@ from .._slurm.nodes import parse_show_node, scontrol_environment, show_node_comm
 from .._slurm.queue import JOB_NODES_LISTING, client_environment, read_listing, squeue_command
 from .._slurm.runner import (
     COMMAND_TIMEOUT_OPTION,
-    SLURM_CLUSTER_LIST,
-    SLURM_CLUSTER_LIST_TEXT,
     Clock,
     Runner,
     SubprocessRunner,
     SystemClock,
+    cluster_list,
     finish_command,
     require_program,
 )
@@ -181,12 +180,7 @@ class ReconcileOptions:
             kinds=_kinds(full["kinds"]),
             cluster_prefix=_prefix(full["cluster_prefix"]),
             slurm_user=_slurm_user("slurm_user", full["slurm_user"]),
-            slurm_clusters=optional_match(
-                "slurm_clusters",
-                _blank_as_none(full["slurm_clusters"]),
-                SLURM_CLUSTER_LIST,
-                "must be " + SLURM_CLUSTER_LIST_TEXT,
-            ),
+            slurm_clusters=cluster_list("slurm_clusters", _blank_as_none(full["slurm_clusters"])),
             squeue_path=require_program(full["squeue_path"] or "squeue"),
             scontrol_path=require_program(full["scontrol_path"] or "scontrol") if full["report_nodes"] else None,
             slurm_users=_users_by_kind(full["slurm_users"], full["slurm_user"]),

@@ -28,7 +28,14 @@ from .nodes import (
     show_node_command,
     why_not_resumable,
 )
-from .runner import COMMAND_TIMEOUT_OPTION, Runner, SubprocessRunner, finish_command, require_program
+from .runner import (
+    COMMAND_TIMEOUT_OPTION,
+    SLURM_CLUSTER_NAME,
+    Runner,
+    SubprocessRunner,
+    finish_command,
+    require_program,
+)
 
 NODE_RESUME_OPTIONS: Dict[str, Option] = {
     "name": Option("list", elements="str", aliases=["nodes"], required=True),
@@ -39,7 +46,6 @@ NODE_RESUME_OPTIONS: Dict[str, Option] = {
 # One node a name: Slurm's host names, never a hostlist expression ("c[1-4]") or anything
 # scontrol would read as another argument.
 _NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z", re.ASCII)
-_CLUSTER = re.compile(r"[A-Za-z0-9_.-]+\Z", re.ASCII)
 
 
 def _names(values: Sequence[Any]) -> List[str]:
@@ -57,7 +63,7 @@ def _names(values: Sequence[Any]) -> List[str]:
 def _clusters(value: Optional[str]) -> Optional[str]:
     if value is None or value == "":
         return None
-    if not _CLUSTER.match(value):
+    if not SLURM_CLUSTER_NAME.fullmatch(value):
         raise ConfigError("clusters: one Slurm cluster name, got %r (scontrol takes one cluster)" % value)
     return value
 

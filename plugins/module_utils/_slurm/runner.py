@@ -20,11 +20,11 @@ import shutil
 import subprocess
 import tempfile
 import time
-from typing import Mapping, Optional, Protocol, Sequence, Tuple
+from typing import Any, Mapping, Optional, Protocol, Sequence, Tuple, Type
 
-from .._common.errors import RecoveryError
+from .._common.errors import ConfigError, RecoveryError
 from .._common.option_bounds import MAX_SLEEP_SECONDS
-from .._common.options import Option, seconds
+from .._common.options import Option, optional_match, seconds
 
 
 class CommandNotFoundError(RecoveryError):
@@ -38,10 +38,22 @@ class CommandNotFoundError(RecoveryError):
 SBIN_DIRECTORIES = ("/sbin", "/usr/sbin", "/usr/local/sbin")
 SEARCHED = "PATH, " + ", ".join(SBIN_DIRECTORIES)
 
-# scancel's and squeue's --clusters (-M): names separated by commas, nothing a shell or
-# Slurm's own list syntax could read otherwise.
-SLURM_CLUSTER_LIST = re.compile(r"[A-Za-z0-9_.-]+(?:,[A-Za-z0-9_.-]+)*", re.ASCII)
+# A Slurm cluster's name, as the collection passes it to --clusters (-M); scancel's and
+# squeue's take a list of them, separated by commas: nothing a shell or Slurm's own list
+# syntax could read otherwise.
+_CLUSTER_NAME = r"[A-Za-z0-9_.-]+"
+SLURM_CLUSTER_NAME = re.compile(_CLUSTER_NAME, re.ASCII)
+SLURM_CLUSTER_LIST = re.compile(r"%s(?:,%s)*" % (_CLUSTER_NAME, _CLUSTER_NAME), re.ASCII)
 SLURM_CLUSTER_LIST_TEXT = "Slurm cluster names ([A-Za-z0-9_.-]) separated by commas"
+
+
+def cluster_list(option: str, value: Any, error: Type[ConfigError] = ConfigError) -> Optional[str]:
+    """`value`, the option `option`'s list of clusters for --clusters, checked: None stays
+    None; anything but such a list is `error`, with the option layer's one message. Every
+    option that names the clusters of squeue or scancel is checked here: slurm_job_cancel's
+    `clusters`, arvados_reconcile_info's `slurm_clusters`."""
+    return optional_match(option, value, SLURM_CLUSTER_LIST, "must be " + SLURM_CLUSTER_LIST_TEXT, error)
+
 
 # The bound of one Slurm client's run (finish_command), the same option in every table that
 # runs one (slurm_job_cancel, slurm_node_resume, arvados_reconcile_info): one definition,

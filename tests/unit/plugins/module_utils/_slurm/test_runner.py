@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import ConfigError
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm import runner as slurm_runner
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm.runner import (
     CommandNotFoundError,
@@ -114,3 +115,23 @@ def test_a_program_named_alone_is_found_in_path_then_in_the_sbin_directories(tmp
     assert slurm_runner.find_program("scancel") is None
     with pytest.raises(slurm_runner.CommandNotFoundError, match="scancel: not found in PATH, "):
         slurm_runner.require_program("scancel")
+
+
+@pytest.mark.parametrize("value", ["east", "east,west", "a_b.c-d", None])
+def test_a_cluster_list_is_names_separated_by_commas(value):
+    assert slurm_runner.cluster_list("clusters", value) == value
+
+
+class _RequestError(ConfigError):
+    """A caller's own kind of ConfigError (as CancelRequestError is)."""
+
+
+@pytest.mark.parametrize("value", ["a;b", "east,", ",east", "east west", "", 5])
+def test_every_option_naming_clusters_gets_the_one_message_and_its_own_error(value):
+    with pytest.raises(_RequestError) as raised:
+        slurm_runner.cluster_list("clusters", value, _RequestError)
+    assert str(raised.value).startswith(
+        "option clusters must be Slurm cluster names ([A-Za-z0-9_.-]) separated by commas, got "
+    )
+    with pytest.raises(ConfigError, match="^option slurm_clusters must be Slurm cluster names "):
+        slurm_runner.cluster_list("slurm_clusters", value)
