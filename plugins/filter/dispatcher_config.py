@@ -18,7 +18,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils._dispatcher i
 
 def _release(version):
     try:
-        return settings_of.parse_release(version)
+        return settings_of.known_release(version)
     except ConfigError as error:
         raise AnsibleFilterError(str(error)) from None
 

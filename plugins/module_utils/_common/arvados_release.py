@@ -4,14 +4,17 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """An Arvados release as an operator writes it: '3.2', '2.7.4', or a package's '2.7.4-1'.
 
-Pure Python (3.8+), standard library only: the dispatcher's settings and the diagnosis of
-Locked containers read the release the same way, each with its own message.
+Pure Python (3.8+), standard library only. The one parser of a release: the dispatcher's
+settings (``dispatcher_config_arvados_version``) and the reconciliation's
+``arvados_version`` read it the same way, each refusing with its own option's message.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Optional, Tuple
+from typing import Any, Tuple
+
+from .errors import ConfigError
 
 # A Debian package's version may go on after the release: '-1', '~bpo12+1', '+deb12u1'.
 RELEASE = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?(?:[-~+].*)?\Z", re.ASCII)
@@ -19,10 +22,10 @@ RELEASE = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?(?:[-~+].*)?\Z", re.ASCII)
 Release = Tuple[int, int, int]
 
 
-def release_of(text: Any) -> Optional[Release]:
-    """(major, minor, patch) of `text` (surrounding blanks ignored), None when it names no
-    release."""
+def parse_release(text: Any, refusal: str) -> Release:
+    """(major, minor, patch) of `text` (surrounding blanks ignored); a ConfigError saying
+    `refusal`, with the text given in place of its ``%r``, when it names no release."""
     match = RELEASE.match(str(text).strip())
     if not match:
-        return None
+        raise ConfigError(refusal % (text,))
     return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import io
 import re
 
-from .._common.arvados_release import release_of
+from .._common.arvados_release import parse_release
 from .._common.errors import ConfigError
 
 NEWEST_KNOWN = (3, 2)
@@ -174,14 +174,14 @@ def _refuse_types(document, kinds, where):
 LEGACY_REQUIRED = ("api_host", "auth_token")
 
 
-def parse_release(text):
-    """(major, minor, patch) of a release such as '3.2', '2.7.4' or a package's '2.7.4-1'."""
-    release = release_of(text or "")
-    if release is None:
-        raise ConfigError(
-            "dispatcher_config_arvados_version is %r: give the Arvados release the host runs, "
-            "such as '1.4', '2.7.4' or '3.2'" % (text,)
-        )
+def known_release(text):
+    """(major, minor, patch) of a release this role knows, such as '3.2', '2.7.4' or a
+    package's '2.7.4-1'."""
+    release = parse_release(
+        text,
+        "dispatcher_config_arvados_version is %r: give the Arvados release the host runs, "
+        "such as '1.4', '2.7.4' or '3.2'",
+    )
     if release < OLDEST_KNOWN or release[:2] > NEWEST_KNOWN:
         raise ConfigError(
             "dispatcher_config_arvados_version is %r: this role knows Arvados 1.1 to %d.%d "

@@ -30,8 +30,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Mapping, NamedTuple, Optional, Sequence, Tuple
 
-from .._common.arvados_release import release_of
-from .._common.errors import ConfigError
+from .._common.arvados_release import Release
 from .._common.uuids import TOKEN_INFIX
 
 SYSTEM_ROOT_TOKEN = "system_root_token"
@@ -73,17 +72,7 @@ class LockToken(NamedTuple):
     token_expired: bool
 
 
-def parse_release(name: str, value: Optional[str]) -> Optional[Tuple[int, int, int]]:
-    """(major, minor, patch) of '2.7', '2.7.4' or a package's '2.7.4-1'; None when unset."""
-    if value in (None, ""):
-        return None
-    release = release_of(value)
-    if release is None:
-        raise ConfigError("%s: %r is not an Arvados release such as 2.7.4" % (name, value))
-    return release
-
-
-def default_limit(release: Tuple[int, int, int]) -> DispatchLimit:
+def default_limit(release: Release) -> DispatchLimit:
     for since, value in MAX_DISPATCH_ATTEMPTS_DEFAULTS:
         if release >= since:
             return DispatchLimit(value, "Arvados %d.%d.%d's default" % release)

@@ -48,6 +48,7 @@ from itertools import islice
 from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 from .._cleanup.checks import BLOCKS_READS, lock_holders
+from .._common.arvados_release import Release, parse_release
 from .._common.errors import ConfigError, RecoveryError
 from .._common.option_bounds import MAX_BATCH_SIZE, MAX_PG_TIMEOUT_SECONDS, MAX_SLEEP_SECONDS
 from .._common.options import Option, count, option_fields, optional_match, parse, seconds
@@ -102,7 +103,6 @@ from .locked_containers import (
     LockToken,
     default_limit,
     diagnose,
-    parse_release,
 )
 
 RECONCILE_OPTIONS: Dict[str, Option] = {
@@ -156,7 +156,7 @@ class ReconcileOptions:
     report_nodes: bool = False
     scontrol_path: Optional[str] = None
     # The Arvados release, for MaxDispatchAttempts' default when config.yml does not say.
-    arvados_version: Optional[Tuple[int, int, int]] = None
+    arvados_version: Optional[Release] = None
     # Per kind, overriding slurm_user: the Slurm user whose jobs of that kind may be stray.
     slurm_users: Mapping[str, str] = field(default_factory=dict)
 
@@ -184,9 +184,16 @@ class ReconcileOptions:
             squeue_path=require_program(full["squeue_path"] or "squeue"),
             scontrol_path=require_program(full["scontrol_path"] or "scontrol") if full["report_nodes"] else None,
             slurm_users=_users_by_kind(full["slurm_users"], full["slurm_user"]),
-            arvados_version=parse_release("arvados_version", full["arvados_version"]),
+            arvados_version=_release(full["arvados_version"]),
         )
         return cls(**fields)
+
+
+def _release(value: Any) -> Optional[Release]:
+    """arvados_version's release; None when unset."""
+    if value in (None, ""):
+        return None
+    return parse_release(value, "arvados_version: %r is not an Arvados release such as 2.7.4")
 
 
 def _kinds(kinds: List[str]) -> Tuple[str, ...]:

@@ -84,7 +84,7 @@ def fits(kind, value):
 
 
 def written_keys(tag):
-    release = dc.parse_release(tag)
+    release = dc.known_release(tag)
     if dc.release_format(release) == "legacy":
         return dict(flat(dc.legacy_document(release, every_setting(release))))
     wanted = dc.cluster_settings(release, every_setting(release))
@@ -96,7 +96,7 @@ def test_the_schemas_cover_the_releases_the_role_claims():
     assert REQUIRED_TAGS <= set(SCHEMAS)
     for tag, schema in SCHEMAS.items():
         assert schema["tag"] == tag
-        assert schema["format"] == dc.release_format(dc.parse_release(tag))
+        assert schema["format"] == dc.release_format(dc.known_release(tag))
 
 
 @pytest.mark.parametrize("tag", sorted(SCHEMAS))
@@ -112,7 +112,7 @@ def test_every_key_written_exists_in_that_release_with_its_type(tag):
 @pytest.mark.parametrize("tag", sorted(SCHEMAS))
 def test_the_release_default_of_sbatch_arguments_is_the_one_the_role_keeps(tag):
     if SCHEMAS[tag]["format"] == "cluster":
-        assert dc.default_sbatch_arguments(dc.parse_release(tag)) == SCHEMAS[tag]["sbatch_arguments_default"]
+        assert dc.default_sbatch_arguments(dc.known_release(tag)) == SCHEMAS[tag]["sbatch_arguments_default"]
 
 
 @pytest.mark.parametrize("tag", [tag for tag in sorted(SCHEMAS) if tag >= "3.2"])
@@ -139,7 +139,7 @@ def required_only(release):
 
 
 def test_on_3_2_with_the_defaults_the_sbatch_list_is_not_written_and_the_release_default_names_the_job():
-    release = dc.parse_release("3.2.1")
+    release = dc.known_release("3.2.1")
     wanted = dc.cluster_settings(release, required_only(release))
     assert ("Containers", "SLURM", "SbatchArgumentsList") not in wanted
     text = dc.merge_cluster_text(None, "zzzzz", release, wanted)[0]
@@ -150,7 +150,7 @@ def test_on_3_2_with_the_defaults_the_sbatch_list_is_not_written_and_the_release
     "arguments", [["--mem=%M"], [], ["--job-name=%U", "--job-name=other"], ["--job-name=%U", "-Jx"]]
 )
 def test_on_3_2_a_result_whose_jobs_would_be_unnamed_is_refused(arguments):
-    release = dc.parse_release("3.2")
+    release = dc.known_release("3.2")
     text = "Clusters:\n  zzzzz:\n    Containers:\n      SLURM:\n        SbatchArgumentsList: %s\n" % json.dumps(
         arguments
     )
@@ -159,14 +159,14 @@ def test_on_3_2_a_result_whose_jobs_would_be_unnamed_is_refused(arguments):
 
 
 def test_on_3_2_extra_arguments_that_rename_the_job_are_refused():
-    release = dc.parse_release("3.2.0")
+    release = dc.known_release("3.2.0")
     wanted = dc.cluster_settings(release, dict(required_only(release), sbatch_arguments=["--job-name=mine"]))
     with pytest.raises(ConfigError, match="names the job again"):
         dc.merge_cluster_text(None, "zzzzz", release, wanted)
 
 
 def test_before_3_2_the_dispatcher_names_the_job_itself_so_any_list_is_accepted():
-    release = dc.parse_release("3.1.2")
+    release = dc.known_release("3.1.2")
     text = "Clusters:\n  zzzzz:\n    Containers:\n      SLURM:\n        SbatchArgumentsList: [--mem=100]\n"
     dc.merge_cluster_text(text, "zzzzz", release, dc.cluster_settings(release, required_only(release)))
 
@@ -185,7 +185,7 @@ def test_before_3_2_the_dispatcher_names_the_job_itself_so_any_list_is_accepted(
     ],
 )
 def test_a_setting_the_release_does_not_have_is_refused_naming_it(tag, name, value):
-    release = dc.parse_release(tag)
+    release = dc.known_release(tag)
     legacy = dc.release_format(release) == "legacy"
     settings = dict(UNSET, **({"api_host": "h", "auth_token": "t"} if legacy else {}))
     settings[name] = value
@@ -223,7 +223,7 @@ def test_a_setting_the_release_does_not_have_is_refused_naming_it(tag, name, val
     ],
 )
 def test_a_required_key_set_nowhere_is_named(tag, missing):
-    release = dc.parse_release(tag)
+    release = dc.known_release(tag)
     with pytest.raises(ConfigError) as error:
         dc.merge_cluster_text("Clusters: {zzzzz: {}}\n", "zzzzz", release, dc.cluster_settings(release, UNSET))
     for key in missing:
@@ -233,13 +233,13 @@ def test_a_required_key_set_nowhere_is_named(tag, missing):
 
 
 def test_required_keys_already_in_config_yml_need_no_variable():
-    release = dc.parse_release("3.2.1")
+    release = dc.known_release("3.2.1")
     text = dc.merge_cluster_text(OPERATOR_FILE, "zzzzz", release, dc.cluster_settings(release, UNSET))[0]
     assert text is OPERATOR_FILE
 
 
 def test_the_legacy_file_for_1_4_has_only_the_keys_set():
-    release = dc.parse_release("1.4")
+    release = dc.known_release("1.4")
     document = dc.legacy_document(release, dict(UNSET, api_host="h:443", auth_token="t", sbatch_arguments=[]))
     assert document == {"Client": {"APIHost": "h:443", "AuthToken": "t"}}
 
@@ -247,16 +247,16 @@ def test_the_legacy_file_for_1_4_has_only_the_keys_set():
 @pytest.mark.parametrize("text", ["", "1.0", "0.1.20171102", "3.3", "4.0.0", "two"])
 def test_a_release_the_role_does_not_know_is_refused(text):
     with pytest.raises(ConfigError, match="dispatcher_config_arvados_version"):
-        dc.parse_release(text)
+        dc.known_release(text)
 
 
 def test_a_package_version_gives_the_release():
-    assert dc.parse_release("2.7.4-1") == (2, 7, 4)
-    assert dc.parse_release("3.2") == (3, 2, 0)
+    assert dc.known_release("2.7.4-1") == (2, 7, 4)
+    assert dc.known_release("3.2") == (3, 2, 0)
 
 
 def test_config_yml_changes_only_on_the_dispatchers_lines_byte_for_byte():
-    release = dc.parse_release("3.2.1")
+    release = dc.known_release("3.2.1")
     settings = dict(
         UNSET,
         sbatch_arguments=["--partition=compute"],
@@ -286,7 +286,7 @@ def test_config_yml_changes_only_on_the_dispatchers_lines_byte_for_byte():
 
 
 def test_a_flow_list_is_replaced_by_a_flow_list():
-    release = dc.parse_release("3.2.1")
+    release = dc.known_release("3.2.1")
     text = (
         "Clusters:\n  zzzzz:\n    SystemRootToken: t\n    Services: {Controller: {ExternalURL: 'https://c'}, "
         "DispatchSLURM: {InternalURLs: {'http://x:9006': {}}}}\n    PostgreSQL: {Connection: {host: db}}\n"
@@ -299,7 +299,7 @@ def test_a_flow_list_is_replaced_by_a_flow_list():
 
 
 def test_no_secret_is_shown_in_the_keys_before_and_after():
-    release = dc.parse_release("2.7.4")
+    release = dc.known_release("2.7.4")
     settings = dict(
         UNSET,
         system_root_token="new-root",
@@ -314,7 +314,7 @@ def test_no_secret_is_shown_in_the_keys_before_and_after():
 
 
 def test_a_secret_passed_as_an_extra_setting_is_hidden_by_its_name():
-    release = dc.parse_release("3.2.1")
+    release = dc.known_release("3.2.1")
     extra = {"DispatchPrivateKey": "-----BEGIN OPENSSH PRIVATE KEY-----xyz", "SLURM": {"PrioritySpread": 7}}
     wanted = dc.cluster_settings(release, dict(UNSET, system_root_token="new-root"), extra)
     before, after = dc.merge_cluster_text(OPERATOR_FILE, "zzzzz", release, wanted)[2:4]
@@ -324,7 +324,7 @@ def test_a_secret_passed_as_an_extra_setting_is_hidden_by_its_name():
 
 
 def test_several_clusters_need_the_cluster_id():
-    release = dc.parse_release("3.2.1")
+    release = dc.known_release("3.2.1")
     with pytest.raises(ConfigError, match="defines 2 clusters"):
         dc.merge_cluster_text(OPERATOR_FILE, "", release, dc.cluster_settings(release, dict(UNSET, poll_period="5s")))
 
@@ -339,7 +339,7 @@ def test_several_clusters_need_the_cluster_id():
     ],
 )
 def test_a_value_arvados_would_not_read_is_refused_naming_its_key(extra, named):
-    release = dc.parse_release("3.2.1")
+    release = dc.known_release("3.2.1")
     with pytest.raises(ConfigError, match=re.escape(named)):
         dc.merge_cluster_text(OPERATOR_FILE, "zzzzz", release, dc.cluster_settings(release, UNSET, extra))
 
@@ -347,7 +347,7 @@ def test_a_value_arvados_would_not_read_is_refused_naming_its_key(extra, named):
 def test_a_bad_value_in_the_1_x_file_is_refused_naming_its_key():
     with pytest.raises(ConfigError, match="PollPeriod: must be a duration"):
         dc.legacy_document(
-            dc.parse_release("1.4"), dict(UNSET, api_host="h", auth_token="t"), {"PollPeriod": "10 parsecs"}
+            dc.known_release("1.4"), dict(UNSET, api_host="h", auth_token="t"), {"PollPeriod": "10 parsecs"}
         )
 
 
@@ -371,7 +371,7 @@ def test_up_to_3_1_the_dispatcher_placed_by_instance_type_in_place_of_mem_cpus_a
 
 @pytest.mark.parametrize("tag", TEMPLATE_TAGS)
 def test_from_3_2_the_instance_type_template_is_the_release_default_with_the_constraint_for_mem_cpus_and_tmp(tag):
-    release = dc.parse_release(tag)
+    release = dc.known_release(tag)
     default = SCHEMAS[tag]["sbatch_arguments_default"]
     settings = dict(required_only(release), instance_type_constraint=True, sbatch_arguments=["--exclusive"])
     text = dc.merge_cluster_text(WITH_INSTANCE_TYPES, "zzzzz", release, dc.cluster_settings(release, settings))[0]
@@ -390,7 +390,7 @@ def test_from_3_2_the_instance_type_template_is_the_release_default_with_the_con
 
 
 def test_the_instance_type_template_is_written_without_extra_arguments_and_stays_as_written():
-    release = dc.parse_release("3.2.1")
+    release = dc.known_release("3.2.1")
     wanted = dc.cluster_settings(release, dict(UNSET, instance_type_constraint=True))
     text, _changes, before, after, warnings = dc.merge_cluster_text(WITH_INSTANCE_TYPES, "zzzzz", release, wanted)
     assert after["Containers.SLURM.SbatchArgumentsList"] == [
@@ -405,7 +405,7 @@ def test_the_instance_type_template_is_written_without_extra_arguments_and_stays
 
 @pytest.mark.parametrize("tag", [tag for tag in sorted(SCHEMAS) if tag not in TEMPLATE_TAGS])
 def test_before_3_2_the_setting_is_refused_since_the_dispatcher_places_by_instance_type_itself(tag):
-    release = dc.parse_release(tag)
+    release = dc.known_release(tag)
     legacy = dc.release_format(release) == "legacy"
     settings = dict(UNSET, instance_type_constraint=True, **({"api_host": "h", "auth_token": "t"} if legacy else {}))
     with pytest.raises(ConfigError, match="dispatcher_config_instance_type_constraint is set.*places containers"):
@@ -421,7 +421,7 @@ def test_before_3_2_the_setting_is_refused_since_the_dispatcher_places_by_instan
 
 
 def test_the_template_with_an_empty_instance_type_is_refused():
-    release = dc.parse_release("3.2.1")
+    release = dc.known_release("3.2.1")
     wanted = dc.cluster_settings(release, dict(UNSET, instance_type_constraint=True))
     with pytest.raises(ConfigError, match="Clusters.zzzzz.InstanceTypes is empty"):
         dc.merge_cluster_text(OPERATOR_FILE, "zzzzz", release, wanted)
@@ -437,14 +437,14 @@ def test_the_template_with_an_empty_instance_type_is_refused():
 
 @pytest.mark.parametrize("extra", [["--constraint=gpu"], ["-Cbig"]])
 def test_a_constraint_after_the_instance_types_one_is_refused(extra):
-    release = dc.parse_release("3.2.1")
+    release = dc.known_release("3.2.1")
     wanted = dc.cluster_settings(release, dict(UNSET, instance_type_constraint=True, sbatch_arguments=extra))
     with pytest.raises(ConfigError, match="sets a constraint again"):
         dc.merge_cluster_text(WITH_INSTANCE_TYPES, "zzzzz", release, wanted)
 
 
 def test_instance_types_without_percent_i_on_3_2_are_warned_about_not_refused():
-    release = dc.parse_release("3.2.1")
+    release = dc.known_release("3.2.1")
     text, _changes, _before, _after, warnings = dc.merge_cluster_text(
         WITH_INSTANCE_TYPES, "zzzzz", release, dc.cluster_settings(release, UNSET)
     )
@@ -452,10 +452,10 @@ def test_instance_types_without_percent_i_on_3_2_are_warned_about_not_refused():
     assert len(warnings) == 1
     assert "Clusters.zzzzz.InstanceTypes" in warnings[0] and "dispatcher_config_instance_type_constraint" in warnings[0]
     # Before 3.2 the dispatcher does it itself: nothing to say.
-    older = dc.parse_release("3.1.2")
+    older = dc.known_release("3.1.2")
     assert dc.merge_cluster_text(WITH_INSTANCE_TYPES, "zzzzz", older, dc.cluster_settings(older, UNSET))[4] == []
 
 
 def test_the_setting_must_be_a_boolean():
     with pytest.raises(ConfigError, match="must be true or false"):
-        dc.cluster_settings(dc.parse_release("3.2.1"), dict(UNSET, instance_type_constraint="yes"))
+        dc.cluster_settings(dc.known_release("3.2.1"), dict(UNSET, instance_type_constraint="yes"))

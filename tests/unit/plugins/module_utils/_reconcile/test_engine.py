@@ -554,6 +554,7 @@ def test_the_release_says_whether_the_lock_is_expected(release, expected):
         ({"crunch_v1_dispatcher": "maybe"}, "crunch_v1_dispatcher must be one of running, stopped, unknown"),
         ({"missing_are_stray": "yes"}, "option missing_are_stray must be of type bool, got 'yes'"),
         ({"allow_standby": 1}, "option allow_standby must be of type bool, got 1"),
+        ({"arvados_version": "latest"}, "arvados_version: 'latest' is not an Arvados release such as 2.7.4"),
     ],
 )
 def test_bad_options_name_the_bad_value(params, message):
@@ -565,6 +566,12 @@ def test_bad_options_name_the_bad_value(params, message):
 def test_defaults():
     opts = ReconcileOptions.from_params({"squeue_path": "/bin/true"})
     assert (opts.kinds, opts.settle, opts.orphans, opts.batch_size) == ((JOBS, CONTAINERS), 10.0, "evidence", 10000)
+
+
+@pytest.mark.parametrize("given, release", [("2.7.4-1", (2, 7, 4)), ("3.2", (3, 2, 0)), ("", None), (None, None)])
+def test_arvados_version_is_a_release_or_unset(given, release):
+    opts = ReconcileOptions.from_params({"squeue_path": "/bin/true", "arvados_version": given})
+    assert opts.arvados_version == release
 
 
 def test_the_prefix_must_be_unambiguous():

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import ConfigError
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._database.settings import cluster_setting
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.locked_containers import (
     UNKNOWN_LIMIT,
@@ -17,7 +16,6 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.lo
     default_limit,
     diagnose,
     locks_line,
-    parse_release,
     system_root_token_uuid,
     token_state,
 )
@@ -91,11 +89,6 @@ def test_the_default_limit_follows_the_release():
     assert default_limit((3, 2, 1)).value == 10
     assert default_limit((1, 4, 3)).value == 5
     assert default_limit((1, 3, 0)) == UNKNOWN_LIMIT
-    assert parse_release("arvados_version", "2.7.4-1") == (2, 7, 4)
-    assert parse_release("arvados_version", "3.2") == (3, 2, 0)
-    assert parse_release("arvados_version", None) is None
-    with pytest.raises(ConfigError, match="arvados_version: 'latest' is not an Arvados release"):
-        parse_release("arvados_version", "latest")
 
 
 def test_config_yml_wins_over_the_release_default(tmp_path):
