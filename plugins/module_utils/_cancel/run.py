@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import Any, Callable, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional
 
 from .._common.options import option_fields, parse
 from .._slurm.runner import require_program
@@ -34,29 +34,25 @@ def build_request(params: Mapping[str, Any], check_mode: bool = False) -> Cancel
     return CancelRequest(check_mode=check_mode, **option_fields(values, names, _REQUEST_FIELD))
 
 
-def client_paths(params: Mapping[str, Any], find_program: Callable[[str], str]) -> Dict[str, str]:
-    """squeue_path and scancel_path: the one given, checked, or the program `find_program` finds."""
-    return {
-        option: require_program(params[option]) if params.get(option) else find_program(program)
-        for option, program in _CLIENT_PATHS.items()
-    }
+def client_paths(params: Mapping[str, Any]) -> Dict[str, str]:
+    """squeue_path and scancel_path: the one given, checked, else the program found where
+    every module and command finds Slurm's programs (require_program)."""
+    return {option: require_program(params.get(option) or program) for option, program in _CLIENT_PATHS.items()}
 
 
 def run_slurm_job_cancel(
     params: Mapping[str, Any],
     check_mode: bool = False,
     diff: bool = False,
-    find_program: Callable[[str], str] = require_program,
     environ: Optional[Mapping[str, str]] = None,
 ) -> Dict[str, Any]:
     """Make the jobs the options name absent; the result as the module returns it.
 
-    `find_program` looks a client up when its path is not given (the module passes Ansible's
-    get_bin_path, which also searches the sbin directories). Its `messages` are also its
-    `warnings`, and a call that left jobs queued or could not reach Slurm has `failed` set.
+    Its `messages` are also its `warnings`, and a call that left jobs queued or could not
+    reach Slurm has `failed` set.
     """
     request = build_request(params, check_mode)
-    paths = client_paths(params, find_program)
+    paths = client_paths(params)
     request = replace(request, squeue_path=paths["squeue_path"], scancel_path=paths["scancel_path"])
     outcome = cancel_jobs(request, environ=os.environ if environ is None else environ)
     result = outcome.to_dict()

@@ -12,8 +12,7 @@ runs (task_arguments).
 - the numbers as the task gave them (`task_arguments`) checked by the option layer before
   the engine runs: AnsibleModule's int and float take '\u0665' and '1_000'.
 - `run_slurm_module(module, engine, options)`: the same for the Slurm modules, whose
-  engines also take the task's check mode and diff and find Slurm's programs as Ansible
-  finds them.
+  engines also take the task's check mode and diff.
 """
 
 from __future__ import annotations
@@ -109,10 +108,10 @@ def run_engine(
 
 
 def run_slurm_module(module: Any, engine: Callable[..., Dict[str, Any]], options: Mapping[str, Any]) -> None:
-    """Run a Slurm module's `engine` (called with its options, check_mode, diff and
-    find_program) as run_engine does. Slurm's programs are found with get_bin_path, which
-    also looks in the sbin directories where some packages put them, and fails the task
-    naming the program when it is not there."""
+    """Run a Slurm module's `engine` (called with its options, check_mode and diff) as
+    run_engine does. The engine finds Slurm's programs itself, as every module and command
+    of the collection does (_slurm/runner.py require_program: PATH, then the sbin
+    directories, as get_bin_path searches), and a missing one fails the task naming it."""
     run_engine(
         module,
         lambda params: engine(
@@ -120,7 +119,6 @@ def run_slurm_module(module: Any, engine: Callable[..., Dict[str, Any]], options
             check_mode=module.check_mode,
             # AnsibleModule has no public name for the task's diff mode.
             diff=module._diff,
-            find_program=lambda program: module.get_bin_path(program, required=True),
         ),
         options,
     )

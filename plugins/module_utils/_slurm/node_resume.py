@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from .._common.errors import ConfigError, RecoveryError
 from .._common.options import Option, parse
@@ -75,12 +75,12 @@ def _line(name: str, node: Optional[SlurmNode]) -> str:
 
 
 class NodeResume:
-    def __init__(self, params: Mapping[str, Any], runner: Runner, environ: Mapping[str, str], find_program):
+    def __init__(self, params: Mapping[str, Any], runner: Runner, environ: Mapping[str, str]):
         full = parse(NODE_RESUME_OPTIONS, params)
         self.names = _names(full["name"])
         self.clusters = _clusters(full["clusters"])
         self.timeout = full["command_timeout"]
-        self.scontrol = require_program(full["scontrol_path"]) if full["scontrol_path"] else find_program("scontrol")
+        self.scontrol = require_program(full["scontrol_path"] or "scontrol")
         self.runner = runner
         self.env = scontrol_environment(environ)
 
@@ -149,9 +149,8 @@ def run_slurm_node_resume(
     params: Mapping[str, Any],
     check_mode: bool = False,
     diff: bool = False,
-    find_program: Callable[[str], str] = require_program,
     runner: Optional[Runner] = None,
     environ: Optional[Mapping[str, str]] = None,
 ) -> Dict[str, Any]:
-    engine = NodeResume(params, runner or SubprocessRunner(), os.environ if environ is None else environ, find_program)
+    engine = NodeResume(params, runner or SubprocessRunner(), os.environ if environ is None else environ)
     return engine.run(check_mode, diff)

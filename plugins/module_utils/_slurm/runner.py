@@ -33,8 +33,9 @@ class CommandNotFoundError(RecoveryError):
 
 # Where a program named without a directory is looked for after PATH: Ansible's
 # get_bin_path looks there too (ansible.module_utils.common.process), and some Slurm
-# packages put their clients there. Every module and command of the collection finds
-# Slurm's programs the same way, so one host's answer is the same for all of them.
+# packages put their clients there. require_program is the one lookup of every module
+# (the Slurm modules' too, not get_bin_path) and command of the collection, so that one
+# host gives all of them the same answer, and a missing program the same message.
 SBIN_DIRECTORIES = ("/sbin", "/usr/sbin", "/usr/local/sbin")
 SEARCHED = "PATH, " + ", ".join(SBIN_DIRECTORIES)
 

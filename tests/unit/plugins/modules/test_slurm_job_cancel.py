@@ -120,10 +120,11 @@ def test_a_bad_name_fails_before_any_command(slurm, slurm_bin, capsys, bad):
     assert slurm.processes == []
 
 
-def test_missing_clients_fail_at_once(slurm, tmp_path, capsys, monkeypatch):
+def test_missing_clients_fail_at_once_naming_where_they_were_looked_for(slurm, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     result = run_module({"name": [A]}, capsys)
-    assert result["failed"] and 'Failed to find required executable "squeue"' in result["msg"]
+    # As every module and command of the collection finds Slurm's programs (require_program).
+    assert result["failed"] and result["msg"] == "squeue: not found in PATH, /sbin, /usr/sbin, /usr/local/sbin"
     assert slurm.processes == []
 
 

@@ -60,31 +60,35 @@ def test_the_module_s_options_make_the_request_they_name():
     assert request == CancelRequest(names=(JOB,), job_ids=("42",), stop="cancel", check_mode=True)
 
 
-def test_a_bad_value_is_refused_before_any_client_is_looked_for():
+def test_a_bad_value_is_refused_before_any_client_is_looked_for(monkeypatch):
     def never(program):
         raise AssertionError("looked for %s" % program)
 
+    monkeypatch.setattr(slurm_cancel_run, "require_program", never)
     with pytest.raises(CancelRequestError, match="'nope'"):
-        run_slurm_job_cancel(module_params(name=["nope"]), find_program=never)
+        run_slurm_job_cancel(module_params(name=["nope"]))
 
 
-def test_clients_are_the_paths_given_or_the_programs_found(tmp_path):
-    fake_client_directory(tmp_path)
-    found = client_paths(module_params(squeue_path=str(tmp_path / "squeue")), lambda program: "/found/" + program)
-    assert found == {"squeue_path": str(tmp_path / "squeue"), "scancel_path": "/found/scancel"}
+def test_clients_are_the_paths_given_or_the_programs_found(tmp_path, monkeypatch):
+    given, on_path = tmp_path / "given", tmp_path / "bin"
+    for directory in (given, on_path):
+        directory.mkdir()
+        fake_client_directory(directory)
+    monkeypatch.setenv("PATH", str(on_path))
+    found = client_paths(module_params(squeue_path=str(given / "squeue")))
+    assert found == {"squeue_path": str(given / "squeue"), "scancel_path": str(on_path / "scancel")}
     with pytest.raises(CommandNotFoundError, match="missing-scancel"):
-        client_paths(module_params(scancel_path=str(tmp_path / "missing-scancel")), lambda program: program)
+        client_paths(module_params(scancel_path=str(tmp_path / "missing-scancel")))
 
 
-def test_the_result_is_the_module_s_with_warnings_and_the_diff_only_when_asked(slurm, tmp_path):
-    fake_client_directory(tmp_path)
+def test_the_result_is_the_module_s_with_warnings_and_the_diff_only_when_asked(slurm, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(fake_client_directory(tmp_path)))
     slurm.add(7, JOB)
-    found = str(tmp_path / "{}").format
-    plain = run_slurm_job_cancel(module_params(name=[JOB]), check_mode=True, find_program=found)
+    plain = run_slurm_job_cancel(module_params(name=[JOB]), check_mode=True)
     assert plain["changed"] and "diff" not in plain
     assert [entry["job_id"] for entry in plain["cancelled"]] == ["7"]
     assert plain["warnings"] == plain["messages"]
 
-    with_diff = run_slurm_job_cancel(module_params(name=[JOB]), check_mode=True, diff=True, find_program=found)
+    with_diff = run_slurm_job_cancel(module_params(name=[JOB]), check_mode=True, diff=True)
     assert JOB in with_diff["diff"]["before"] and JOB not in with_diff["diff"]["after"]
     assert slurm.jobs["7"].state == "RUNNING"  # check mode cancelled nothing

@@ -10,7 +10,9 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import ConfigError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm import runner as slurm_runner
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm.node_resume import run_slurm_node_resume
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm.runner import CommandNotFoundError
 from tests.unit.plugins.module_utils.slurm_fakes import REBOOT_REASON, FakeNode, FakeScontrol
 
 
@@ -28,22 +30,31 @@ def scripted_scontrol(refuse_update=False):
     )
 
 
+@pytest.fixture(autouse=True)
+def scontrol(tmp_path, monkeypatch):
+    """An scontrol on PATH, where the engine finds it (the scripted runner answers for it)."""
+    path = tmp_path / "scontrol"
+    path.write_text("")
+    path.chmod(0o700)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    return str(path)
+
+
 def run(slurm, names, check_mode=False, diff=False, **params):
     return run_slurm_node_resume(
         dict(params, name=names),
         check_mode=check_mode,
         diff=diff,
-        find_program=lambda program: "/usr/bin/" + program,
         runner=slurm,
         environ={"PATH": "/bin", "SCONTROL_FUTURE": "1", "SLURM_CONF": "/etc/slurm/slurm.conf"},
     )
 
 
-def test_only_slurms_reboot_reason_with_an_answering_slurmd_is_resumed():
+def test_only_slurms_reboot_reason_with_an_answering_slurmd_is_resumed(scontrol):
     slurm = scripted_scontrol()
     result = run(slurm, ["c1", "c2", "c3", "c4", "gone"])
     assert result["changed"] is True and result["resumed"] == ["c1"]
-    assert slurm.updates() == [["/usr/bin/scontrol", "update", "NodeName=c1", "State=RESUME"]]
+    assert slurm.updates() == [[scontrol, "update", "NodeName=c1", "State=RESUME"]]
     why = {entry["name"]: entry["why"] for entry in result["refused"]}
     assert "an administrator's, left alone" in why["c2"]
     assert "NOT_RESPONDING" in why["c3"]
@@ -110,3 +121,12 @@ def test_the_cluster_is_passed_to_every_scontrol():
     assert all("--clusters=east" in call for call in slurm.calls)
     with pytest.raises(ConfigError, match="clusters: one Slurm cluster"):
         run(scripted_scontrol(), ["c1"], clusters="east,west")
+
+
+def test_a_missing_scontrol_is_refused_naming_where_it_was_looked_for(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr(slurm_runner, "SBIN_DIRECTORIES", ())
+    slurm = scripted_scontrol()
+    with pytest.raises(CommandNotFoundError, match=r"^scontrol: not found in PATH, /sbin, /usr/sbin, /usr/local/sbin$"):
+        run(slurm, ["c1"])
+    assert slurm.calls == []
