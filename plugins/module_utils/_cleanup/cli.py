@@ -33,14 +33,12 @@ a command line that cannot be understood (an unknown flag, a flag without its va
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import time
 from typing import IO, Any, Callable, Dict, List, Optional, Sequence
 
-from .._common import options_file
-from .._common.errors import RecoveryError, shown
+from .._common import command_output, options_file
+from .._common.errors import RecoveryError
 from .._common.version import COLLECTION, COLLECTION_VERSION
 from .result import CleanupResult
 from .run import ALL_OPTIONS, run_fail_jobs
@@ -51,12 +49,14 @@ _METAVARS = {"uuids": "UUID"}
 # The password flag would show in `ps` to every user of the host; the options file,
 # PGPASSWORD, ~/.pgpass or Arvados' own config are the ways to give it.
 _NO_FLAG = ("db_password",)
-_PRIORITY = {"info": 6, "warning": 4, "error": 3}
 _PROGRESS_EVERY = 5.0
+# --json: the module's result, indented for a person (the watch's large results go on one line).
+JSON_INDENT = 2
 
 
-class Reporter:
-    """Writes progress and problems to stderr; journald keeps the priority prefixes."""
+class Reporter(command_output.Reporter):
+    """Writes progress and problems to stderr (command_output.Reporter: journald keeps the
+    priority prefixes)."""
 
     def __init__(
         self,
@@ -65,19 +65,9 @@ class Reporter:
         quiet: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.stream = stream or sys.stderr
-        self.journald = bool(os.environ.get("JOURNAL_STREAM")) if journald is None else journald
-        self.quiet = quiet
+        super().__init__(PROGRAM, stream, journald, quiet)
         self.clock = clock
         self.next_progress = clock() + _PROGRESS_EVERY
-
-    def say(self, level: str, text: str) -> None:
-        if self.quiet and level == "info":
-            return
-        prefix = "<%d>" % _PRIORITY[level] if self.journald else "%s: " % PROGRAM
-        # A value in the text (a Slurm message, a path) must not forge another line.
-        self.stream.write("%s%s\n" % (prefix, shown(text)))
-        self.stream.flush()
 
     def progress(self, result: CleanupResult) -> None:
         """Called after each batch and while locked jobs are waited for: says the run's
@@ -221,9 +211,7 @@ def main(
     except RecoveryError as error:
         reporter.say("error", str(error))
         if args.json:
-            # What the module returns when it fails, so one parser reads both.
-            json.dump({"changed": False, "failed": True, "msg": str(error)}, stdout, indent=2, sort_keys=True)
-            stdout.write("\n")
+            command_output.write_json(command_output.failure_result(str(error)), stdout, JSON_INDENT)
         return 1
     for warning in result.get("warnings", []):
         reporter.say("warning", warning)
@@ -232,10 +220,9 @@ def main(
     if failed:
         reporter.say("error", str(result.get("msg") or "the run failed"))
     if args.json:
-        json.dump(result, stdout, indent=2, sort_keys=True)
-        stdout.write("\n")
+        command_output.write_json(result, stdout, JSON_INDENT)
     else:
-        stdout.write("".join(shown(line) + "\n" for line in summary_lines(result, args.check)))
+        command_output.write_text(summary_lines(result, args.check), stdout)
         if args.diff and result.get("diff"):
             stdout.write(result["diff"]["after"])
     return 1 if failed else 0

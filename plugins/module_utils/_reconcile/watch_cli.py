@@ -31,16 +31,14 @@ from __future__ import annotations
 
 import argparse
 import errno
-import itertools
 import os
 import subprocess
 import sys
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from typing import IO, Any, Callable, Dict, List, Mapping, Optional
 
-from .._common import options_file
-from .._common.errors import RecoveryError, shown
-from .._common.json_stream import json_pieces
+from .._common import command_output, options_file
+from .._common.errors import RecoveryError
 from .._common.options import Option, number_text, parse, seconds
 from .._common.version import COLLECTION, COLLECTION_VERSION
 from .._dispatcher.state import UNIT_DOWN, UNIT_UP
@@ -85,22 +83,14 @@ WATCH_OPTIONS: Dict[str, Option] = {
 ALL_OPTIONS: Dict[str, Option] = dict(RECONCILE_ALL_OPTIONS, **WATCH_OPTIONS)
 # The password would show in `ps` to every user of the host.
 _NO_FLAG = ("db_password",)
-_PRIORITY = {"info": 6, "warning": 4, "error": 3}
 
 
-class Reporter:
-    """Problems on stderr; under journald with syslog priority prefixes, so that
-    ``journalctl -p err`` finds the failed reads."""
+class Reporter(command_output.Reporter):
+    """Problems on stderr (command_output.Reporter: under journald with syslog priority
+    prefixes, so that ``journalctl -p err`` finds the failed reads)."""
 
-    def __init__(self, stream=None, journald: Optional[bool] = None):
-        self.stream = stream or sys.stderr
-        self.journald = bool(os.environ.get("JOURNAL_STREAM")) if journald is None else journald
-
-    def say(self, level: str, text: str) -> None:
-        prefix = "<%d>" % _PRIORITY[level] if self.journald else "%s: " % PROGRAM
-        # A value in the text (a Slurm message, a path) must not forge another line.
-        self.stream.write("%s%s\n" % (prefix, shown(text)))
-        self.stream.flush()
+    def __init__(self, stream: Optional[IO[str]] = None, journald: Optional[bool] = None) -> None:
+        super().__init__(PROGRAM, stream, journald)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -228,12 +218,10 @@ def write_json(result: Mapping[str, Any], json_file: Optional[str], stdout) -> N
     # One line: without `indent` json encodes in C. On the 1M-job benchmark (105,500 orphans)
     # the indented text took 2.6-4.1 s, more than the read itself; and in pieces, since the
     # 51 MB text built whole was half again the read's heap (bench/README.md).
-    pieces = itertools.chain(json_pieces(result), ("\n",))
     if json_file:
-        watch_metrics.write_pieces_atomically(json_file, pieces, what="--json")
+        watch_metrics.write_pieces_atomically(json_file, command_output.json_text(result), what="--json")
     else:
-        for piece in pieces:
-            stdout.write(piece)
+        command_output.write_json(result, stdout)
 
 
 class GaugesNotWritten(Exception):
@@ -389,7 +377,7 @@ def _write_result(result: Mapping[str, Any], json_file: Optional[str], stdout, r
 
 def _write_failure_json(message: str, json_file: Optional[str], stdout, reporter: Reporter) -> None:
     """What the module returns when it fails, so that one parser reads both."""
-    _write_result({"changed": False, "failed": True, "msg": message}, json_file, stdout, reporter)
+    _write_result(command_output.failure_result(message), json_file, stdout, reporter)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._common import options
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common import command_output, options
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import RecoveryError
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import run as reconcile_run
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import watch_cli
@@ -220,8 +220,8 @@ def test_a_full_disk_midway_through_the_json_keeps_the_old_file(prom, tmp_path, 
             pieces.append(piece)
             yield piece
 
-    real = watch_cli.json_pieces
-    monkeypatch.setattr(watch_cli, "json_pieces", lambda value: room_for_three(real(value)))
+    real = command_output.json_pieces
+    monkeypatch.setattr(command_output, "json_pieces", lambda value: room_for_three(real(value)))
     code, stdout, stderr = run(["--metrics-file", str(prom), "--json", str(out)], FakeRead(big_result()))
     assert (code, stdout) == (1, "")
     assert "cannot write %s: No space left on device" % out in stderr
