@@ -293,3 +293,10 @@ def test_heal_orphans_only_reports_orphaned_containers(fresh_db, lab_env, slurm,
     assert (database_rows(records), queued(slurm)) == before and live_id in before[1]
     (reported,) = decisions(tmp_path / "heal")
     assert reported["decision"] == "reported" and reported["result"]["orphaned_containers"] == [lost + " Running"]
+
+
+def test_heal_orphans_refuses_an_event_of_another_finding_before_anything(lab_env, tmp_path):
+    state = tmp_path / "heal"
+    failed = ansible_playbook(lab_env, HEAL_ORPHANS, heal_vars(state, event()), expect_rc=2)
+    assert "of the finding orphaned_jobs or orphaned_containers or stray_slurm_jobs that names" in failed.stdout
+    assert decisions(state) == [] and not (state / "lock").exists()
