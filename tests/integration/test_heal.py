@@ -186,16 +186,19 @@ def test_the_rulebook_returns_a_node_slurm_took_down_after_a_reboot(lab_env, slu
     assert fresh_db.lab.db_password() not in output
 
 
-def heal_orphans(lab_env, fresh_db, tmp_path: Path, heal_event: dict, expect_rc: int = 0):
-    """heal_orphans by hand with one event, on the test's database; state in tmp_path/heal."""
-    extra = heal_vars(
+def orphans_vars(fresh_db, tmp_path: Path, heal_event: dict) -> dict:
+    """heal_orphans' variables for one event, on the test's database; state in tmp_path/heal."""
+    return heal_vars(
         tmp_path / "heal",
         heal_event,
         recover_db={"config_file": str(write_config(fresh_db, tmp_path))},
         reconcile_settle=1,
         reconcile_cluster_prefix=rh.PREFIX,
     )
-    return ansible_playbook(lab_env, HEAL_ORPHANS, extra, expect_rc=expect_rc)
+
+
+def heal_orphans(lab_env, fresh_db, tmp_path: Path, heal_event: dict, expect_rc: int = 0):
+    return ansible_playbook(lab_env, HEAL_ORPHANS, orphans_vars(fresh_db, tmp_path, heal_event), expect_rc=expect_rc)
 
 
 def orphans_event(finding: str, names) -> dict:
@@ -233,6 +236,7 @@ def refused_with_nothing_changed(lab_env, fresh_db, records, slurm, tmp_path, fi
         assert (database_rows(records), queued(slurm)) == before
 
 
+@pytest.mark.cores
 def test_heal_orphans_fails_exactly_the_orphaned_jobs_an_event_names(fresh_db, lab_env, slurm, records, tmp_path):
     # A job whose Slurm job is queued: the evidence that jobs run under this Slurm, and work
     # the remedy must leave alone.
@@ -243,7 +247,7 @@ def test_heal_orphans_fails_exactly_the_orphaned_jobs_an_event_names(fresh_db, l
         lab_env, fresh_db, records, slurm, tmp_path, "orphaned_jobs", lost, [[*lost, healthy], lost[:1]]
     )
 
-    heal_orphans(lab_env, fresh_db, tmp_path, orphans_event("orphaned_jobs", lost))
+    ansible_playbook(lab_env, HEAL_ORPHANS, orphans_vars(fresh_db, tmp_path, orphans_event("orphaned_jobs", lost)))
     assert {uuid: records.state("jobs", uuid) for uuid in [*lost, healthy]} == dict.fromkeys(lost, "Failed") | {
         healthy: "Running"
     }
