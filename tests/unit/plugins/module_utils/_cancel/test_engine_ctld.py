@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel import engine as slurm_cancel
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel.engine import (
     CancelRequest,
     CancelRequestError,
@@ -430,35 +429,6 @@ def test_another_users_jobs_as_non_root_keep_max_job_ids_per_scancel():
     names = add_running_containers(as_root, 999) + add_running_containers(as_root, 1, first=1000, user="alice")
     run(as_root, caller=ROOT, names=names)
     assert as_root.argvs("scancel") == [CTLD_TERM + [str(n) for n in range(1, 1001)]]
-
-
-@pytest.mark.parametrize("release, ctld", [("22.05.8", "auto"), ("24.11.5", "never"), ("22.05.8", "always")])
-def test_the_jobs_are_gone_over_once_per_listing_or_ended_scancel_not_while_scancels_run(release, ctld, monkeypatch):
-    # 2,000 running containers on the per-job path: four scancels of 500, three alive at
-    # once, the fourth waiting for a slot, each taking 2 s (the loop checks them every 5 ms
-    # meanwhile).
-    slurm = fake_slurm(release)
-    slurm.scancel_duration = 2.0
-    names = [container(number) for number in range(1, 2001)]
-    for number, name in enumerate(names, 1):
-        slurm.add(number, name, "RUNNING", exits_after_signal=1.0)
-    worked_out = []
-    due_batches = slurm_cancel._Canceller._due_batches
-
-    def counted(canceller):
-        worked_out.append(canceller.clock.now())
-        return due_batches(canceller)
-
-    monkeypatch.setattr(slurm_cancel._Canceller, "_due_batches", counted)
-    result = run(slurm, caller=ROOT, names=names, ctld=ctld)
-    sent = [argv[len(CTLD_TERM) if "--ctld" in argv else 3 :] for argv in slurm.argvs("scancel")]
-    assert sent == [[str(n) for n in range(first, first + 500)] for first in (1, 501, 1001, 1501)]
-    calls = slurm.calls("scancel")
-    assert calls[3].started >= min(call.ends for call in calls[:3])
-    assert len(result.terminated) == 2000 and not result.failed
-    # Without the cache: once per check of the live scancels, 2,167 times here, each
-    # over every job.
-    assert len(worked_out) <= result.squeue_calls + result.scancel_calls
 
 
 # -- arvados_fail_jobs cancels in batches: one version probe for the whole run ---------------
