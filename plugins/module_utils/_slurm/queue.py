@@ -183,33 +183,6 @@ def squeue_command(
     return argv
 
 
-def scancel_command(
-    scancel: str,
-    job_ids: Sequence[str],
-    clusters: Optional[str],
-    signal: Optional[str],
-    batch: bool,
-    only_pending: bool = False,
-    ctld: bool = False,
-) -> List[str]:
-    """``only_pending``: a job that started since it was listed is left alone (scancel
-    exits 0 for it), as crunch-dispatch-slurm's ``--state=pending`` does. ``ctld``: one
-    request to slurmctld for all the ids, from Slurm 24.05 on (slurm_version)."""
-    argv = [scancel]
-    if ctld:
-        argv.append("--ctld")
-    if clusters:
-        argv.append("--clusters=" + clusters)
-    if only_pending:
-        argv.append("--state=PENDING")
-    if signal:
-        argv.append("--signal=" + signal)
-    if batch:
-        argv.append("--batch")
-    argv.extend(job_ids)
-    return argv
-
-
 def read_listing(stdout: str, listing: SqueueListing[Row]) -> List[Row]:
     """Every job line of a listing squeue printed in `listing`'s form, in order."""
     width = listing.width

@@ -14,8 +14,6 @@ import math
 import re
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-from .queue import scancel_command
-
 # What one scancel asks of Slurm; one kind per call.
 CANCEL = "cancel"  # scancel ID...
 REMOVE_PENDING = "remove_pending"  # scancel --state=PENDING ID...
@@ -44,6 +42,33 @@ _KILL_JOB_ERROR = re.compile(r"Kill job error on job id ([0-9]+(?:_[0-9]+)?): (.
 # (_signal_job_matches_filter in src/slurmctld/job_mgr.c, 24.05 to 25.11): what the
 # per-job path does silently, no error.
 _STATE_FILTER_MISMATCH = "!= filter state"
+
+
+def scancel_command(
+    scancel: str,
+    job_ids: Sequence[str],
+    clusters: Optional[str],
+    signal: Optional[str],
+    batch: bool,
+    only_pending: bool = False,
+    ctld: bool = False,
+) -> List[str]:
+    """``only_pending``: a job that started since it was listed is left alone (scancel
+    exits 0 for it), as crunch-dispatch-slurm's ``--state=pending`` does. ``ctld``: one
+    request to slurmctld for all the ids, from Slurm 24.05 on (slurm_version)."""
+    argv = [scancel]
+    if ctld:
+        argv.append("--ctld")
+    if clusters:
+        argv.append("--clusters=" + clusters)
+    if only_pending:
+        argv.append("--state=PENDING")
+    if signal:
+        argv.append("--signal=" + signal)
+    if batch:
+        argv.append("--batch")
+    argv.extend(job_ids)
+    return argv
 
 
 def scancel_argv(

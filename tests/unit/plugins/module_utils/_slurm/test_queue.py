@@ -20,7 +20,6 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm.queue 
     has_header,
     parse_squeue,
     read_listing,
-    scancel_command,
     select_requested,
     squeue_command,
 )
@@ -46,12 +45,6 @@ def test_a_name_list_too_long_for_one_argument_falls_back_to_the_whole_queue():
 
 def test_clusters_go_to_both_commands():
     assert squeue_command("/usr/bin/squeue", [A], [], "east")[-2:] == ["--clusters=east", "--name=" + A]
-    assert scancel_command("scancel", ["5"], "east,west", None, False) == ["scancel", "--clusters=east,west", "5"]
-
-
-def test_scancel_takes_ids_after_its_options():
-    assert scancel_command("scancel", ["5", "6_2"], None, None, False) == ["scancel", "5", "6_2"]
-    assert scancel_command("scancel", ["5"], None, "TERM", True) == ["scancel", "--signal=TERM", "--batch", "5"]
 
 
 def test_parse_keeps_a_name_holding_the_separator_and_skips_cluster_headers():

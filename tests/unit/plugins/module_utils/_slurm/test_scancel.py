@@ -15,8 +15,25 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm.scance
     TERMINATE,
     read_scancel,
     scancel_argv,
+    scancel_command,
     scancel_time_limit,
 )
+
+
+def test_clusters_come_before_the_ids():
+    assert scancel_command("scancel", ["5"], "east,west", None, False) == ["scancel", "--clusters=east,west", "5"]
+
+
+def test_scancel_takes_ids_after_its_options():
+    assert scancel_command("scancel", ["5", "6_2"], None, None, False) == ["scancel", "5", "6_2"]
+    assert scancel_command("scancel", ["5"], None, "TERM", True) == ["scancel", "--signal=TERM", "--batch", "5"]
+    assert scancel_command("scancel", ["5"], None, None, False, only_pending=True, ctld=True) == [
+        "scancel",
+        "--ctld",
+        "--state=PENDING",
+        "5",
+    ]
+
 
 DENIED = "scancel: error: Kill job error on job id %s: Access/permission denied\n"
 MISMATCH = "scancel: error: Kill job error on job id %s: Job state RUNNING != filter state PENDING: Cannot signal job\n"
