@@ -94,9 +94,10 @@ class FakeDatabase:
     def live(self, kind):
         self.statements += 1
         states = ("Running",) if kind == JOBS else ("Locked", "Running")
-        for row in list(self.rows.values()):
-            if self.kind(row.uuid) == kind and row.state in states:
-                yield self.versioned(row)
+        rows = [self.versioned(row) for row in self.rows.values() if self.kind(row.uuid) == kind and row.state in states]
+        # In chunks of two, as reconcile_db yields them in chunks.
+        for start in range(0, len(rows), 2):
+            yield rows[start : start + 2]
 
     def by_uuid(self, kind, uuids):
         self.statements += 1
@@ -1134,3 +1135,54 @@ def test_a_read_stopped_by_query_timeout_names_the_option_the_table_and_its_hold
     assert slow.startswith("a read ran past query_timeout (3 s), nothing was changed: canceling statement")
     other = reconcile_run.database_error_message(_LocksConnection([]), _Canceled("42501"), 3.0, None)
     assert other.startswith("database error (nothing was changed): ")
+
+
+class _LiveConnection:
+    """A server of `version` whose reads of the live records answer `rows`: as rows, or as
+    one row of arrays per chunk of `per_chunk` rows where the statement asks for chunks."""
+
+    def __init__(self, version, rows, per_chunk=2):
+        import types
+
+        self.info = types.SimpleNamespace(server_version=version)
+        self.rows = rows
+        self.per_chunk = per_chunk
+        self.executed = []
+
+    def cursor(self):
+        conn = self
+
+        class Cursor(_VersionsCursor):
+            def execute(self, statement, params=None):
+                conn.executed.append((statement, params))
+                chunks = [conn.rows[start : start + conn.per_chunk] for start in range(0, len(conn.rows), conn.per_chunk)]
+                self.answer = [tuple(map(list, zip(*chunk))) for chunk in chunks] if "%(blocks)s" in statement else conn.rows
+
+        return Cursor(self)
+
+
+def test_the_live_records_come_in_chunks_of_arrays_from_postgresql_14_on():
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import db
+
+    rows = [tuple(job(uuid)._replace(version=str(n))) for n, uuid in enumerate((JOB_A, JOB_B, JOB_C))]
+    conn = _LiveConnection(140000, rows)
+    assert list(db.live_chunks(conn, JOBS, {"grace": 5.0})) == [rows[:2], rows[2:]]
+    assert conn.executed == [(db.SQL_LIVE_CHUNKS[JOBS], {"grace": 5.0, "blocks": db.LIVE_CHUNK_BLOCKS})]
+    # Before 14 a range of ctid filters a scan of the whole table: the rows, as before.
+    conn = _LiveConnection(130010, rows)
+    assert list(db.live_chunks(conn, JOBS, {"grace": 5.0})) == [rows]
+    assert conn.executed == [(db.SQL_LIVE[JOBS], {"grace": 5.0})]
+
+
+def test_the_chunks_read_the_live_records_columns_and_rows_and_order_them_by_uuid():
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import db
+
+    for kind in (JOBS, CONTAINERS):
+        columns = db.SQL_LIVE[kind][len("SELECT ") : db.SQL_LIVE[kind].index(" FROM ")]
+        chunks = db.SQL_LIVE_CHUNKS[kind]
+        named = ", ".join("%s AS c%d" % (column, n) for n, column in enumerate(db._COLUMN_LIST[kind]))
+        assert ", ".join(db._COLUMN_LIST[kind]) == columns and ("SELECT %s FROM %s " % (named, kind)) in chunks
+        assert "AND %s ORDER BY uuid COLLATE \"C\")" % db.SQL_LIVE[kind].split(" WHERE ")[1] in chunks
+        arrays = ", ".join("array_agg(c%d)" % n for n in range(len(db._COLUMN_LIST[kind])))
+        assert "LATERAL (SELECT %s FROM (" % arrays in chunks
+        assert "pg_relation_size('%s')" % kind in chunks and "HAVING count(*) > 0" in chunks
