@@ -85,7 +85,7 @@ def _live_in_chunks(kind: str) -> str:
     return (
         "SELECT live.* FROM generate_series(0, pg_relation_size('{kind}') / current_setting('block_size')::bigint"
         " / %(blocks)s) AS chunk(n), LATERAL (SELECT {arrays} FROM (SELECT {named} FROM {kind}"
-        " WHERE ctid >= {start} AND ctid < {end} AND {live} ORDER BY uuid COLLATE \"C\") AS chunk_rows"
+        ' WHERE ctid >= {start} AND ctid < {end} AND {live} ORDER BY uuid COLLATE "C") AS chunk_rows'
         " HAVING count(*) > 0) AS live"
     ).format(kind=kind, arrays=arrays, named=named, start=_CHUNK_START, end=_CHUNK_END, live=_LIVE[kind])
 

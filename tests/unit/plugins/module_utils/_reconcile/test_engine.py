@@ -94,7 +94,9 @@ class FakeDatabase:
     def live(self, kind):
         self.statements += 1
         states = ("Running",) if kind == JOBS else ("Locked", "Running")
-        rows = [self.versioned(row) for row in self.rows.values() if self.kind(row.uuid) == kind and row.state in states]
+        rows = [
+            self.versioned(row) for row in self.rows.values() if self.kind(row.uuid) == kind and row.state in states
+        ]
         # In chunks of two, as reconcile_db yields them in chunks.
         for start in range(0, len(rows), 2):
             yield rows[start : start + 2]
@@ -1155,8 +1157,12 @@ class _LiveConnection:
         class Cursor(_VersionsCursor):
             def execute(self, statement, params=None):
                 conn.executed.append((statement, params))
-                chunks = [conn.rows[start : start + conn.per_chunk] for start in range(0, len(conn.rows), conn.per_chunk)]
-                self.answer = [tuple(map(list, zip(*chunk))) for chunk in chunks] if "%(blocks)s" in statement else conn.rows
+                chunks = [
+                    conn.rows[start : start + conn.per_chunk] for start in range(0, len(conn.rows), conn.per_chunk)
+                ]
+                self.answer = (
+                    [tuple(map(list, zip(*chunk))) for chunk in chunks] if "%(blocks)s" in statement else conn.rows
+                )
 
         return Cursor(self)
 
@@ -1182,7 +1188,7 @@ def test_the_chunks_read_the_live_records_columns_and_rows_and_order_them_by_uui
         chunks = db.SQL_LIVE_CHUNKS[kind]
         named = ", ".join("%s AS c%d" % (column, n) for n, column in enumerate(db._COLUMN_LIST[kind]))
         assert ", ".join(db._COLUMN_LIST[kind]) == columns and ("SELECT %s FROM %s " % (named, kind)) in chunks
-        assert "AND %s ORDER BY uuid COLLATE \"C\")" % db.SQL_LIVE[kind].split(" WHERE ")[1] in chunks
+        assert 'AND %s ORDER BY uuid COLLATE "C")' % db.SQL_LIVE[kind].split(" WHERE ")[1] in chunks
         arrays = ", ".join("array_agg(c%d)" % n for n in range(len(db._COLUMN_LIST[kind])))
         assert "LATERAL (SELECT %s FROM (" % arrays in chunks
         assert "pg_relation_size('%s')" % kind in chunks and "HAVING count(*) > 0" in chunks
