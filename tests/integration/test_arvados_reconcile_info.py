@@ -544,8 +544,8 @@ def test_a_table_held_by_another_session_fails_within_query_timeout_naming_it(
 
 @pytest.mark.parametrize("driver", ["psycopg", "psycopg2"])
 def test_the_live_records_in_chunks_of_blocks_are_the_one_scan_s_rows(fresh_db, records, monkeypatch, driver):
-    # One chunk a block of the table here: the records of many chunks, each chunk in UUID
-    # order, are exactly SQL_LIVE's rows read in the same transaction (the same now()).
+    # One chunk a block of the table here: the records of many chunks are exactly SQL_LIVE's
+    # rows read in the same transaction (the same now()).
     from ansible_collections.arvados_ops.recovery.plugins.module_utils._database import driver as pg_driver
     from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import db
 
@@ -564,7 +564,7 @@ def test_the_live_records_in_chunks_of_blocks_are_the_one_scan_s_rows(fresh_db, 
             chunks = list(db.live_chunks(conn, kind, {"grace": 60.0}))
             whole = conn.execute(db.SQL_LIVE[kind], {"grace": 60.0}).fetchall()
             conn.rollback()
-            assert len(chunks) > 1 and all(chunk == sorted(chunk) for chunk in chunks)
+            assert len(chunks) > 1
             assert sorted(row for chunk in chunks for row in chunk) == sorted(map(tuple, whole))
             assert len(whole) == live
     finally:

@@ -603,8 +603,6 @@ def _drafts(entries: List[Dict[str, Any]], candidates: Mapping[str, Any]) -> Lis
     if len(drafts) != len(candidates):
         # Not the same objects in the same order after all: asked one by one, then.
         drafts = [entry for entry in entries if entry["uuid"] in candidates]
-    # Each chunk of the read came in UUID order (reconcile_db.live_chunks): the sort finds
-    # those runs and only merges them.
     drafts.sort(key=_uuid_of_entry)
     return drafts
 

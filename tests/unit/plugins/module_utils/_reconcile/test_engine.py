@@ -1151,6 +1151,9 @@ class _LiveConnection:
         self.per_chunk = per_chunk
         self.executed = []
 
+    def commit(self):
+        pass
+
     def cursor(self):
         conn = self
 
@@ -1180,15 +1183,26 @@ def test_the_live_records_come_in_chunks_of_arrays_from_postgresql_14_on():
     assert conn.executed == [(db.SQL_LIVE[JOBS], {"grace": 5.0})]
 
 
-def test_the_chunks_read_the_live_records_columns_and_rows_and_order_them_by_uuid():
+def test_the_chunks_read_the_live_records_columns_and_rows():
     from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import db
 
     for kind in (JOBS, CONTAINERS):
         columns = db.SQL_LIVE[kind][len("SELECT ") : db.SQL_LIVE[kind].index(" FROM ")]
         chunks = db.SQL_LIVE_CHUNKS[kind]
-        named = ", ".join("%s AS c%d" % (column, n) for n, column in enumerate(db._COLUMN_LIST[kind]))
-        assert ", ".join(db._COLUMN_LIST[kind]) == columns and ("SELECT %s FROM %s " % (named, kind)) in chunks
-        assert 'AND %s ORDER BY uuid COLLATE "C")' % db.SQL_LIVE[kind].split(" WHERE ")[1] in chunks
-        arrays = ", ".join("array_agg(c%d)" % n for n in range(len(db._COLUMN_LIST[kind])))
-        assert "LATERAL (SELECT %s FROM (" % arrays in chunks
-        assert "pg_relation_size('%s')" % kind in chunks and "HAVING count(*) > 0" in chunks
+        arrays = ", ".join("array_agg(%s)" % column for column in db._COLUMN_LIST[kind])
+        assert ", ".join(db._COLUMN_LIST[kind]) == columns
+        live = db.SQL_LIVE[kind].split(" WHERE ")[1]
+        assert "LATERAL (SELECT %s FROM %s WHERE ctid >= " % (arrays, kind) in chunks
+        assert " AND %s HAVING count(*) > 0) AS live" % live in chunks
+        assert "pg_relation_size('%s')" % kind in chunks
+
+
+def test_the_read_only_session_has_no_jit_where_the_server_has_one():
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import db
+
+    for version, jit in ((110000, ["SET jit = off"]), (100023, []), (None, [])):
+        conn = _LiveConnection(version, [])
+        conn.statements = []
+        conn.execute = conn.statements.append
+        db.make_read_only(conn)
+        assert conn.statements == ["SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY", "SET DateStyle = ISO"] + jit
