@@ -16,9 +16,9 @@ parameter written ``%(name)b`` is bound in binary by psycopg 3 (long texts with 
 it a Python substitution per quote in text form); psycopg2, which adapts in C and has no
 binary parameters, reads it as ``%(name)s``.
 
-psycopg 3 is preferred: its pipeline mode and streams (`pipeline_of`, `streams_in_chunks`,
-`streams_rows`) speed up the reconciliation's reads. With psycopg2 those reads are answered
-one statement at a time, with the same results.
+psycopg 3 is preferred: its pipeline mode and chunked streams (`pipeline_of`,
+`streams_in_chunks`) speed up the reconciliation's reads. With psycopg2 those reads are
+answered one statement at a time, with the same results.
 
 ARVADOS_RECOVERY_PG_DRIVER=psycopg2 (or =psycopg) on the host picks one driver even when
 both are installed; the tests run the database modules under each this way.
@@ -169,12 +169,6 @@ def streams_in_chunks(conn):
     """Whether `conn` streams a result in chunks: psycopg 3.2+ (capabilities) with libpq 17+."""
     capabilities = getattr(_psycopg3_of(conn), "capabilities", None)
     return capabilities is not None and capabilities.has_stream_chunked()
-
-
-def streams_rows(conn):
-    """Whether `conn` hands each row of a result over as it comes (psycopg 3's stream(), in
-    libpq's single-row mode, with any libpq); psycopg2 fetches a result whole."""
-    return _psycopg3_of(conn) is not None
 
 
 def server_version(conn):

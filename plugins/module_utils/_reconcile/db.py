@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optio
 
 from .._common.errors import ConfigError, RecoveryError
 from .._common.uuids import USER_INFIX, is_valid_prefix
-from .._database.driver import SQL_NOW_UTC, pipeline_of, server_version, streams_in_chunks, streams_rows
+from .._database.driver import SQL_NOW_UTC, pipeline_of, server_version, streams_in_chunks
 from .engine import CONTAINERS, DEFAULT_ORPHAN_GRACE, JOBS, LiveRow, Record, inconsistent_of
 from .locked_containers import LockToken
 
@@ -55,41 +55,15 @@ _STARTED_AT = "replace(started_at::text, ' ', 'T')"
 _RECENT = "modified_at IS NOT NULL AND modified_at > %s - %%(grace)s * interval '1 second'" % SQL_NOW_UTC
 # "from" in lower case: " FROM " ends the column list where the tests read it.
 _AGE = "extract(epoch from %s - modified_at)::float8" % SQL_NOW_UTC
-_COLUMN_LIST = {
-    JOBS: ("uuid", "state", _STARTED_AT, "is_locked_by_uuid", "NULL::bigint", "finished_at IS NOT NULL", "false")
-    + (_AGE, "xmin::text"),
-    CONTAINERS: ("uuid", "state", _STARTED_AT, "locked_by_uuid", "priority", "finished_at IS NOT NULL", _RECENT)
-    + (_AGE, "xmin::text"),
+_COLUMNS = {
+    JOBS: "uuid, state, %s, is_locked_by_uuid, NULL::bigint, finished_at IS NOT NULL, false, %s, xmin::text"
+    % (_STARTED_AT, _AGE),
+    CONTAINERS: "uuid, state, %s, locked_by_uuid, priority, finished_at IS NOT NULL, %s, %s, xmin::text"
+    % (_STARTED_AT, _RECENT, _AGE),
 }
-_COLUMNS = {kind: ", ".join(columns) for kind, columns in _COLUMN_LIST.items()}
 _LIVE = {JOBS: "state = 'Running'", CONTAINERS: "state IN ('Locked', 'Running')"}
 # The live records: the same predicate as arvados_fail_jobs for jobs.
 SQL_LIVE = {kind: "SELECT %s FROM %s WHERE %s" % (_COLUMNS[kind], kind, _LIVE[kind]) for kind in _COLUMNS}
-# PostgreSQL 14 and later read a range of a table's blocks alone (TID Range Scan); before,
-# a condition on the range of ctid is a filter of a scan of the whole table.
-TID_RANGE_SCAN_SINCE = 140000
-# Blocks of the table (8 KiB each) whose live records come as one row of SQL_LIVE_CHUNKS.
-LIVE_CHUNK_BLOCKS = 4096
-_CHUNK_START = "('(' || chunk.n * %(blocks)s || ',0)')::tid"
-_CHUNK_END = "('(' || (chunk.n + 1) * %(blocks)s || ',0)')::tid"
-
-
-def _live_in_chunks(kind: str) -> str:
-    """SQL_LIVE's records, LIVE_CHUNK_BLOCKS blocks of the table a row: each column an
-    array, in the same order for all (one aggregate's input). One statement, so one
-    snapshot: every row version it sees lies in exactly one chunk. Not in UUID order: the
-    server's sort of each chunk (whole rows, on disk) cost more than Python's sort of the
-    report saved."""
-    arrays = ", ".join("array_agg(%s)" % column for column in _COLUMN_LIST[kind])
-    return (
-        "SELECT live.* FROM generate_series(0, pg_relation_size('{kind}') / current_setting('block_size')::bigint"
-        " / %(blocks)s) AS chunk(n), LATERAL (SELECT {arrays} FROM {kind}"
-        " WHERE ctid >= {start} AND ctid < {end} AND {live} HAVING count(*) > 0) AS live"
-    ).format(kind=kind, arrays=arrays, start=_CHUNK_START, end=_CHUNK_END, live=_LIVE[kind])
-
-
-# SQL_LIVE in chunks of columns (_live_in_chunks).
-SQL_LIVE_CHUNKS = {kind: _live_in_chunks(kind) for kind in _COLUMN_LIST}
 # The UUIDs travel as one comma-joined text (UUIDs hold no comma): psycopg builds a text[]
 # parameter in Python, one element at a time, which cost as much as the query itself.
 _UUIDS = "uuid = ANY(string_to_array(%(uuids)s, ','))"
@@ -151,11 +125,11 @@ class DatabaseReader:
         self.conn.commit()
         return standby
 
-    def live(self, kind: str) -> Iterator[List[LiveRow]]:
-        """The live records of `kind` in chunks as the server sends them (live_chunks), rows
-        in Record's field order; the transaction ends with the last."""
+    def live(self, kind: str) -> Iterator[LiveRow]:
+        """The live records of `kind`, rows in Record's field order as the server sends them
+        (stream_live); the transaction ends with the last."""
         self.statements += 1
-        yield from live_chunks(self.conn, kind, self.grace)
+        yield from stream_live(self.conn, SQL_LIVE[kind], self.grace)
         self.conn.commit()
 
     @contextlib.contextmanager
@@ -253,10 +227,11 @@ class DatabaseReader:
         return prefix
 
 
-# PostgreSQL 11 and later compile a plan whose estimated cost passes jit_above_cost (and
-# more past jit_optimize_above_cost): the live records' read in chunks is estimated at a
-# thousand chunks (generate_series' default), and SQL_LIVE passes it on a table of a few
-# million jobs. Compiling it took 0.9 s on the lab, for plans that are scans and nothing more.
+# PostgreSQL 11 and later compile a plan whose estimated cost passes jit_above_cost
+# (100,000 by default; optimized and inlined past 500,000). SQL_LIVE's scan of 1,000,000
+# jobs is estimated at 96,839 on the lab: a few more jobs and each run would compile it,
+# 0.9-1.9 s measured there for a statement of 20 chunks of the same scan, for plans that
+# are scans and nothing more.
 NO_JIT_SINCE = 110000
 
 
@@ -276,35 +251,6 @@ LIVE_CHUNK_ROWS = 2000
 def read_live(conn, statement: str, params: Mapping[str, Any]) -> List[Record]:
     """The live records `statement` (one of SQL_LIVE) reads, all at once."""
     return list(map(Record._make, stream_live(conn, statement, params)))
-
-
-def live_chunks(conn, kind: str, params: Mapping[str, Any]) -> Iterator[List[LiveRow]]:
-    """The live records of `kind` (SQL_LIVE's), a list of rows at a time, in one pass of the
-    server: the caller works on each chunk while the server still scans.
-
-    From PostgreSQL 14 on (TID Range Scan), a chunk comes as one row of arrays
-    (SQL_LIVE_CHUNKS) that the driver loads whole in C: psycopg's stream() made each record
-    a Python step of its own (a generator's and load_row's), most of the read's Python with
-    the entries. Elsewhere stream_live's rows, LIVE_CHUNK_ROWS at a time."""
-    if server_version(conn) >= TID_RANGE_SCAN_SINCE:
-        with conn.cursor() as cursor:
-            for columns in _rows(conn, cursor, SQL_LIVE_CHUNKS[kind], dict(params, blocks=LIVE_CHUNK_BLOCKS)):
-                yield list(zip(*columns))
-        return
-    rows = stream_live(conn, SQL_LIVE[kind], params)
-    chunk = list(itertools.islice(rows, LIVE_CHUNK_ROWS))
-    while chunk:
-        yield chunk
-        chunk = list(itertools.islice(rows, LIVE_CHUNK_ROWS))
-
-
-def _rows(conn, cursor, statement: str, params: Mapping[str, Any]) -> Iterator[Sequence[Any]]:
-    """The rows of `statement`, each as soon as the server sends it where the driver can
-    (psycopg 3's single-row mode), else all at once (psycopg2)."""
-    if streams_rows(conn):
-        return cursor.stream(statement, params)
-    cursor.execute(statement, params)
-    return iter(cursor.fetchall())
 
 
 def stream_live(conn, statement: str, params: Mapping[str, Any]) -> Iterator[LiveRow]:

@@ -44,6 +44,7 @@ import gc
 import operator
 import os
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 from .._cleanup.checks import BLOCKS_READS, lock_holders
@@ -69,7 +70,7 @@ from .._slurm.runner import (
     require_program,
 )
 from .._slurm.users import SLURM_USER_NAME, SLURM_USER_REQUIREMENT
-from .db import DISPATCH_LOCK_KEY, DatabaseReader, make_read_only, refuse_standby
+from .db import DISPATCH_LOCK_KEY, LIVE_CHUNK_ROWS, DatabaseReader, make_read_only, refuse_standby
 from .engine import (
     CONTAINERS,
     DEFAULT_ORPHAN_GRACE,
@@ -493,21 +494,23 @@ class Reconciler:
         come: the server is still scanning meanwhile (the Python of the read waited for it
         most of the time), where afterwards they cost 0.1 s more. No record is kept whole.
 
-        The rows come a chunk at a time (reconcile_db.live_chunks) and each chunk's work is
-        done in C (map, filter, zip), but for the entries: the read is Python's work more
-        than the server's now, and a loop over the rows spent 0.1 s of a 1 s run in its own
-        steps."""
+        The rows are taken a chunk at a time and each chunk's work is done in C (map,
+        filter, zip), but for the entries: the read is Python's work more than the
+        server's now, and a loop over the rows spent 0.1 s of a 1 s run in its own steps."""
         options = self.options
         awaiting = V1_DISPATCHER_EVIDENCE[options.crunch_v1_dispatcher] if kind == JOBS else None
         entry_of = orphan_entry_maker(kind, options.settle, awaiting, options.retry_overdue_after)
         versions = Candidates()
         spared: List[Record] = []
         entries: List[Dict[str, Any]] = []
-        for chunk in self.db.live(kind):
+        rows = iter(self.db.live(kind))
+        chunk = list(islice(rows, LIVE_CHUNK_ROWS))
+        while chunk:
             versions.update(zip(map(uuid_of, chunk), map(version_of, chunk)))
             versions.inconsistent.extend(map(uuid_of, filter(is_finished, chunk)))
             spared.extend(map(Record._make, filter(is_recent, chunk)))
             entries.extend(map(entry_of, chunk))
+            chunk = list(islice(rows, LIVE_CHUNK_ROWS))
         return versions, spared, entries
 
     def _judge(self, kind: str, search: OrphanSearch, poll: _SecondPoll, result: Dict[str, Any]) -> None:

@@ -287,7 +287,6 @@ def test_no_speed_paths_on_psycopg2():
     conn, raw = wrapped()
     assert pg_driver.pipeline_of(conn) is None
     assert pg_driver.streams_in_chunks(conn) is False
-    assert pg_driver.streams_rows(conn) is False
 
 
 def test_the_server_version_is_libpq_s_number_or_0_when_unknown():

@@ -94,12 +94,9 @@ class FakeDatabase:
     def live(self, kind):
         self.statements += 1
         states = ("Running",) if kind == JOBS else ("Locked", "Running")
-        rows = [
-            self.versioned(row) for row in self.rows.values() if self.kind(row.uuid) == kind and row.state in states
-        ]
-        # In chunks of two, as reconcile_db yields them in chunks.
-        for start in range(0, len(rows), 2):
-            yield rows[start : start + 2]
+        for row in list(self.rows.values()):
+            if self.kind(row.uuid) == kind and row.state in states:
+                yield self.versioned(row)
 
     def by_uuid(self, kind, uuids):
         self.statements += 1
@@ -1139,70 +1136,15 @@ def test_a_read_stopped_by_query_timeout_names_the_option_the_table_and_its_hold
     assert other.startswith("database error (nothing was changed): ")
 
 
-class _LiveConnection:
-    """A server of `version` whose reads of the live records answer `rows`: as rows, or as
-    one row of arrays per chunk of `per_chunk` rows where the statement asks for chunks."""
-
-    def __init__(self, version, rows, per_chunk=2):
-        import types
-
-        self.info = types.SimpleNamespace(server_version=version)
-        self.rows = rows
-        self.per_chunk = per_chunk
-        self.executed = []
-
-    def commit(self):
-        pass
-
-    def cursor(self):
-        conn = self
-
-        class Cursor(_VersionsCursor):
-            def execute(self, statement, params=None):
-                conn.executed.append((statement, params))
-                chunks = [
-                    conn.rows[start : start + conn.per_chunk] for start in range(0, len(conn.rows), conn.per_chunk)
-                ]
-                self.answer = (
-                    [tuple(map(list, zip(*chunk))) for chunk in chunks] if "%(blocks)s" in statement else conn.rows
-                )
-
-        return Cursor(self)
-
-
-def test_the_live_records_come_in_chunks_of_arrays_from_postgresql_14_on():
-    from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import db
-
-    rows = [tuple(job(uuid)._replace(version=str(n))) for n, uuid in enumerate((JOB_A, JOB_B, JOB_C))]
-    conn = _LiveConnection(140000, rows)
-    assert list(db.live_chunks(conn, JOBS, {"grace": 5.0})) == [rows[:2], rows[2:]]
-    assert conn.executed == [(db.SQL_LIVE_CHUNKS[JOBS], {"grace": 5.0, "blocks": db.LIVE_CHUNK_BLOCKS})]
-    # Before 14 a range of ctid filters a scan of the whole table: the rows, as before.
-    conn = _LiveConnection(130010, rows)
-    assert list(db.live_chunks(conn, JOBS, {"grace": 5.0})) == [rows]
-    assert conn.executed == [(db.SQL_LIVE[JOBS], {"grace": 5.0})]
-
-
-def test_the_chunks_read_the_live_records_columns_and_rows():
-    from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import db
-
-    for kind in (JOBS, CONTAINERS):
-        columns = db.SQL_LIVE[kind][len("SELECT ") : db.SQL_LIVE[kind].index(" FROM ")]
-        chunks = db.SQL_LIVE_CHUNKS[kind]
-        arrays = ", ".join("array_agg(%s)" % column for column in db._COLUMN_LIST[kind])
-        assert ", ".join(db._COLUMN_LIST[kind]) == columns
-        live = db.SQL_LIVE[kind].split(" WHERE ")[1]
-        assert "LATERAL (SELECT %s FROM %s WHERE ctid >= " % (arrays, kind) in chunks
-        assert " AND %s HAVING count(*) > 0) AS live" % live in chunks
-        assert "pg_relation_size('%s')" % kind in chunks
-
-
 def test_the_read_only_session_has_no_jit_where_the_server_has_one():
-    from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import db
+    import types
+
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.db import make_read_only
 
     for version, jit in ((110000, ["SET jit = off"]), (100023, []), (None, [])):
-        conn = _LiveConnection(version, [])
-        conn.statements = []
-        conn.execute = conn.statements.append
-        db.make_read_only(conn)
-        assert conn.statements == ["SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY", "SET DateStyle = ISO"] + jit
+        statements: List[str] = []
+        conn = types.SimpleNamespace(
+            info=types.SimpleNamespace(server_version=version), execute=statements.append, commit=lambda: None
+        )
+        make_read_only(conn)
+        assert statements == ["SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY", "SET DateStyle = ISO"] + jit
