@@ -540,3 +540,19 @@ def test_a_table_held_by_another_session_fails_within_query_timeout_naming_it(
     ), result["msg"]
     # The settle (1 s) and ansible-playbook's start-up besides the one bounded wait.
     assert elapsed < 3 + 1 + 20, elapsed
+
+
+@pytest.mark.parametrize("driver", ["psycopg", "psycopg2"])
+def test_the_read_only_session_compiles_no_plan(fresh_db, driver):
+    # jit_above_cost is 100,000 and SQL_LIVE's scan of 1,000,000 jobs is estimated just
+    # below: past it, compiling took longer than the scan.
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils._database import driver as pg_driver
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.db import make_read_only
+
+    conn = pg_driver.load_driver({pg_driver.DRIVER_ENV: driver}).connect(**fresh_db.connection)
+    try:
+        make_read_only(conn)
+        assert conn.execute("SHOW jit").fetchone()[0] == "off"
+        assert conn.execute("SHOW transaction_read_only").fetchone()[0] == "on"
+    finally:
+        conn.close()

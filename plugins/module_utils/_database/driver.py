@@ -171,6 +171,13 @@ def streams_in_chunks(conn):
     return capabilities is not None and capabilities.has_stream_chunked()
 
 
+def server_version(conn):
+    """The server's version as a number (150004 for 15.4), or 0 where the connection does
+    not say (psycopg2 before 2.8, a test's fake): then no feature of a version is assumed."""
+    version = getattr(getattr(conn, "info", None), "server_version", 0)
+    return version if isinstance(version, int) else 0
+
+
 def _psycopg3_of(conn):
     """The psycopg 3 module, when `conn` is one of its connections (imported by then)."""
     psycopg = sys.modules.get("psycopg")

@@ -289,6 +289,16 @@ def test_no_speed_paths_on_psycopg2():
     assert pg_driver.streams_in_chunks(conn) is False
 
 
+def test_the_server_version_is_libpq_s_number_or_0_when_unknown():
+    conn, raw = wrapped()
+    raw.info = types.SimpleNamespace(host="db", port=5433, dbname="x", server_version=150004)
+    assert pg_driver.server_version(conn) == 150004
+    # psycopg2 before 2.8 (no info: the parameters' ConnectionInfo), or a fake: no version.
+    del raw.info
+    assert pg_driver.server_version(conn) == 0
+    assert pg_driver.server_version(object()) == 0
+
+
 def diagnosed(text, **diag):
     error = FakeError(text)
     fields = dict.fromkeys(("message_primary", "message_detail", "message_hint", "context"))

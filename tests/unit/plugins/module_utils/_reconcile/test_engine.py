@@ -1148,3 +1148,17 @@ def test_a_read_stopped_by_query_timeout_names_the_option_the_table_and_its_hold
     assert slow.startswith("a read ran past query_timeout (3 s), nothing was changed: canceling statement")
     other = reconcile_run.database_error_message(_LocksConnection([]), _Canceled("42501"), 3.0, None)
     assert other.startswith("database error (nothing was changed): ")
+
+
+def test_the_read_only_session_has_no_jit_where_the_server_has_one():
+    import types
+
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.db import make_read_only
+
+    for version, jit in ((110000, ["SET jit = off"]), (100023, []), (None, [])):
+        statements: List[str] = []
+        conn = types.SimpleNamespace(
+            info=types.SimpleNamespace(server_version=version), execute=statements.append, commit=lambda: None
+        )
+        make_read_only(conn)
+        assert statements == ["SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY", "SET DateStyle = ISO"] + jit
