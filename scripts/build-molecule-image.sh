@@ -5,9 +5,10 @@
 #   base     localhost/arvados-recovery-molecule:RELEASE (about a minute), for
 #            the one-container scenarios;
 #   cluster  localhost/arvados-recovery-molecule-cluster:RELEASE, the same plus
-#            PostgreSQL, munge and Slurm (slurmctld, slurmd, clients), for the
-#            `cluster` scenario (a few minutes; no daemon runs during the build,
-#            and no database cluster or munge key is made: the scenario makes them).
+#            PostgreSQL, munge, Slurm (slurmctld, slurmd, clients), Prometheus and
+#            node_exporter (both disabled), for the `cluster` and `installer`
+#            scenarios (a few minutes; no daemon runs during the build, and no
+#            database cluster or munge key is made: the scenario makes them).
 # Each release with its own packages (the tag is the release's code name):
 #   bullseye  Debian 11: Python 3.9, psycopg2 2.8.6, PostgreSQL 13, Slurm 20.11
 #   bookworm  Debian 12: Python 3.11, psycopg 3.1, PostgreSQL 15, Slurm 22.05 (default)
@@ -53,7 +54,10 @@ packages=python3,python3-apt,systemd,systemd-sysv,dbus,$psycopg,python3-yaml
 # What the cluster image adds, installed with apt in the debootstrapped tree after a
 # policy-rc.d that keeps every daemon from starting (on the build host) meanwhile.
 # Debian 13 keeps the Slurm packages' names (it adds sackd, which nothing here needs).
-cluster_packages=("$postgresql" munge slurmctld slurmd slurm-client)
+# Debian's prometheus and prometheus-node-exporter: the installer scenario's monitoring
+# (no daemon of them starts unless a scenario enables it); procps for the /bin/kill of
+# prometheus.service's ExecReload, which minbase lacks.
+cluster_packages=("$postgresql" munge slurmctld slurmd slurm-client prometheus prometheus-node-exporter procps)
 
 if [ "$kind" = cluster ]; then
   image=${MOLECULE_IMAGE:-localhost/arvados-recovery-molecule-cluster:$release}
@@ -129,7 +133,10 @@ if [ "$kind" = cluster ]; then
   # Debian enables both Slurm daemons. From 24.11 (trixie) slurmd also starts without a
   # slurm.conf (configless: it looks for slurmctld in DNS and retries), so the first boot
   # waits 90 s for its start to time out; the scenario enables each host's own daemon.
-  chroot "$root" systemctl disable --quiet slurmd.service slurmctld.service
+  # Prometheus and node_exporter would run on every host of every scenario: only the
+  # installer scenario's monitoring host enables them.
+  chroot "$root" systemctl disable --quiet slurmd.service slurmctld.service \
+    prometheus.service prometheus-node-exporter.service
 fi
 unmount_tree
 # A container has no consoles to log in on and no hardware to wait for; these

@@ -186,8 +186,8 @@ def alert_fires_on(value: float, tmp_path: Path) -> subprocess.CompletedProcess:
                                     "description": (
                                         "They are Running with no Slurm job, longer than crunch-dispatch.rb ever"
                                         " waits to retry a job it remembers. If it was restarted (or has no node to"
-                                        " give them), fail them with arvados_fail_jobs (the watch's JSON output names"
-                                        " them: jobs_awaiting_retry, overdue)."
+                                        " give them), fail them with arvados_ops.recovery.arvados_fail_jobs (the"
+                                        " watch's JSON output names them: jobs_awaiting_retry, overdue)."
                                     ),
                                 },
                             }

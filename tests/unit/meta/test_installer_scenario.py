@@ -10,9 +10,12 @@ container name shared with `cluster`, or a lane that no longer runs it fails her
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.unit.molecule_config import RUN_TESTS, SCENARIOS, load_molecule_yml
@@ -82,3 +85,38 @@ def test_the_cluster_lane_runs_it_after_the_cluster_scenario():
     assert re.search(r'^\s*run_lane "\$results" yes molecule:cluster molecule:installer$', text, re.M)
     # Not also among the one-host scenarios the other lanes share out.
     assert re.search(r"^\s*case \"\$name\" in cluster \| installer\) continue ;; esac$", text, re.M)
+
+
+def installer_example(path: str) -> str | None:
+    """A file of Arvados' installer at 3.2.1 from $ARVADOS_SOURCE_GIT, or None without it."""
+    git_dir = os.environ.get("ARVADOS_SOURCE_GIT")
+    if not git_dir:
+        return None
+    shown = subprocess.run(
+        ["git", "--git-dir", git_dir, "show", "3.2.1:tools/ansible/" + path],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return shown.stdout if shown.returncode == 0 else None
+
+
+def test_its_prometheus_is_the_installers_group_with_the_installers_file():
+    groups = [group for platform in platforms() for group in platform["groups"]]
+    assert groups.count("arvados_prometheus") == 1
+    prometheus_vars = yaml.safe_load((SCENARIO / "inventory" / "group_vars" / "arvados_prometheus.yml").read_text())
+    # The installer's variable; the alert's settle time is the scenario's own, for verify.
+    assert set(prometheus_vars) == {"arvados_prometheus_config_file", "recovery_watch_rules_for"}
+    assert prometheus_vars["recovery_watch_rules_for"] == {"ArvadosStraySlurmJobs": "0s"}
+    # The installer installs no node_exporter: the watch's host gets Debian's from the role.
+    assert inventory_vars()["recovery_watch_install_node_exporter"] is True
+
+
+def test_the_installers_example_defines_that_group_and_variable():
+    example = installer_example("examples/full-cluster-inventory.yml")
+    if example is None:
+        pytest.skip("ARVADOS_SOURCE_GIT (a git directory of Arvados with tag 3.2.1) is not set")
+    # Commented out there, as every optional group of the example.
+    assert re.search(r"^#arvados_prometheus:\n(#.*\n)*?#    arvados_prometheus_config_file: ", example, re.M)
+    playbook = installer_example("install-arvados-cluster.yml")
+    assert re.search(r"^  hosts: arvados_prometheus$", playbook, re.M)
