@@ -219,7 +219,9 @@ def test_micros_counts_from_1970_as_the_database_does():
 
 
 def test_kept_tokens_within_windows_edges_included_each_once():
-    kept = KeptTokens([(1, [10, 11, 12, 13], [micros(_at(m)) for m in (0, 10, 20, 30)]), (2, [20], [micros(_at(5))])], 99)
+    kept = KeptTokens(
+        [(1, [10, 11, 12, 13], [micros(_at(m)) for m in (0, 10, 20, 30)]), (2, [20], [micros(_at(5))])], 99
+    )
     assert kept.within([(1, _at(0), _at(10))]) == [10, 11]
     # Overlapping windows of a user find a token once; another user's window, only its own.
     assert sorted(kept.within([(1, _at(5), _at(20)), (1, _at(15), _at(30)), (2, _at(0), _at(30))])) == [11, 12, 13, 20]
@@ -240,7 +242,9 @@ def test_kept_tokens_agree_with_a_plain_scan_of_every_window():
             start = rng.randint(-10, 2000)
             spans.append((rng.randint(1, 4), _at(start), _at(start + rng.randint(0, 90))))
         expected = sorted(
-            ids[user][i] for user in made for i, m in enumerate(made[user])
+            ids[user][i]
+            for user in made
+            for i, m in enumerate(made[user])
             if any(u == user and lo <= _at(m) <= hi for u, lo, hi in spans)
         )
         found = kept.within(spans)
