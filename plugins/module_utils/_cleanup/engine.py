@@ -74,6 +74,8 @@ from .pace import BatchSample, Pace
 from .result import BatchOutcome, CleanupResult
 from .sql import (
     LISTING_CURSOR,
+    ORDER_BY_START,
+    ORDER_BY_USER,
     READ_TABLES,
     SQL_FIRST_PAGE,
     SQL_OTHER_SESSIONS,
@@ -431,7 +433,9 @@ class JobCleaner:
             where = WHERE_ALL
         else:
             where = WHERE_UNFINISHED
-        return SQL_RUNNING.format(where=where), {"uuids": opts.uuids}
+        # Live, a batch reads its users' tokens itself: by user, few users a batch (SQL_RUNNING).
+        order = ORDER_BY_USER if self.result.live else ORDER_BY_START
+        return SQL_RUNNING.format(where=where, order=order), {"uuids": opts.uuids}
 
     def _running_jobs(self) -> Iterator[Tuple[str, Optional[datetime], Optional[datetime]]]:
         """(uuid, started_at, finished_at) of the Running jobs, a page at a time."""

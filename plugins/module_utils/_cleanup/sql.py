@@ -15,8 +15,12 @@ from typing import Iterable, NamedTuple, Optional
 from .._database.driver import SQL_NOW_UTC
 from .audit_rows import JOB_SERIALIZED, JOBS, TOKEN_SERIALIZED, TOKENS, properties_sql
 
-# Ordered by user, then start: a batch then holds the jobs of few users over a short time,
-# which keeps the token look-up of each batch to few users' tokens.
+# Ordered by user, then start, when live: a batch then holds the jobs of few users over a
+# short time, which keeps the token look-up of each batch (SQL_TOKEN_CANDIDATES,
+# SQL_TOKEN_OTHER_OWNERS) to few users' tokens. At boot, where the run reads its tokens once
+# (fail_jobs_tokens.TokenOwners), in start order: the order the jobs and their tokens were
+# made in, so that a batch's rows share heap and index pages, which each checkpoint cycle
+# writes whole to the WAL once (bench/README.md, "Whose pages the WAL holds": 21% less WAL).
 #
 # Arvados' own cleanup takes every Running job started before the threshold, whatever
 # `finished_at` says (fail_jobs, 1.4.3 services/api/lib/crunch_dispatch.rb:870), and 1.4.3's
@@ -31,8 +35,10 @@ from .audit_rows import JOB_SERIALIZED, JOBS, TOKEN_SERIALIZED, TOKENS, properti
 SQL_RUNNING = """
     SELECT uuid, started_at, finished_at FROM jobs
     WHERE state = 'Running' AND {where}
-    ORDER BY is_locked_by_uuid, started_at, uuid
+    ORDER BY {order}
 """
+ORDER_BY_USER = "is_locked_by_uuid, started_at, uuid"
+ORDER_BY_START = "started_at, uuid"
 WHERE_UNFINISHED = "finished_at IS NULL"
 WHERE_UUIDS = "uuid = ANY(%(uuids)s::text[])"
 WHERE_ALL = "true"
@@ -149,6 +155,22 @@ SQL_TOKEN_CANDIDATES = """
     JOIN api_client_authorizations a
       ON a.user_id = w.user_id AND a.created_at BETWEEN w.lo AND w.hi
     WHERE a.api_client_id = 0
+      AND (a.expires_at IS NULL OR a.expires_at > {now})
+      AND NOT EXISTS (SELECT 1 FROM containers c WHERE c.auth_uuid = a.uuid)
+""".format(now=SQL_NOW_UTC)
+
+# SQL_TOKEN_CANDIDATES for a run that read its users' tokens once (fail_jobs_tokens.KeptTokens):
+# the tokens of the batch's windows among those read, by the primary key, each checked again
+# (an earlier batch may have revoked it), and any of the batch's users' made since the read
+# (ids above the highest then), which the client keeps only inside a window. A batch in start
+# order holds every user's jobs: SQL_TOKEN_CANDIDATES then read every user's tokens of the
+# whole span by `user_id` (5.5 s of a run's batches by user, 18 s in start order).
+SQL_TOKEN_CANDIDATES_BY_ID = """
+    SELECT a.id, a.uuid, a.user_id, a.created_at
+    FROM api_client_authorizations a
+    WHERE (a.id = ANY(%(ids)s::bigint[])
+           OR (a.id > %(read_up_to)s AND a.user_id = ANY(%(user_ids)s::bigint[])))
+      AND a.api_client_id = 0
       AND (a.expires_at IS NULL OR a.expires_at > {now})
       AND NOT EXISTS (SELECT 1 FROM containers c WHERE c.auth_uuid = a.uuid)
 """.format(now=SQL_NOW_UTC)
@@ -327,6 +349,24 @@ SQL_RUN_TOKEN_OWNERS = SQL_TOKEN_OWNERS.format(
     owned="",
     ended_by_run=SQL_ENDED_BY_RUN,
 )
+
+# The tokens SQL_TOKEN_CANDIDATES can find in any window of a run's jobs, read once by a run
+# at boot (fail_jobs_tokens.KeptTokens): SQL_RUN_TOKEN_OWNERS's, one row per user, with each
+# token's id and creation (microseconds since 1970, as the client counts them) in creation
+# order. Arrays, not a row a token: 400,000 rows held by the driver at once would take tens
+# of MiB more than their text. The highest id first, in its own statement: a token made
+# after it has a higher one (a batch asks for those itself).
+SQL_MAX_TOKEN_ID = "SELECT coalesce(max(id), 0) FROM api_client_authorizations"
+SQL_RUN_TOKEN_CANDIDATES = """
+    SELECT a.user_id, array_agg(a.id ORDER BY a.created_at, a.id),
+           array_agg((extract(epoch FROM a.created_at) * 1000000)::bigint ORDER BY a.created_at, a.id)
+    FROM users u JOIN api_client_authorizations a ON a.user_id = u.id
+    WHERE u.uuid = ANY(%(user_uuids)s::text[]) AND a.created_at >= %(first_made)s::timestamp
+      AND a.api_client_id = 0
+      AND (a.expires_at IS NULL OR a.expires_at > {now})
+      AND NOT EXISTS (SELECT 1 FROM containers c WHERE c.auth_uuid = a.uuid)
+    GROUP BY a.user_id
+""".format(now=SQL_NOW_UTC)
 
 # How crunch-dispatch.rb's row of a dispatch attempt starts (1.4.3 crunch_dispatch.rb:186-190),
 # which SQL_TOKEN_OTHER_OWNERS must not take for a cleanup's even where the job's owner is

@@ -17,10 +17,13 @@ from .result import BatchOutcome
 from .sql import (
     DISPATCH_ATTEMPT_PATTERNS,
     SQL_LOCK_TOKENS,
+    SQL_MAX_TOKEN_ID,
     SQL_RETRY_ATTEMPTS,
+    SQL_RUN_TOKEN_CANDIDATES,
     SQL_RUN_TOKEN_OWNERS,
     SQL_RUN_TOKEN_SCOPE,
     SQL_TOKEN_CANDIDATES,
+    SQL_TOKEN_CANDIDATES_BY_ID,
     SQL_TOKEN_OTHER_OWNERS,
     SQL_USER_IDS,
     BatchJob,
@@ -150,6 +153,65 @@ class JobWindows:
         return index >= 0 and self._reach[user_id][index] >= instant
 
 
+EPOCH = datetime(1970, 1, 1)
+MICROSECOND = timedelta(microseconds=1)
+
+
+def micros(instant: datetime) -> int:
+    """`instant` as SQL_RUN_TOKEN_CANDIDATES counts it: microseconds since 1970."""
+    return (instant - EPOCH) // MICROSECOND
+
+
+def merged_spans(spans: Iterable[Tuple[Any, datetime, datetime]]) -> List[Tuple[Any, int, int]]:
+    """`spans` (user, opens, closes) as few disjoint ones per user, in microseconds: a
+    batch's windows of one user overlap, and each would look up the same tokens again."""
+    merged: List[Tuple[Any, int, int]] = []
+    for user, opens, closes in sorted((user, micros(o), micros(c)) for user, o, c in spans if o <= c):
+        if merged and merged[-1][0] == user and opens <= merged[-1][2]:
+            merged[-1] = (user, merged[-1][1], max(closes, merged[-1][2]))
+        else:
+            merged.append((user, opens, closes))
+    return merged
+
+
+class KeptTokens:
+    """The tokens a run at boot may revoke, read once (SQL_RUN_TOKEN_CANDIDATES): per user
+    id, their creations (microseconds) in order and their ids, 16 bytes a token.
+
+    A batch then asks the database for the tokens of its windows by id
+    (SQL_TOKEN_CANDIDATES_BY_ID), and for those made since the read, instead of every
+    token of its users over their windows' whole span: in start order a batch holds every
+    user's jobs, and that read took 18 s of a 1,000,000-job run (bench/README.md).
+    """
+
+    def __init__(self, users: Iterable[Tuple[int, Sequence[int], Sequence[int]]], read_up_to: int) -> None:
+        self._made: Dict[int, array] = {}
+        self._ids: Dict[int, array] = {}
+        for user_id, ids, made in users:
+            self._ids[user_id] = array("q", ids)
+            self._made[user_id] = array("q", made)
+        # The highest token id when the run read them: any token made since has a higher one.
+        self.read_up_to = read_up_to
+
+    def __len__(self) -> int:
+        return sum(len(ids) for ids in self._ids.values())
+
+    def within(self, spans: Iterable[Tuple[int, datetime, datetime]]) -> List[int]:
+        """The ids of the kept tokens made inside `spans` (user id, opens, closes), edges included."""
+        found: List[int] = []
+        for user_id, opens, closes in merged_spans(spans):
+            made = self._made.get(user_id)
+            if made is not None:
+                found.extend(self._ids[user_id][bisect.bisect_left(made, opens) : bisect.bisect_right(made, closes)])
+        return found
+
+    @classmethod
+    def read(cls, conn: Connection, user_uuids: Sequence[str], first_made: datetime) -> KeptTokens:
+        read_up_to = conn.execute(SQL_MAX_TOKEN_ID).fetchone()[0]
+        params = {"user_uuids": list(user_uuids), "first_made": first_made}
+        return cls(conn.execute(SQL_RUN_TOKEN_CANDIDATES, params), read_up_to)
+
+
 class TokenOwners:
     """Who else could own each token a run may revoke, judged once as the run starts.
 
@@ -159,12 +221,14 @@ class TokenOwners:
     jobs' windows can hold, it is read once. What may change during the run only keeps more
     tokens: work that starts later cannot own a token made before it, and a job that ends
     meanwhile reached past the tokens made before. A token this did not judge (made during
-    the run, in a window after a retry) is judged by its batch as before.
+    the run, in a window after a retry) is judged by its batch as before. The same read
+    keeps the tokens themselves (KeptTokens), for the batches to find theirs by id.
     """
 
-    def __init__(self, judged: Iterable[int], owners: Dict[int, str]) -> None:
+    def __init__(self, judged: Iterable[int], owners: Dict[int, str], kept: Optional[KeptTokens] = None) -> None:
         self._judged = array("q", sorted(judged))
         self.owners = owners
+        self.kept = kept
 
     def __len__(self) -> int:
         return len(self._judged)
@@ -189,7 +253,7 @@ class TokenOwners:
             judged.append(token_id)
             if owner is not None:
                 owners[token_id] = owner
-        return cls(judged, owners)
+        return cls(judged, owners, KeptTokens.read(conn, users, opens))
 
 
 def plan_tokens(
@@ -204,7 +268,8 @@ def plan_tokens(
     alone and report."""
     retry_windows = token_windows_after_start(conn, jobs)
     plan = TokenPlan(retry_windows=retry_windows)
-    candidates = token_candidates(conn, [window for job in jobs for window in plan.windows(job)])
+    spans = [window for job in jobs for window in plan.windows(job)]
+    candidates = token_candidates(conn, spans, owners.kept if owners is not None else None)
     others = owners_of(conn, options, candidates, batch, owners)
     plan.to_revoke = [token for token in candidates if token.id not in others]
     plan.left_alone = [(token, others[token.id]) for token in candidates if token.id in others]
@@ -238,15 +303,23 @@ def lock_tokens(conn: Connection, tokens: Sequence[TokenCandidate]) -> Tuple[Lis
     return [token for token in tokens if token.id not in got], set(token_id for token_id, yaml in rows if yaml)
 
 
-def token_candidates(conn: Connection, spans: Sequence[Window]) -> List[TokenCandidate]:
-    """The tokens made in the windows `spans`, each for its window's user."""
+def token_candidates(
+    conn: Connection, spans: Sequence[Window], kept: Optional[KeptTokens] = None
+) -> List[TokenCandidate]:
+    """The tokens made in the windows `spans`, each for its window's user: found among the
+    run's `kept` ones where it read them, else by the users' tokens over their windows."""
     users = sorted(set(user for user, _opens, _closes in spans))
     user_ids = dict(conn.execute(SQL_USER_IDS, {"uuids": users}).fetchall()) if users else {}
-    windows = JobWindows((user_ids[user], opens, closes) for user, opens, closes in spans if user in user_ids)
+    by_id = [(user_ids[user], opens, closes) for user, opens, closes in spans if user in user_ids]
+    windows = JobWindows(by_id)
     if not windows:
         return []
     user_uuids = dict((user_id, user_uuid) for user_uuid, user_id in user_ids.items())
-    candidates = conn.execute(SQL_TOKEN_CANDIDATES, windows.bounds()).fetchall()
+    if kept is None:
+        candidates = conn.execute(SQL_TOKEN_CANDIDATES, windows.bounds()).fetchall()
+    else:
+        params = {"ids": kept.within(by_id), "read_up_to": kept.read_up_to, "user_ids": sorted(user_uuids)}
+        candidates = conn.execute(SQL_TOKEN_CANDIDATES_BY_ID, params).fetchall()
     return [
         TokenCandidate(token_id, uuid, user_uuids[user_id], created_at)
         for token_id, uuid, user_id, created_at in candidates

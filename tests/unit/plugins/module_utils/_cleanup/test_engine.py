@@ -258,3 +258,16 @@ def test_a_run_told_it_is_at_boot_stays_so():
     cleaner.result.live = cleaner._is_live()  # pylint: disable=protected-access
     cleaner._notice_other_sessions()  # pylint: disable=protected-access
     assert cleaner.result.live is False
+
+
+@pytest.mark.parametrize(
+    "live, order",
+    [(False, "ORDER BY started_at, uuid"), (True, "ORDER BY is_locked_by_uuid, started_at, uuid")],
+)
+def test_the_listing_is_in_start_order_at_boot_and_by_user_live(live, order):
+    """At boot the run reads its tokens once, and start order keeps a batch's pages
+    together; live, each batch reads its users' tokens, few users a batch."""
+    cleaner = fail_jobs.JobCleaner(SessionsConnection([]), None, CleanupOptions(live=live))
+    cleaner.result.live = live
+    query, _params = cleaner._listing_query()  # pylint: disable=protected-access
+    assert query.rstrip().endswith(order)

@@ -12,14 +12,22 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.opti
     CleanupOptions,
 )
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.sql import (
+    SQL_MAX_TOKEN_ID,
+    SQL_RUN_TOKEN_CANDIDATES,
     SQL_RUN_TOKEN_OWNERS,
     SQL_RUN_TOKEN_SCOPE,
+    SQL_TOKEN_CANDIDATES,
+    SQL_TOKEN_CANDIDATES_BY_ID,
     SQL_TOKEN_OTHER_OWNERS,
+    SQL_USER_IDS,
 )
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.tokens import (
+    KeptTokens,
     TokenCandidate,
     TokenOwners,
+    micros,
     owners_of,
+    token_candidates,
 )
 from tests.unit.plugins.module_utils.pg_fakes import Rows
 
@@ -58,13 +66,23 @@ def test_the_run_judges_its_users_tokens_in_one_statement_and_keeps_only_the_own
         {
             SQL_RUN_TOKEN_SCOPE: lambda params: [([USER % 1, USER % 2], T0, T0 + timedelta(hours=1))],
             SQL_RUN_TOKEN_OWNERS: lambda params: [(3, None), (2, SIBLING), (1, None)],
+            SQL_MAX_TOKEN_ID: lambda params: [(9,)],
+            SQL_RUN_TOKEN_CANDIDATES: lambda params: [(51, [2, 1], [micros(T0), micros(T0) + 5]), (52, [3], [7])],
         }
     )
 
     owners = TokenOwners.read(conn, CleanupOptions(full_scan=False))
 
-    assert [query for query, _params in conn.sent] == [SQL_RUN_TOKEN_SCOPE, SQL_RUN_TOKEN_OWNERS]
-    scope, judged = [params for _query, params in conn.sent]
+    assert [query for query, _params in conn.sent] == [
+        SQL_RUN_TOKEN_SCOPE,
+        SQL_RUN_TOKEN_OWNERS,
+        SQL_MAX_TOKEN_ID,
+        SQL_RUN_TOKEN_CANDIDATES,
+    ]
+    scope, judged, _max, kept = [params for _query, params in conn.sent]
+    # The same tokens as judged: the run's users', made from the earliest window on.
+    assert kept == {"user_uuids": [USER % 1, USER % 2], "first_made": T0}
+    assert len(owners.kept) == 3 and owners.kept.read_up_to == 9
     assert scope == {"run_uuids": None, "every_row": False, "threshold": None}
     # As a batch asks, with no batch of its own (the run's jobs are all still Running), for
     # the tokens of the run's users made from the earliest window to now.
@@ -192,3 +210,75 @@ def test_other_owners_asks_once_for_all_tokens_with_their_users_and_span():
             "attempt_summary": "dispatching to %",
         }
     ]
+
+
+def test_micros_counts_from_1970_as_the_database_does():
+    assert micros(datetime(1970, 1, 1)) == 0
+    assert micros(datetime(1970, 1, 2, 0, 0, 1, 5)) == 86401000005
+    assert micros(datetime(1969, 12, 31, 23, 59, 59, 999999)) == -1
+
+
+def test_kept_tokens_within_windows_edges_included_each_once():
+    kept = KeptTokens(
+        [(1, [10, 11, 12, 13], [micros(_at(m)) for m in (0, 10, 20, 30)]), (2, [20], [micros(_at(5))])], 99
+    )
+    assert kept.within([(1, _at(0), _at(10))]) == [10, 11]
+    # Overlapping windows of a user find a token once; another user's window, only its own.
+    assert sorted(kept.within([(1, _at(5), _at(20)), (1, _at(15), _at(30)), (2, _at(0), _at(30))])) == [11, 12, 13, 20]
+    assert kept.within([(1, _at(1), _at(9)), (3, _at(0), _at(30))]) == []
+    # A window that closes before it opens holds nothing, as in JobWindows.
+    assert kept.within([(1, _at(20), _at(0))]) == []
+    assert len(kept) == 5
+
+
+def test_kept_tokens_agree_with_a_plain_scan_of_every_window():
+    rng = random.Random(11)
+    made = {user: sorted(rng.sample(range(0, 2000), 300)) for user in (1, 2, 3)}
+    ids = {user: [user * 10000 + minute for minute in made[user]] for user in made}
+    kept = KeptTokens([(user, ids[user], [micros(_at(m)) for m in made[user]]) for user in made], 0)
+    for _round in range(50):
+        spans = []
+        for _index in range(rng.randint(1, 30)):
+            start = rng.randint(-10, 2000)
+            spans.append((rng.randint(1, 4), _at(start), _at(start + rng.randint(0, 90))))
+        expected = sorted(
+            ids[user][i]
+            for user in made
+            for i, m in enumerate(made[user])
+            if any(u == user and lo <= _at(m) <= hi for u, lo, hi in spans)
+        )
+        found = kept.within(spans)
+        assert sorted(found) == expected and len(found) == len(set(found))
+
+
+def _candidates_connection(rows):
+    return Scripted(
+        {
+            SQL_USER_IDS: lambda params: [(USER % 1, 1), (USER % 2, 2)],
+            SQL_TOKEN_CANDIDATES: lambda params: rows,
+            SQL_TOKEN_CANDIDATES_BY_ID: lambda params: rows,
+        }
+    )
+
+
+def test_a_batch_of_a_run_that_kept_its_tokens_asks_by_id_and_for_tokens_made_since():
+    kept = KeptTokens([(1, [10, 11, 12], [micros(_at(m)) for m in (0, 10, 20)]), (2, [20], [micros(_at(5))])], 30)
+    # What the database answers: 11 among those read, 31 made since (inside the window), 32
+    # made since outside every window.
+    conn = _candidates_connection([(11, "t11", 1, _at(10)), (31, "t31", 1, _at(12)), (32, "t32", 2, _at(50))])
+
+    found = token_candidates(conn, [(USER % 1, _at(5), _at(15)), (USER % 3, _at(0), _at(99))], kept)
+
+    assert [query for query, _params in conn.sent] == [SQL_USER_IDS, SQL_TOKEN_CANDIDATES_BY_ID]
+    assert conn.sent[1][1] == {"ids": [11], "read_up_to": 30, "user_ids": [1, 2]}
+    assert found == [TokenCandidate(11, "t11", USER % 1, _at(10)), TokenCandidate(31, "t31", USER % 1, _at(12))]
+
+
+def test_without_kept_tokens_a_batch_reads_its_users_tokens_over_their_span():
+    conn = _candidates_connection([(11, "t11", 1, _at(10)), (12, "t12", 1, _at(20))])
+
+    found = token_candidates(conn, [(USER % 1, _at(5), _at(15))])
+
+    assert [query for query, _params in conn.sent] == [SQL_USER_IDS, SQL_TOKEN_CANDIDATES]
+    assert conn.sent[1][1] == {"user_ids": [1], "lo": [_at(5)], "hi": [_at(15)]}
+    assert found == [TokenCandidate(11, "t11", USER % 1, _at(10))]
