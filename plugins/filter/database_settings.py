@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Filters of the recovery playbooks over their database settings (recover_db,
-reconcile_db), read with the option table the database modules use
+_reconcile.db), read with the option table the database modules use
 (module_utils/_database/settings.py), so that a play can refuse bad settings before an
 earlier play has changed anything, with the message a module would give; and the
 settings of a cluster installed by Arvados' Ansible installer, read from its

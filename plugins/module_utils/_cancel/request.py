@@ -114,7 +114,7 @@ class CancelRequest:
     TERM again every ``term_interval`` until the deadline, as crunch-dispatch-
     slurm repeats it while the job stays queued, and is reported, not killed.
 
-    ``ctld`` (slurm_version): whether each scancel carries ``--ctld``, which from Slurm
+    ``ctld`` (_slurm.release): whether each scancel carries ``--ctld``, which from Slurm
     24.05 on makes it one request to slurmctld for all its ids; ``auto`` asks
     ``scancel --version`` once per run.
     """

@@ -3,9 +3,9 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The slurm_job_cancel module's engine entry: one call from options to result, shaped like
-fail_jobs_run and reconcile_run so that module_support runs all three.
+_cleanup.run and _reconcile.run so that _modules.support runs all three.
 
-Its option table, CANCEL_OPTIONS, is CancelRequest's (slurm_cancel_request), whose checks
+Its option table, CANCEL_OPTIONS, is CancelRequest's (_cancel.request), whose checks
 are the table's: the module and any other maker of a request get the same ones.
 """
 

@@ -78,7 +78,7 @@ def logging_enabled(max_age: str, max_delete_batch: str, where: str) -> bool:
 
 def audit_logs_setting(params: Mapping[str, Any], default_config_file: str = DEFAULT_CONFIG_FILE) -> AuditLogs:
     """`audit_logs` true or false when given; with auto, the AuditLogs of the config.yml
-    the run reads (arvados_db_config.cluster_setting), its defaults for a key it does not
+    the run reads (_database.settings.cluster_setting), its defaults for a key it does not
     set; with no config.yml read, Arvados' defaults: written."""
     mode = auto_or_bool("audit_logs", params.get("audit_logs", "auto"))
     if mode != "auto":

@@ -16,7 +16,7 @@ writes them (1.4.3 config/initializers/time_format.rb: %Y-%m-%dT%H:%M:%S.%NZ), s
 columns as the objects the model loads (Serializer.load, 1.4.3 services/api/lib/
 serializers.rb:34-46: NULL as the empty Hash or Array, JSON text as what it holds). A
 serialized column in the YAML Rails wrote before 2017, or in JSON PostgreSQL cannot parse,
-is loaded in Python instead (fail_jobs_serialized): the statement's `loaded_keys` ("<uuid>
+is loaded in Python instead (_cleanup.serialized): the statement's `loaded_keys` ("<uuid>
 <column>") and `loaded_values` (the JSON of each) give them.
 """
 

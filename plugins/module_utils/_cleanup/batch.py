@@ -107,7 +107,7 @@ class BatchTransaction:
         self.clock = clock
         # The server's BULK_SETTINGS_KB, read by the first writing batch.
         self._server_kb: Optional[Dict[str, int]] = None
-        # Read by the run before its first batch when more follow (fail_jobs_tokens).
+        # Read by the run before its first batch when more follow (_cleanup.tokens).
         self.token_owners: Optional[TokenOwners] = None
         # Called before each writing batch's COMMIT (the run's pace looks then), and the
         # COMMIT's own seconds: the WAL flush an API commit meeting it waits for.
@@ -128,7 +128,7 @@ class BatchTransaction:
         lock was not had within the run's lock budget, the batch then rolled back. `last`:
         the batch keeps the server's gin_pending_list_limit (BULK_SETTINGS_KB). A batch whose
         audit properties meet a serialized text PostgreSQL cannot parse is done again with
-        that text kept as text (fail_jobs_audit_rows)."""
+        that text kept as text (_cleanup.audit_rows)."""
         self._start_batch()
         while True:
             try:

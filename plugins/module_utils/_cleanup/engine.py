@@ -5,7 +5,7 @@
 """Fail or requeue the Arvados jobs a reboot left ``Running``, directly in PostgreSQL.
 
 This is the engine behind the ``arvados_fail_jobs`` module and the ``arvados-fail-jobs``
-command. It has no Ansible import: the caller hands it an open connection (pg_driver's), the
+command. It has no Ansible import: the caller hands it an open connection (_database.driver's), the
 options, and optionally a function that makes the jobs' Slurm jobs absent.
 
 How a run goes:
@@ -40,10 +40,10 @@ How a run goes:
 
 A session-level advisory lock keeps two runs (the boot unit and a playbook) apart.
 
-The parts, each in its own file: the statements (fail_jobs_sql), the options
-(fail_jobs_options), the checks before any change and the advisory lock (fail_jobs_checks),
-one batch's transaction (fail_jobs_batch), the jobs' tokens (fail_jobs_tokens), the log
-rows (fail_jobs_logs) and the result (fail_jobs_result). This file is the run: the
+The parts, each in its own file: the statements (_cleanup.sql), the options
+(_cleanup.options), the checks before any change and the advisory lock (_cleanup.checks),
+one batch's transaction (_cleanup.batch), the jobs' tokens (_cleanup.tokens), the log
+rows (_cleanup.logs) and the result (_cleanup.result). This file is the run: the
 listing, the batches' pacing and the tries again of locked jobs.
 """
 
@@ -146,13 +146,13 @@ def close_listing(cursor: Any, conn: Connection) -> None:
 
 
 class JobCleaner:
-    """Runs one cleanup on two open connections (pg_driver's) to the same database.
+    """Runs one cleanup on two open connections (_database.driver's) to the same database.
 
     `listing_conn` (switched to autocommit) holds the list of Running jobs in a cursor
     WITH HOLD, a page fetched per batch (see LISTING_CURSOR), while `conn` (autocommit off)
     works through them a batch at a time, a transaction each. In place of `listing_conn`,
     `open_listing()` may return it when the listing begins: run_fail_jobs opens it on a
-    thread meanwhile (pg_connect.ConnectionOnThread), beside the checks on `conn`.
+    thread meanwhile (_database.connect.ConnectionOnThread), beside the checks on `conn`.
 
     `cancel_slurm(uuids, check_mode)` makes the Slurm jobs named after `uuids` absent and
     returns the Slurm engine's result as a dict; it raises to stop the run before the
@@ -199,7 +199,7 @@ class JobCleaner:
         self._lock_budget = LockBudget(options.row_lock_wait, clock)
         self.transaction = BatchTransaction(conn, options, self._lock_budget, clock)
         self.transaction.before_commit = self._others_waiting
-        # The batches' size and pauses: fixed by the options, or steered live (fail_jobs_pace).
+        # The batches' size and pauses: fixed by the options, or steered live (_cleanup.pace).
         self.pace = Pace(options.batch_size, options.batch_pause, False, DEFAULT_BATCH_SIZE, options.check_mode)
         self.result.pace = self.pace
         self._waiting_seen = 0
@@ -299,7 +299,7 @@ class JobCleaner:
 
     def _judge_tokens_once(self) -> None:
         """Before the first of several batches, who else could own the tokens the run may
-        revoke (fail_jobs_tokens.TokenOwners): one read instead of one a batch. Not when
+        revoke (_cleanup.tokens.TokenOwners): one read instead of one a batch. Not when
         live: the API server and a dispatcher change jobs meanwhile, and a job of the run
         they put back in the queue (a tempfail) holds its token again, which only the
         batch's own look sees."""

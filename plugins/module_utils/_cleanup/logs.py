@@ -24,7 +24,7 @@ LogRow = Tuple[str, str, Optional[str], Optional[datetime], str, str, str]
 
 class TokenUpdate(NamedTuple):
     """A token SQL_REVOKE_TOKENS expired: its uuid, its user's (the token's owner_uuid), and
-    its `update` audit row's properties (fail_jobs_audit_rows; None without audit rows)."""
+    its `update` audit row's properties (_cleanup.audit_rows; None without audit rows)."""
 
     uuid: str
     owner_uuid: Optional[str]
@@ -40,7 +40,7 @@ def insert_logs(
     audit: bool = True,
 ) -> List[str]:
     """Arvados' rows (SQL_INSERT_LOGS): every `dispatch` row, then, when audit logging is on
-    (fail_jobs_audit), every job's `update` row, then every expired token's; the new rows'
+    (_cleanup.audit), every job's `update` row, then every expired token's; the new rows'
     uuids. The `dispatch` row is no audit row (crunch_dispatch.rb fail_job saves it itself)."""
     dispatch = [(job, message) for job in jobs] + [(job, message + UNRUNNABLE_NOTE) for job in unrunnable]
     rows = [dispatch_log_row(job, text) for job, text in dispatch]
@@ -63,7 +63,7 @@ def update_log_row(job: BatchJob) -> LogRow:
     """The `update` audit row of the job's save (1.4.3 arvados_model.rb log_update): Log#fill_object
     and #update_to (1.4.3 app/models/log.rb) make its owner the acting (system) user, its
     object owner the job's owner, event_at the job's new modified_at; its properties were
-    built by the statement that changed the job (fail_jobs_audit_rows)."""
+    built by the statement that changed the job (_cleanup.audit_rows)."""
     owner = system_user_uuid(job.uuid[:5])
     return (
         owner,

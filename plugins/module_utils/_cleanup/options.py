@@ -21,7 +21,7 @@ JOB_STATE_RUNNING = "Running"
 JOB_STATE_FAILED = "Failed"
 JOB_STATE_QUEUED = "Queued"
 
-# The engine's defaults: CleanupOptions' own, and, through fail_jobs_run's option table,
+# The engine's defaults: CleanupOptions' own, and, through _cleanup.run's option table,
 # the module's, the command's and (by a test) the documentation's.
 DEFAULT_BATCH_SIZE = 1000
 DEFAULT_LOCK_WAIT = 60.0
@@ -51,7 +51,7 @@ UNRUNNABLE_NOTE = (
 )
 
 # The cleanup's own options, declared once: CleanupOptions checks its values with them and
-# fail_jobs_run's table, which the module and the command are made from, holds them.
+# _cleanup.run's table, which the module and the command are made from, holds them.
 CLEANUP_OPTIONS: Dict[str, Option] = {
     "batch_size": Option(
         "int",
@@ -128,7 +128,7 @@ class CleanupOptions:
         # "auto", True or False (auto_or_bool).
         self.live = live
         self.batch_pause = batch_pause
-        # Whether the `update` audit rows are written (fail_jobs_audit): Arvados' default.
+        # Whether the `update` audit rows are written (_cleanup.audit): Arvados' default.
         self.audit_logs = bool(audit_logs)
         self.check_mode = bool(check_mode)
         self.diff = bool(diff)
@@ -160,7 +160,7 @@ def check_summary(message: str, retry: bool) -> None:
     check_text("log_message", message)
     if message.startswith(DISPATCH_ATTEMPT_SUMMARY):
         # The token rule tells crunch-dispatch.rb's rows of a dispatch attempt from a
-        # cleanup's by this start (fail_jobs_sql.SQL_TOKEN_OTHER_OWNERS).
+        # cleanup's by this start (_cleanup.sql.SQL_TOKEN_OTHER_OWNERS).
         raise RecoveryError(
             "option log_message must not start with %r: crunch-dispatch.rb's rows of a dispatch attempt do"
             % DISPATCH_ATTEMPT_SUMMARY

@@ -43,7 +43,7 @@ START_SIZE = 100
 MIN_SIZE = 10
 MAX_SIZE = 1000
 # Seconds a batch's commit may take: an API commit that meets it waits about that long on
-# top of its own (2-10 ms on the lab, whose batches of 100-500 commit in 3-7 ms).
+# top of its own (bench/README.md, issue 40's P5, has the lab's commit times).
 COMMIT_BUDGET = 0.010
 # Seconds a batch (Slurm step and transaction) may take: the API meets its WAL writes.
 MAX_BATCH_SECONDS = 0.5

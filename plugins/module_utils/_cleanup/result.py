@@ -63,7 +63,7 @@ class CleanupResult:
         self.held_by_other_users: List[Dict[str, str]] = []
         self.batches = 0
         self.live: Optional[bool] = None
-        # The run's Pace (fail_jobs_pace), whose report says the pace it chose.
+        # The run's Pace (_cleanup.pace), whose report says the pace it chose.
         self.pace: Any = None
         # Lines for the command's progress, said and emptied at each progress call.
         self.notes: List[str] = []

@@ -5,7 +5,7 @@
 """One cleanup run from its options: what the module and the command both call.
 
 The options are named once, in :data:`FAIL_JOBS_OPTIONS` (plus the connection options of
-:mod:`arvados_db_config`); the module builds its argument spec from them and the command
+:mod:`_database.settings`); the module builds its argument spec from them and the command
 its flags. Every option is checked before the database is opened or Slurm is asked.
 """
 
@@ -140,7 +140,7 @@ def cancel_slurm_mode(value: Any) -> Any:
 
 
 def cancel_jobs(request: CancelRequest) -> CancelResult:
-    """slurm_cancel.cancel_jobs, imported when a batch first asks Slurm: the cancel engine
+    """_cancel.engine.cancel_jobs, imported when a batch first asks Slurm: the cancel engine
     is the largest source the command carries, compiled at each start
     (roles/boot_recovery), and a no-op rerun never needs it (issue 40)."""
     from .._cancel.engine import cancel_jobs as cancel  # pylint: disable=import-outside-toplevel

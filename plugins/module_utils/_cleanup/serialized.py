@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The serialized texts a batch's audit rows cannot load in SQL, loaded here
-(fail_jobs_audit_rows takes them as the statements' `loaded_keys`/`loaded_values`).
+(_cleanup.audit_rows takes them as the statements' `loaded_keys`/`loaded_values`).
 
 Arvados' Serializer.load (1.4.3 services/api/lib/serializers.rb:34-46) reads a column as
 JSON when it starts with the JSON's first character, and as YAML when it starts with

@@ -18,7 +18,7 @@ from .audit_rows import JOB_SERIALIZED, JOBS, TOKEN_SERIALIZED, TOKENS, properti
 # Ordered by user, then start, when live: a batch then holds the jobs of few users over a
 # short time, which keeps the token look-up of each batch (SQL_TOKEN_CANDIDATES,
 # SQL_TOKEN_OTHER_OWNERS) to few users' tokens. At boot, where the run reads its tokens once
-# (fail_jobs_tokens.TokenOwners), in start order: the order the jobs and their tokens were
+# (_cleanup.tokens.TokenOwners), in start order: the order the jobs and their tokens were
 # made in, so that a batch's rows share heap and index pages, which each checkpoint cycle
 # writes whole to the WAL once (bench/README.md, "Whose pages the WAL holds": 21% less WAL).
 #
@@ -51,9 +51,9 @@ WHERE_ALL = "true"
 LISTING_CURSOR = "arvados_fail_jobs_running"
 # A list of a page or less (a rerun with nothing left to do, a boot with few Running jobs)
 # is read first as a plain query of at most a page and one row: PostgreSQL may run that on
-# parallel workers, which it never does for a cursor (0.27 s against 0.63 s for the whole
-# million-job table on the lab: bench/README.md, issue 40). A longer list is then read
-# through the cursor, so memory stays a page.
+# parallel workers, which it never does for a cursor (about half the time on the whole
+# million-job table: bench/README.md, issue 40's P3). A longer list is then read through the
+# cursor, so memory stays a page.
 SQL_FIRST_PAGE = "{running}    LIMIT %(page_limit)s\n"
 
 # Per batch, the jobs that still qualify. The condition is classify_running_job's, checked
@@ -77,7 +77,7 @@ class BatchJob(NamedTuple):
     # The user a requeued job will run as (see SQL_RUN_AS); None when the row names none.
     run_as: Optional[str]
     # The change's modified_at and its `update` audit row's properties
-    # (fail_jobs_audit_rows); None in check mode, which changes nothing, and the
+    # (_cleanup.audit_rows); None in check mode, which changes nothing, and the
     # properties None when the run writes no audit row.
     modified_at: Optional[datetime] = None
     audit_properties: Optional[str] = None
@@ -129,7 +129,7 @@ SQL_STILL_QUALIFYING = "SELECT j.uuid FROM jobs j WHERE " + SQL_QUALIFYING
 
 SQL_USER_IDS = "SELECT uuid, id FROM users WHERE uuid = ANY(%(uuids)s::text[])"
 
-# The `dispatch` rows of attempts (fail_jobs_tokens.token_windows_after_start) written after
+# The `dispatch` rows of attempts (_cleanup.tokens.token_windows_after_start) written after
 # each job's start, with the user its next token would be made for; by the object_uuid
 # index, the rows of the batch's jobs only. Not for the system user: a root token made in
 # such a window by anything else (a service's) would stop that service if revoked.
@@ -159,12 +159,13 @@ SQL_TOKEN_CANDIDATES = """
       AND NOT EXISTS (SELECT 1 FROM containers c WHERE c.auth_uuid = a.uuid)
 """.format(now=SQL_NOW_UTC)
 
-# SQL_TOKEN_CANDIDATES for a run that read its users' tokens once (fail_jobs_tokens.KeptTokens):
+# SQL_TOKEN_CANDIDATES for a run that read its users' tokens once (tokens.KeptTokens):
 # the tokens of the batch's windows among those read, by the primary key, each checked again
 # (an earlier batch may have revoked it), and any of the batch's users' made since the read
 # (ids above the highest then), which the client keeps only inside a window. A batch in start
 # order holds every user's jobs: SQL_TOKEN_CANDIDATES then read every user's tokens of the
-# whole span by `user_id` (5.5 s of a run's batches by user, 18 s in start order).
+# whole span by `user_id`, three times as long as by user (bench/README.md, "Whose pages
+# the WAL holds").
 SQL_TOKEN_CANDIDATES_BY_ID = """
     SELECT a.id, a.uuid, a.user_id, a.created_at
     FROM api_client_authorizations a
@@ -213,8 +214,8 @@ SQL_ENDED_BY_RUN = """
 # running on the server since before the token.
 #
 # One statement per batch, whatever the number of tokens (issue 21): jobs has no index on
-# either user column, and a look-up per token read most of the table each time (0.3-1.3 s
-# a token on 200,000 jobs). Every condition on a job but its window is the same for all
+# either user column, and a look-up per token read most of the table each time
+# (bench/README.md, issue 21). Every condition on a job but its window is the same for all
 # tokens, so one pass over jobs (`windows`) keeps the possible holders of the batch's
 # users, each as the span of instants it can hold a token at: from `opens` (created_at) to
 # `reach` (for ever for a Queued or Running job, else its end). Only the spans that hold
@@ -320,7 +321,7 @@ SQL_TOKEN_OTHER_OWNERS = SQL_TOKEN_OWNERS.format(
 # The users whose tokens a run may revoke (a job's windows are for its is_locked_by_uuid
 # and, after a retry, its modified_by_user_uuid), the earliest instant a window of its
 # jobs opens, and the database's now(): the bounds of the tokens it judges once
-# (fail_jobs_tokens.TokenOwners).
+# (_cleanup.tokens.TokenOwners).
 SQL_RUN_TOKEN_SCOPE = """
     WITH run AS (
         SELECT o.is_locked_by_uuid, o.modified_by_user_uuid, o.created_at FROM jobs o WHERE {ended_by_run}
@@ -351,7 +352,7 @@ SQL_RUN_TOKEN_OWNERS = SQL_TOKEN_OWNERS.format(
 )
 
 # The tokens SQL_TOKEN_CANDIDATES can find in any window of a run's jobs, read once by a run
-# at boot (fail_jobs_tokens.KeptTokens): SQL_RUN_TOKEN_OWNERS's, one row per user, with each
+# at boot (_cleanup.tokens.KeptTokens): SQL_RUN_TOKEN_OWNERS's, one row per user, with each
 # token's id and creation (microseconds since 1970, as the client counts them) in creation
 # order. Arrays, not a row a token: 400,000 rows held by the driver at once would take tens
 # of MiB more than their text. The highest id first, in its own statement: a token made
@@ -376,7 +377,7 @@ DISPATCH_ATTEMPT_PATTERNS = {"attempt_summary": DISPATCH_ATTEMPT_SUMMARY + "%"}
 
 # Expiring a token is what crunch-dispatch.rb's `update_attributes expires_at: Time.now`
 # did (reap_children, 1.4.3 services/api/lib/crunch_dispatch.rb:728-731), which saved an
-# `update` audit row of the token (fail_jobs_logs.token_update_log_row): each row returns
+# `update` audit row of the token (_cleanup.logs.token_update_log_row): each row returns
 # its user's uuid, the token's owner_uuid (1.4.3 app/models/api_client_authorization.rb:38-40),
 # and the audit properties of the row as it was (`o`, rows SQL_LOCK_TOKENS already holds)
 # and as it is now. Never its secret: Arvados leaves api_token out of the logged attributes
@@ -415,7 +416,7 @@ SQL_REVOKE_TOKENS = """
 # was (`o`, read by the subquery) and as it is now (`j`), whole, for the `update` audit row.
 #
 # Each locked row also says whether one of its serialized texts is YAML, which only Python
-# loads (fail_jobs_serialized): a batch whose rows hold none asks nothing more about them.
+# loads (_cleanup.serialized): a batch whose rows hold none asks nothing more about them.
 def yaml_text_flag(alias: str, columns: Iterable[str]) -> str:
     texts = " OR ".join("{}.{} LIKE '---%%'".format(alias, column) for column in sorted(columns))
     return "coalesce(%s, false)" % texts
@@ -489,7 +490,7 @@ SQL_REQUEUE_JOBS = """
 )
 
 # The serialized texts of jobs and tokens that start as `patterns` say (LIKE), for the
-# texts the audit rows' SQL does not load itself (fail_jobs_serialized); and a JSON parse.
+# texts the audit rows' SQL does not load itself (_cleanup.serialized); and a JSON parse.
 SQL_SERIALIZED_TEXTS = """
     SELECT j.uuid, c.name, c.value FROM jobs j
         CROSS JOIN LATERAL (VALUES {job_columns}) AS c(name, value)
@@ -510,7 +511,7 @@ SQL_DELETE_TASKS = "DELETE FROM job_tasks WHERE job_uuid = ANY(%(uuids)s::text[]
 # <uuid>", event_at the job's new modified_at, the old and new attributes and etags).
 # Websocket clients and Workbench react to the `update` row, which they read by the id
 # NOTIFY sends them. Rows are inserted in the order given, so ids follow Arvados' order.
-# The lists are bound in binary (pg_driver): psycopg 3 writes a text array's text form in
+# The lists are bound in binary (_database.driver): psycopg 3 writes a text array's text form in
 # Python, a test of each element and one substitution per quote, and the properties hold
 # hundreds each.
 SQL_INSERT_LOGS = """
@@ -532,7 +533,7 @@ SQL_INSERT_LOGS = """
     SELECT uuid, pg_notify('logs', id::text) FROM inserted ORDER BY id
 """.format(now=SQL_NOW_UTC)
 
-# The server's values of fail_jobs_batch.BULK_SETTINGS_KB, and raising them for one
+# The server's values of _cleanup.batch.BULK_SETTINGS_KB, and raising them for one
 # transaction only (SET LOCAL).
 SQL_SETTINGS_KB = """
     SELECT name, setting::bigint FROM pg_settings

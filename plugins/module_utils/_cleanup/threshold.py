@@ -236,7 +236,7 @@ def check_not_future(threshold: Optional[Threshold], database_now: datetime) -> 
 
 def threshold_against(threshold: Optional[Threshold], database_now: datetime) -> Optional[Threshold]:
     """The threshold the run uses, against the database's `database_now` (UTC, read with
-    the other checks, fail_jobs_checks.ServerFacts), the clock Arvados writes ``started_at``
+    the other checks, _cleanup.checks.ServerFacts), the clock Arvados writes ``started_at``
     by: ``reboot`` placed on that clock (on_database_clock), a time checked not to be later
     (check_not_future)."""
     if threshold is None:

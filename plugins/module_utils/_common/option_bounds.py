@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The largest value each numeric option may take.
 
-Each option table (fail_jobs_run, reconcile_run, slurm_cancel_request, arvados_db_config)
+Each option table (_cleanup.run, _reconcile.run, _cancel.request, _database.settings)
 gives every number option a Range (options.py) up to one of these: what the value's
 consumer accepts, so that a value past it is refused by name before anything is read or
 changed, instead of crashing (``OverflowError`` in a sleep), hanging or being refused by

@@ -243,7 +243,7 @@ def _parse_options(text: str, shown_path: str) -> Any:
 @functools.lru_cache(maxsize=1)
 def text_scalar_loader(yaml: Any) -> Any:
     """A safe loader that keeps scalars as written, resolving only nulls and ``<<`` merges
-    (how arvados_db_config reads Arvados' files, as Arvados' Go loader does)."""
+    (how _database.settings reads Arvados' files, as Arvados' Go loader does)."""
 
     class TextScalarLoader(yaml.SafeLoader):
         pass

@@ -2,7 +2,7 @@
 # Copyright: Contributors to the arvados_ops.recovery collection
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Opening the Arvados database (psycopg 3 or psycopg2, see pg_driver), patiently enough
+"""Opening the Arvados database (psycopg 3 or psycopg2, see _database.driver), patiently enough
 for a boot.
 
 At boot the recovery unit may start while PostgreSQL is still coming up, so a refused or

@@ -71,8 +71,8 @@ SQL_BY_UUID = {kind: "SELECT %s FROM %s WHERE %s" % (columns, kind, _UUIDS) for 
 # The re-read asks only for the versions. For the unfinished live rows: jobs.finished_at has
 # its own btree index (index_jobs_on_finished_at, 1.4.3 to 3.2.1), which holds NULLs, so for
 # jobs this is an index scan over the unfinished jobs where SQL_LIVE is a scan of the whole
-# table. No ORDER BY: the server sorted 100,000 UUIDs in 80 ms (on disk, in the collation's
-# order), Python sorts the confirmed records in 27 ms.
+# table. No ORDER BY: the server sorts the UUIDs on disk in the collation's order, slower
+# than Python sorts the confirmed records (bench/README.md, arvados_reconcile_info).
 SQL_VERSIONS_UNFINISHED = {
     kind: "SELECT uuid, xmin::text FROM %s WHERE %s AND finished_at IS NULL" % (kind, _LIVE[kind]) for kind in _COLUMNS
 }
@@ -228,10 +228,10 @@ class DatabaseReader:
 
 
 # PostgreSQL 11 and later compile a plan whose estimated cost passes jit_above_cost
-# (100,000 by default; optimized and inlined past 500,000). SQL_LIVE's scan of 1,000,000
-# jobs is estimated at 96,839 on the lab: a few more jobs and each run would compile it,
-# 0.9-1.9 s measured there for a statement of 20 chunks of the same scan, for plans that
-# are scans and nothing more.
+# (100,000 by default; optimized and inlined past 500,000). SQL_LIVE's scan of the
+# benchmark's 1,000,000 jobs is estimated just under it: a few more jobs and each run would
+# compile, for seconds, a plan that is a scan and nothing more (bench/README.md, issue 40's
+# P6, "the first read as chunks of arrays, tried and dropped").
 NO_JIT_SINCE = 110000
 
 

@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Reconciling Slurm's queue with Arvados' database: the decisions, without I/O.
 
-Pure Python (3.8+), standard library only. ``reconcile_run`` feeds these classes
+Pure Python (3.8+), standard library only. ``_reconcile.run`` feeds these classes
 with two squeue listings and the database rows; the tests feed them fakes.
 
 The rules, and the Arvados source they follow:
@@ -168,7 +168,8 @@ class Record(NamedTuple):
 
 
 # A live record as the first read yields it: a tuple in Record's field order, which
-# unpacks as a Record does (making a Record of each of 110,000 rows cost 0.05-0.2 s).
+# unpacks as a Record does (a Record made of each row was a measurable share of the read:
+# bench/README.md, arvados_reconcile_info).
 LiveRow = Sequence[Any]
 uuid_of = operator.itemgetter(0)
 # A Record's last field, or the second of a (UUID, version) pair.
@@ -344,7 +345,7 @@ def unconfirmed(candidates: Mapping[str, Any], chunks: Iterable[Sequence[Sequenc
     again after the second listing, has not that version: `chunks` are lists of the
     (UUID, version) pairs read again, as they come (a row not among them is gone, or no
     longer live). Each UUID comes at most once: uuid is unique, and a row the re-read finds
-    both by its scan and by UUID (reconcile_db) has another version than the first read's.
+    both by its scan and by UUID (_reconcile.db) has another version than the first read's.
 
     The confirmed ones are taken out of a copy of `candidates` chunk by chunk, as the
     re-read follows the table's order, as the first read did: no mapping of every version
@@ -435,11 +436,11 @@ def orphan_entry_maker(
         return orphan_entry
     reason = orphan_awaiting_retry_reason(settle, awaiting)
     # overdue_reasons(bound, "; " + reason) spelt out here, and the test for overdue: two
-    # calls fewer per record, of the 100,000s of entries the run makes on its path.
+    # calls fewer per record, for every entry the run makes on its path.
     head, tail = _overdue_parts(bound, "; " + reason)
 
     def awaiting_entry(record: LiveRow) -> Dict[str, Any]:
-        # The age at the first read, by the database's clock (reconcile_db's age column).
+        # The age at the first read, by the database's clock (_reconcile.db's age column).
         uuid, state, started_at, locked_by_uuid, _priority, _finished, _recent, age, _version = record
         # A NULL modified_at gives no age: nothing says how long the job has waited.
         overdue = age is not None and age > bound

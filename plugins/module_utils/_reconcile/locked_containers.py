@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Why an orphaned ``Locked`` container stays locked, and what would fix it.
 
-Pure Python (3.8+), standard library only; the one query is in ``reconcile_db``.
+Pure Python (3.8+), standard library only; the one query is in ``_reconcile.db``.
 
 The Arvados source this follows (services/api/app/models/container.rb, 2.7.4 and 3.2.1):
 
@@ -62,7 +62,7 @@ UNKNOWN_LIMIT = DispatchLimit(
 
 
 class LockToken(NamedTuple):
-    """What the database says of one Locked container's lock (reconcile_db.SQL_LOCK_TOKENS)."""
+    """What the database says of one Locked container's lock (_reconcile.db.SQL_LOCK_TOKENS)."""
 
     container_uuid: str
     lock_count: Optional[int]

@@ -318,7 +318,7 @@ class _Phase:
 
 
 class Reconciler:
-    """One run: `db` is a reconcile_db.DatabaseReader (or a fake), `lister` a SlurmLister."""
+    """One run: `db` is a _reconcile.db.DatabaseReader (or a fake), `lister` a SlurmLister."""
 
     def __init__(
         self,
@@ -395,7 +395,7 @@ class Reconciler:
             "other_clusters_jobs": second.other_clusters,
         }
         result["counts"] = {key: len(result[key]) for key in COUNTED}
-        # Summed in C: a generator took 35 ms over 97,500 entries.
+        # Summed in C, not by a generator: one call per entry on the run's largest list.
         result["counts"]["jobs_retry_overdue"] = sum(map(_overdue_of_entry, result["jobs_awaiting_retry"]))
         result["database_statements"] = self.db.statements
         result["seconds"] = {"squeue": round(self.time.squeue, 6), "database": round(self.time.database, 6)}

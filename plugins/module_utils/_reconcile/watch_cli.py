@@ -13,7 +13,7 @@ file named by ``--json``. A failed read keeps the last good gauges in the file a
 keep: it is replaced by the status gauges alone, and the message says so.
 
 Options: the module's (the database settings and the reconcile's, from the one table in
-reconcile_run) and the watch's own (WATCH_OPTIONS), from ``--options-file`` (read and
+_reconcile.run) and the watch's own (WATCH_OPTIONS), from ``--options-file`` (read and
 checked as ``arvados-fail-jobs`` reads its own: options_file) and from flags, which win.
 The password has no flag: ``ps`` would show it.
 
@@ -215,9 +215,9 @@ def down_or_drained_nodes(result: Mapping[str, Any]) -> Optional[List[Dict[str, 
 
 
 def write_json(result: Mapping[str, Any], json_file: Optional[str], stdout) -> None:
-    # One line: without `indent` json encodes in C. On the 1M-job benchmark (105,500 orphans)
-    # the indented text took 2.6-4.1 s, more than the read itself; and in pieces, since the
-    # 51 MB text built whole was half again the read's heap (bench/README.md).
+    # One line: without `indent` json encodes in C (indented, the text took longer than the
+    # read itself on the 1,000,000-job benchmark); and in pieces, since the text built whole
+    # was half again the read's heap (bench/README.md, "The watch's JSON written in pieces").
     if json_file:
         watch_metrics.write_pieces_atomically(json_file, command_output.json_text(result), what="--json")
     else:
@@ -303,7 +303,7 @@ def main(
     argv=None, stdout=None, reporter=None, check: Callable[[Mapping[str, Any]], Any] = check_params, **engine
 ) -> int:
     """`check` is every check of the read's options that asks nothing of Slurm or the
-    database (reconcile_run.check_params), run first so that its refusals write nothing."""
+    database (_reconcile.run.check_params), run first so that its refusals write nothing."""
     args = build_parser().parse_args(argv)
     stdout = stdout or sys.stdout
     reporter = reporter or Reporter()

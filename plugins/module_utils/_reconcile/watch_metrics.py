@@ -5,7 +5,7 @@
 """The watch's Prometheus text: a reconcile result as gauges, written atomically.
 
 Pure Python (3.8+), standard library only. The watch command reads Slurm and the
-database read-only (``reconcile_run``) and hands the result here; node_exporter's textfile
+database read-only (``_reconcile.run``) and hands the result here; node_exporter's textfile
 collector serves the file. Names follow Prometheus' conventions: gauges only (a oneshot
 run keeps no counter between runs), a unit suffix where there is a unit, and labels from
 bounded sets: a UUID, a Slurm job id or a free-text reason never becomes a label (they

@@ -55,7 +55,7 @@ def scancel_command(
 ) -> List[str]:
     """``only_pending``: a job that started since it was listed is left alone (scancel
     exits 0 for it), as crunch-dispatch-slurm's ``--state=pending`` does. ``ctld``: one
-    request to slurmctld for all the ids, from Slurm 24.05 on (slurm_version)."""
+    request to slurmctld for all the ids, from Slurm 24.05 on (_slurm.release)."""
     argv = [scancel]
     if ctld:
         argv.append("--ctld")
