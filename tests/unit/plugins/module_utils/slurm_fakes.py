@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Deque, Dict, List, Optional
 
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm.queue import QueueEntry
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm.runner import CommandNotFoundError
 
 UNREACHABLE = "squeue: error: Unable to contact slurm controller (connect failure)"
@@ -41,6 +42,20 @@ DENIED_EXIT = 2002 % 256
 FILTER_MISMATCH_LINE = (
     "scancel: error: Kill job error on job id %s: Job state %s != filter state PENDING: Cannot signal job\n"
 )
+
+
+def container(number: int) -> str:
+    """The UUID of container `number`, as the cancel engine's tests name their Slurm jobs."""
+    return "zzzzz-dz642-%015d" % number
+
+
+def crunch_job(number: int) -> str:
+    return "zzzzz-8i9sb-%015d" % number
+
+
+def listed(job_id, state, name, user="crunch") -> QueueEntry:
+    """One line of squeue's listing, as the engine reads it."""
+    return QueueEntry(str(job_id), state, user, name)
 
 
 def release_tuple(release: str):

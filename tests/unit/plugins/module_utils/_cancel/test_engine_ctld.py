@@ -25,6 +25,8 @@ from tests.unit.plugins.module_utils.slurm_fakes import (
     FakeClock,
     FakeSlurm,
     Scripted,
+    container,
+    crunch_job,
     fake_client_directory,
 )
 
@@ -34,14 +36,6 @@ CRUNCH = (1000, "crunch")
 ROOT = (0, "root")
 CTLD_REMOVE = ["scancel", "--ctld", "--state=PENDING"]
 CTLD_TERM = ["scancel", "--ctld", "--signal=TERM", "--batch"]
-
-
-def container(number: int) -> str:
-    return "zzzzz-dz642-%015d" % number
-
-
-def crunch_job(number: int) -> str:
-    return "zzzzz-8i9sb-%015d" % number
 
 
 def fake_slurm(release: str, package: str = "slurm-wlm") -> FakeSlurm:

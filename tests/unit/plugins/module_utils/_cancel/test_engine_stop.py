@@ -16,21 +16,20 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel.engin
 )
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.run import ALL_OPTIONS, SlurmStep
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import RecoveryError
-from tests.unit.plugins.module_utils.slurm_fakes import FakeClock, FakeSlurm, Scripted, fake_client_directory
+from tests.unit.plugins.module_utils.slurm_fakes import (
+    FakeClock,
+    FakeSlurm,
+    Scripted,
+    container,
+    crunch_job,
+    fake_client_directory,
+)
 
 ENVIRON = {"PATH": "/usr/bin:/bin"}
 TERM = ["scancel", "--signal=TERM", "--batch"]
 REMOVE = ["scancel", "--state=PENDING"]
 # How late after its instant the engine may notice something: a reap check, plus one squeue.
 LATENESS = SCANCEL_CHECK_INTERVAL + 0.005 + 1e-6
-
-
-def container(number: int) -> str:
-    return "zzzzz-dz642-%015d" % number
-
-
-def crunch_job(number: int) -> str:
-    return "zzzzz-8i9sb-%015d" % number
 
 
 @pytest.fixture

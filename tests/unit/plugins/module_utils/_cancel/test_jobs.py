@@ -10,30 +10,17 @@ import pytest
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel import jobs as cancel_jobs_state
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel.engine import CancelRequest, cancel_jobs
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel.jobs import Jobs
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm.queue import QueueEntry
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm.scancel import (
     CANCEL,
     REMOVE_PENDING,
     SIGNAL,
     TERMINATE,
 )
-from tests.unit.plugins.module_utils.slurm_fakes import FakeClock, FakeSlurm
+from tests.unit.plugins.module_utils.slurm_fakes import FakeClock, FakeSlurm, container, crunch_job, listed
 
 STARTED = 1000.0
 ROOT = (0, "root")
 CTLD_TERM = ["scancel", "--ctld", "--signal=TERM", "--batch"]
-
-
-def container(number: int) -> str:
-    return "zzzzz-dz642-%015d" % number
-
-
-def crunch_job(number: int) -> str:
-    return "zzzzz-8i9sb-%015d" % number
-
-
-def listed(job_id, state, name, user="crunch"):
-    return QueueEntry(str(job_id), state, user, name)
 
 
 def tracker(entries, cap=500, **options):

@@ -13,21 +13,8 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel.repor
     outlived_term_note,
 )
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel.request import CancelRequest
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm.queue import QueueEntry
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm.scancel import CANCEL, TERMINATE
-from tests.unit.plugins.module_utils.slurm_fakes import FakeClock
-
-
-def container(number: int) -> str:
-    return "zzzzz-dz642-%015d" % number
-
-
-def crunch_job(number: int) -> str:
-    return "zzzzz-8i9sb-%015d" % number
-
-
-def listed(job_id, state, name, user="crunch"):
-    return QueueEntry(str(job_id), state, user, name)
+from tests.unit.plugins.module_utils.slurm_fakes import FakeClock, container, crunch_job, listed
 
 
 class Call:
