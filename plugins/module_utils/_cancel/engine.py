@@ -93,18 +93,15 @@ from .ctld import CtldChoice
 from .jobs import Jobs
 from .log import CallLog
 from .report import CancelResult, Report, outlived_term_note
-from .request import DEFAULT_NAME_PATTERN, CancelRequest, CancelRequestError
-from .scancels import SCANCEL_CHECK_INTERVAL, ScancelCall, Scancels, TokenBucket
+from .request import CancelRequest, CancelRequestError
+from .scancels import ScancelCall, Scancels
 
 __all__ = [
-    "DEFAULT_NAME_PATTERN",
-    "SCANCEL_CHECK_INTERVAL",
     "CancelRequest",
     "CancelRequestError",
     "CancelResult",
     "CommandNotFoundError",
     "PollSchedule",
-    "TokenBucket",
     "cancel_jobs",
 ]
 

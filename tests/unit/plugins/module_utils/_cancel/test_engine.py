@@ -9,13 +9,15 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel.engine import (
-    SCANCEL_CHECK_INTERVAL,
     CancelRequest,
     CancelRequestError,
     CommandNotFoundError,
     PollSchedule,
-    TokenBucket,
     cancel_jobs,
+)
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel.scancels import (
+    SCANCEL_CHECK_INTERVAL,
+    TokenBucket,
 )
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm.queue import (
     QueueEntry,

@@ -9,11 +9,11 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel.engine import (
-    SCANCEL_CHECK_INTERVAL,
     CancelRequest,
     CancelRequestError,
     cancel_jobs,
 )
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel.scancels import SCANCEL_CHECK_INTERVAL
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.run import ALL_OPTIONS, SlurmStep
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import RecoveryError
 from tests.unit.plugins.module_utils.slurm_fakes import (
