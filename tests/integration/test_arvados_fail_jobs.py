@@ -18,7 +18,7 @@ import yaml
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import checks as fail_jobs_checks
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import options as fail_jobs_options
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.threshold import ACCEPTED_FORMS
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.before import ACCEPTED_FORMS
 from lab import datagen
 from tests.integration import fail_jobs_helpers as h
 

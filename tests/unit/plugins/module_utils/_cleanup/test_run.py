@@ -143,7 +143,7 @@ def test_prepare_checks_everything_before_connecting():
         dict(NO_FILES, before="@1448378837", retry=True, batch_size=20, db_wait=3)
     )
     assert settings.dbname == "arvados_test"
-    assert options.threshold.to_iso8601() == "2015-11-24T15:27:17Z"
+    assert options.before.to_iso8601() == "2015-11-24T15:27:17Z"
     assert options.retry is True and options.batch_size == 20
     assert slurm is None and skipped == "cancel_slurm_jobs is false"
     assert db_wait == 3
