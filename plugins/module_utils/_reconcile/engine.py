@@ -307,7 +307,8 @@ class OrphanSearch:
 
     def __init__(self, kind: str, versions: Candidates, spared: Iterable[Record], first: Listing) -> None:
         self.kind = kind
-        self.live = len(versions)
+        # How many live records of the kind were read.
+        self.record_count = len(versions)
         # Only Locked containers have a grace (the module's docstring), whatever the rows say.
         self.recent: Set[str] = {record.uuid for record in spared if record.state in GRACE_STATES}
         # The few listed ones taken out: a filtering comprehension took twice as long.
@@ -339,7 +340,7 @@ class OrphanSearch:
             return (
                 "Slurm shows no Slurm job for any of the %d live %s: absence from this "
                 "Slurm proves nothing (they may never have run under it, or squeue sees "
-                "another cluster); orphans: always reports them anyway" % (self.live, self.kind)
+                "another cluster); orphans: always reports them anyway" % (self.record_count, self.kind)
             )
         return None
 
