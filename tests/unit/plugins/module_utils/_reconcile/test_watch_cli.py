@@ -293,7 +293,7 @@ def test_every_option_of_the_module_is_an_option_of_the_watch():
 
 def test_nodes_are_counted_when_the_result_lists_them_and_have_no_sample_otherwise(prom):
     nodes = [
-        # As reconcile_run lists them (slurm_nodes.py classes Slurm's states).
+        # As _reconcile.run lists them (_slurm/nodes.py classes Slurm's states).
         {"name": "c1", "state": "down", "slurm_state": "DOWN*", "reason": "Node unexpectedly rebooted"},
         {"name": "c2", "state": "drain", "slurm_state": "IDLE+DRAIN", "reason": "disk"},
         {"name": "c3", "state": "drain", "slurm_state": "IDLE+DRAINING", "reason": "Node unexpectedly rebooted"},
