@@ -17,6 +17,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import ConfigError
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._dispatcher import state as decide
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import locked_containers
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.engine import stray_names_of
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm import nodes as slurm_nodes
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm import users as whose
 
@@ -146,6 +147,15 @@ def locked_containers_line(orphaned_containers, limit=None):
     return locked_containers.locks_line(_plain(orphaned_containers or []), _plain(limit) if limit else None)
 
 
+def stray_slurm_job_names(stray_slurm_jobs, kind):
+    """The names of the stray Slurm jobs of `kind` ('jobs' or 'containers', as the Slurm
+    users are keyed), each once."""
+    try:
+        return stray_names_of(_plain(stray_slurm_jobs or []), str(kind))
+    except ConfigError as error:
+        raise AnsibleFilterError(str(error)) from None
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -159,4 +169,5 @@ class FilterModule:
             "slurm_nodes_line": slurm_nodes_line,
             "locked_containers_line": locked_containers_line,
             "with_dispatch_limit": with_dispatch_limit,
+            "stray_slurm_job_names": stray_slurm_job_names,
         }

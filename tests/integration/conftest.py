@@ -28,7 +28,7 @@ import pytest
 from psycopg import sql
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import RecoveryError
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._database import driver as pg_driver
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._database import driver as database_driver
 from lab import labctl
 from tests.integration.module_playbook import REPO_ROOT
 from tests.integration.reconcile_helpers import Records
@@ -38,10 +38,12 @@ from tests.unit.roles.playbook_runs import collections_in
 
 def pytest_report_header(config):
     """Which driver the modules and the command reach PostgreSQL with in this run."""
-    forced = os.environ.get(pg_driver.DRIVER_ENV)
-    how = "%s=%s" % (pg_driver.DRIVER_ENV, forced) if forced else "preferred: %s unset" % pg_driver.DRIVER_ENV
+    forced = os.environ.get(database_driver.DRIVER_ENV)
+    how = (
+        "%s=%s" % (database_driver.DRIVER_ENV, forced) if forced else "preferred: %s unset" % database_driver.DRIVER_ENV
+    )
     try:
-        driver = pg_driver.load_driver()
+        driver = database_driver.load_driver()
     except RecoveryError as error:
         return "database driver: none (%s): %s" % (how, error)
     return "database driver: %s (%s)" % (driver.describe(), how)

@@ -16,9 +16,9 @@ from datetime import datetime, timedelta
 
 import yaml
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import checks as fail_jobs_checks
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import options as fail_jobs_options
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.threshold import ACCEPTED_FORMS
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import checks as cleanup_checks
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import options as cleanup_options
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.before import ACCEPTED_FORMS
 from lab import datagen
 from tests.integration import fail_jobs_helpers as h
 
@@ -177,7 +177,7 @@ def test_fail_mode_fails_exactly_the_jobs_started_before_the_threshold(fresh_db,
         log_rows,
         {u: jobs_before[u] for u in failed},
         jobs_after,
-        fail_jobs_options.DEFAULT_FAIL_MESSAGE,
+        cleanup_options.DEFAULT_FAIL_MESSAGE,
         started,
         finished,
         tokens=(conn, tokens_before, h.tokens(conn), result["revoked_tokens"]),
@@ -318,7 +318,7 @@ def test_retry_requeues_and_scrubs_the_jobs_and_deletes_their_tasks(fresh_db, la
         h.logs(conn),
         {u: jobs_before[u] for u in requeued},
         jobs_after,
-        fail_jobs_options.DEFAULT_RETRY_MESSAGE,
+        cleanup_options.DEFAULT_RETRY_MESSAGE,
         started,
         finished,
     )
@@ -589,18 +589,18 @@ def test_check_mode_writes_nothing_and_predicts_the_real_run_which_a_rerun_does_
 def test_a_run_that_cannot_get_the_advisory_lock_fails_and_writes_nothing(fresh_db, lab_env, tmp_path):
     summary = h.load(fresh_db, running=5, running_after_boot=1)
     holder = fresh_db.connect(autocommit=True)
-    holder.execute("SELECT pg_advisory_lock(%s)", (fail_jobs_checks.ADVISORY_LOCK_KEY,))
+    holder.execute("SELECT pg_advisory_lock(%s)", (cleanup_checks.ADVISORY_LOCK_KEY,))
     dump_before = h.pg_dump(fresh_db, lab_env)
     args = base_args(fresh_db, tmp_path, summary, lock_wait=1)
 
     blocked = h.run_module(lab_env, tmp_path, args)
 
     assert blocked.get("failed") is True
-    assert "advisory lock %d" % fail_jobs_checks.ADVISORY_LOCK_KEY in blocked["msg"]
+    assert "advisory lock %d" % cleanup_checks.ADVISORY_LOCK_KEY in blocked["msg"]
     assert "another arvados_fail_jobs run holds the cleanup lock" in blocked["msg"]
     assert h.pg_dump(fresh_db, lab_env) == dump_before
 
-    holder.execute("SELECT pg_advisory_unlock(%s)", (fail_jobs_checks.ADVISORY_LOCK_KEY,))
+    holder.execute("SELECT pg_advisory_unlock(%s)", (cleanup_checks.ADVISORY_LOCK_KEY,))
     result = h.run_module(lab_env, tmp_path, args)
     assert not result.get("failed"), result.get("msg")
     assert result["failed_jobs"] == sorted(summary.running_before_boot)

@@ -15,8 +15,8 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import checks as fail_jobs_checks
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.threshold import ACCEPTED_FORMS
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import checks as cleanup_checks
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.before import ACCEPTED_FORMS
 from lab import datagen
 from tests.integration import fail_jobs_helpers as h
 from tests.integration.conftest import schema_database
@@ -168,7 +168,7 @@ def test_check_writes_nothing_and_predicts_the_real_run(fresh_db, lab_env, tmp_p
 def test_lock_held_by_another_run(fresh_db, lab_env, tmp_path):
     summary = h.load(fresh_db, running=5, running_after_boot=1)
     holder = fresh_db.connect(autocommit=True)
-    holder.execute("SELECT pg_advisory_lock(%s)", (fail_jobs_checks.ADVISORY_LOCK_KEY,))
+    holder.execute("SELECT pg_advisory_lock(%s)", (cleanup_checks.ADVISORY_LOCK_KEY,))
     dump_before = h.pg_dump(fresh_db, lab_env)
     opts = options(fresh_db, tmp_path, lock_wait=1)
 
@@ -176,11 +176,11 @@ def test_lock_held_by_another_run(fresh_db, lab_env, tmp_path):
     blocked = h.run_cli(lab_env, tmp_path, opts, before_flag(summary))
     assert time.monotonic() - began < 15
     reason = one_line_reason(blocked)
-    assert "advisory lock %d" % fail_jobs_checks.ADVISORY_LOCK_KEY in reason
+    assert "advisory lock %d" % cleanup_checks.ADVISORY_LOCK_KEY in reason
     assert "waited 1 s" in reason
     assert h.pg_dump(fresh_db, lab_env) == dump_before
 
-    holder.execute("SELECT pg_advisory_unlock(%s)", (fail_jobs_checks.ADVISORY_LOCK_KEY,))
+    holder.execute("SELECT pg_advisory_unlock(%s)", (cleanup_checks.ADVISORY_LOCK_KEY,))
     result = h.cli_json(h.run_cli(lab_env, tmp_path, opts, before_flag(summary) + ["--json"]))
     assert result["failed_jobs"] == sorted(summary.running_before_boot)
 

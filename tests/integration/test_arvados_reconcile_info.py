@@ -546,10 +546,10 @@ def test_a_table_held_by_another_session_fails_within_query_timeout_naming_it(
 def test_the_read_only_session_compiles_no_plan(fresh_db, driver):
     # jit_above_cost is 100,000 and SQL_LIVE's scan of 1,000,000 jobs is estimated just
     # below: past it, compiling took longer than the scan.
-    from ansible_collections.arvados_ops.recovery.plugins.module_utils._database import driver as pg_driver
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils._database import driver as database_driver
     from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.db import make_read_only
 
-    conn = pg_driver.load_driver({pg_driver.DRIVER_ENV: driver}).connect(**fresh_db.connection)
+    conn = database_driver.load_driver({database_driver.DRIVER_ENV: driver}).connect(**fresh_db.connection)
     try:
         make_read_only(conn)
         assert conn.execute("SHOW jit").fetchone()[0] == "off"

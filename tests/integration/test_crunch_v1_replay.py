@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as fail_jobs_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as cleanup_run
 from lab import datagen
 from tests.integration import crunch_dispatch_replay as replay
 from tests.integration import fail_jobs_helpers as h
@@ -91,7 +91,7 @@ def reboot_options(world: replay.Dispatcher, config_file: Path) -> dict:
         boot = rng.choice(starts + [world.clock]) + timedelta(seconds=rng.choice([0, 1, 30]))
         options["before"] = "@%d" % int((boot - datagen.EPOCH).total_seconds())
     # At boot (live false) a run of several batches judges the tokens once, before its first
-    # batch (fail_jobs_tokens.TokenOwners); live (this test's own session is connected), a
+    # batch (_cleanup.tokens.TokenOwners); live (this test's own session is connected), a
     # batch at a time. Drawn last, so that the draws above stay those of each seed.
     options["live"] = rng.random() < 0.5
     return options
@@ -130,7 +130,7 @@ def broken_promises(conn, world: replay.Dispatcher, options: dict, result: dict)
 
 
 def cleanup(params: dict) -> dict:
-    return fail_jobs_run.run_fail_jobs(params)
+    return cleanup_run.run_fail_jobs(params)
 
 
 def test_random_crunch_v1_histories_keep_every_token_live_work_uses(arvados_1_4_3, tmp_path):
@@ -172,7 +172,7 @@ def interesting_seeds(conn, config_file, count: int) -> list[int]:
     found = []
     for seed in range(FIRST_SEED, FIRST_SEED + 500):
         world = history(conn, seed)
-        predicted = fail_jobs_run.run_fail_jobs(reboot_options(world, config_file), check_mode=True)
+        predicted = cleanup_run.run_fail_jobs(reboot_options(world, config_file), check_mode=True)
         if predicted["revoked_tokens"] and predicted["tokens_left_alone"]:
             found.append(seed)
             if len(found) == count:

@@ -15,7 +15,7 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import options as fail_jobs_options
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import options as cleanup_options
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.uuids import (
     JOB_INFIX,
     TOKEN_INFIX,
@@ -213,8 +213,8 @@ def test_a_requeued_job_runs_as_the_user_it_ran_as_never_the_system_user(arvados
     assert crunch_dispatch_runs_as(cluster.conn, by_lock) == (bob, False)
     assert cluster.job_row(nobody)["state"] == "Failed"
     summaries = {row["object_uuid"]: row["summary"] for row in h.logs(cluster.conn) if row["event_type"] == "dispatch"}
-    assert summaries[nobody] == fail_jobs_options.DEFAULT_RETRY_MESSAGE + fail_jobs_options.UNRUNNABLE_NOTE
-    assert summaries[kept] == fail_jobs_options.DEFAULT_RETRY_MESSAGE
+    assert summaries[nobody] == cleanup_options.DEFAULT_RETRY_MESSAGE + cleanup_options.UNRUNNABLE_NOTE
+    assert summaries[kept] == cleanup_options.DEFAULT_RETRY_MESSAGE
     rerun = run(arvados_db, lab_env, tmp_path, retry=True, uuids=[kept, by_lock, nobody])
     assert rerun["changed"] is False
 

@@ -10,9 +10,9 @@ import threading
 
 import psycopg
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import engine as fail_jobs
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import options as fail_jobs_options
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as fail_jobs_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import engine as cleanup_engine
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import options as cleanup_options
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as cleanup_run
 from tests.integration import fail_jobs_helpers as h
 from tests.integration.test_arvados_fail_jobs import base_args
 from tests.integration.test_arvados_fail_jobs_command import before_flag, one_line_reason, options
@@ -253,7 +253,7 @@ def test_no_snapshot_of_the_run_lives_across_a_batch(fresh_db, lab_env, tmp_path
         seen.append((result.batches, rows))
 
     params = options(fresh_db, tmp_path, batch_size=7, before="@%d" % h.boot_epoch(summary), live=True)
-    result = fail_jobs_run.run_fail_jobs(params, progress=between_batches)
+    result = cleanup_run.run_fail_jobs(params, progress=between_batches)
     monitor.close()
 
     assert result["counts"]["jobs"] == len(summary.running_before_boot)
@@ -301,11 +301,11 @@ def test_without_full_scan_the_listing_reads_the_index_on_finished_at_not_the_ta
     h.load(fresh_db, jobs=5000, running=20, running_after_boot=1, tasks_per_job=0)
     with fresh_db.connect() as conn:
         conn.execute("ANALYZE jobs")
-        query, params = fail_jobs.JobCleaner(
-            None, None, fail_jobs_options.CleanupOptions(full_scan=False)
+        query, params = cleanup_engine.JobCleaner(
+            None, None, cleanup_options.CleanupOptions(full_scan=False)
         )._listing_query()  # pylint: disable=protected-access
         plan = "\n".join(row[0] for row in conn.execute("EXPLAIN " + query, params))
-        full_query, _params = fail_jobs.JobCleaner(None, None, fail_jobs_options.CleanupOptions())._listing_query()  # pylint: disable=protected-access
+        full_query, _params = cleanup_engine.JobCleaner(None, None, cleanup_options.CleanupOptions())._listing_query()  # pylint: disable=protected-access
         full_plan = "\n".join(row[0] for row in conn.execute("EXPLAIN " + full_query, params))
     assert "index_jobs_on_finished_at" in plan and "Seq Scan" not in plan
     assert "Seq Scan on jobs" in full_plan

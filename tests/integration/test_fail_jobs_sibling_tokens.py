@@ -14,9 +14,9 @@ from datetime import UTC, timedelta
 
 import pytest
 
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.before import Before
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.options import CleanupOptions
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.sql import SQL_BATCH_JOBS, BatchJob
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.threshold import Threshold
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.tokens import (
     TokenCandidate,
     TokenOwners,
@@ -185,9 +185,9 @@ def test_a_running_job_the_run_ends_owns_nothing_and_one_it_does_not_end_does(cl
     before = cluster.job(user, cluster.ago(hours=4), started=threshold - MICROSECOND)
     after = cluster.job(user, cluster.ago(hours=4), started=threshold)
     token = [(user, cluster.ago(hours=3))]
-    moment = Threshold(threshold.replace(tzinfo=UTC), "test")
+    moment = Before(threshold.replace(tzinfo=UTC), "test")
 
-    assert owners_of(cluster, token, threshold=moment) == {1: after}
+    assert owners_of(cluster, token, before=moment) == {1: after}
     # `uuids` ends only the jobs it names
     assert owners_of(cluster, token, uuids=[after]) == {1: before}
     assert owners_of(cluster, token, uuids=[before, after]) == {}
@@ -375,11 +375,11 @@ CLUSTER_SHAPES = pytest.mark.parametrize(
 
 
 def run_options(rng, jobs, threshold_instant):
-    choice = rng.choice(["uuids", "threshold", "full_scan", "none"])
+    choice = rng.choice(["uuids", "before", "full_scan", "none"])
     if choice == "uuids":
         return {"uuids": rng.sample(jobs, len(jobs) // 4)}
-    if choice == "threshold":
-        return {"threshold": Threshold(threshold_instant.replace(tzinfo=UTC), "test")}
+    if choice == "before":
+        return {"before": Before(threshold_instant.replace(tzinfo=UTC), "test")}
     return {"full_scan": choice == "full_scan"}
 
 

@@ -64,7 +64,7 @@ def installer_inventory(
     lab_env, directory: Path, config_file: Path, api1: dict | None = None, **extra_vars: Any
 ) -> Path:
     """The installer's groups and variables; recover_slurm_hosts names the Slurm host (the
-    installer has no Slurm group). The lab's Slurm configuration and the settle time are the
+    installer has no Slurm group). The lab's Slurm configuration and the `for:` duration are the
     lab's own, as in playbooks/inventory/lab.yml."""
     all_vars = {
         "arvados_config_file": str(config_file),

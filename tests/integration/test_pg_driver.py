@@ -1,4 +1,4 @@
-"""pg_driver on the lab's PostgreSQL: the same statement through psycopg 3 and through
+"""_database.driver on the lab's PostgreSQL: the same statement through psycopg 3 and through
 psycopg2 gives the same Python values, the same SQLSTATE and the same error text, and both
 offer what the engines use (a cursor WITH HOLD in autocommit, a dead session noticed).
 
@@ -16,15 +16,15 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._database import connect as pg_connect
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._database import driver as pg_driver
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._database import connect as database_connect
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._database import driver as database_driver
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._database.driver import connection_lost
 
 NAMES = ("psycopg", "psycopg2")
 
 
 def driver_named(name):
-    return pg_driver.load_driver({pg_driver.DRIVER_ENV: name})
+    return database_driver.load_driver({database_driver.DRIVER_ENV: name})
 
 
 @pytest.fixture
@@ -53,9 +53,9 @@ def same(rows):
 
 
 def test_the_drivers_are_the_ones_named():
-    assert isinstance(driver_named("psycopg"), pg_driver.Psycopg3Driver)
+    assert isinstance(driver_named("psycopg"), database_driver.Psycopg3Driver)
     driver = driver_named("psycopg2")
-    assert isinstance(driver, pg_driver.Psycopg2Driver)
+    assert isinstance(driver, database_driver.Psycopg2Driver)
     assert driver.module.__name__ == "psycopg2"
 
 
@@ -140,7 +140,7 @@ def test_errors_have_the_same_sqlstate_and_text(both):
         with pytest.raises(driver_named(name).Error) as raised:
             conn.execute("SELECT uuid FROM no_such_table WHERE uuid = %(uuid)s", {"uuid": "x"})
         conn.rollback()
-        said[name] = (pg_driver.sqlstate_of(raised.value), pg_driver.error_text(raised.value))
+        said[name] = (database_driver.sqlstate_of(raised.value), database_driver.error_text(raised.value))
     assert same(said) == ("42P01", 'relation "no_such_table" does not exist')
 
 
@@ -187,8 +187,8 @@ def test_a_failed_connection_reads_the_same(fresh_db, change):
     kwargs = dict(fresh_db.connection, connect_timeout=5, **change)
     said = {}
     for name in NAMES:
-        with pytest.raises(pg_connect.DatabaseUnavailable) as raised:
-            pg_connect.connect(kwargs, wait=0, driver=driver_named(name))
+        with pytest.raises(database_connect.DatabaseUnavailable) as raised:
+            database_connect.connect(kwargs, wait=0, driver=driver_named(name))
         said[name] = str(raised.value)
     message = same(said)
     assert "wrong-pw" not in message

@@ -4,7 +4,7 @@ alone) serving the file the watch's own writer (watch_metrics) puts in its direc
 the rules the recovery_watch role installed (its `rules` entry point, promtool-checked)
 loaded through `rule_files`. An alert fires and clears on what the file says: no file at
 all (ArvadosRecoveryWatchAbsent), then orphans (ArvadosOrphans, with the `cluster` label
-the scrape gives). Only the rules' `for:` settle times are cut to nothing, so that the test
+the scrape gives). Only the rules' `for:` durations are cut to nothing, so that the test
 takes seconds, not a quarter of an hour; the expressions are those installed. No lab: the
 file is written from a reconcile result, as the watch writes it. Ports 19090 and 19100."""
 

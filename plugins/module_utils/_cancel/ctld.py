@@ -36,7 +36,7 @@ class CtldChoice:
         self._env = env
         self._caller = caller
         self._log = log
-        # None until settled, then whether every scancel of the call gets --ctld ...
+        # None until decided, then whether every scancel of the call gets --ctld ...
         self.enabled: Optional[bool] = None
         # ... and whether such an scancel is one request for all its ids (24.05 and later).
         self.one_request = False
@@ -66,7 +66,7 @@ class CtldChoice:
             self._probe.output()
             self._probe = None
 
-    def settle(self) -> None:
+    def decide(self) -> None:
         """Whether every scancel of this call carries --ctld, and whether that makes it one
         request: the option, or for auto what ``scancel --version`` says, asked once."""
         choice = self._request.ctld

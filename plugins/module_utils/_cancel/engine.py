@@ -216,7 +216,7 @@ class _Canceller:
 
     def _check(self) -> CancelResult:
         if self._list_queue() and self.jobs.actionable():
-            self.ctld.settle()
+            self.ctld.decide()
         return self._finish()
 
     def _done(self) -> bool:
@@ -284,7 +284,7 @@ class _Canceller:
     def _start_due_scancels(self, now: float) -> bool:
         """Start what the bounds allow; True if due jobs are left waiting for them."""
         if self.jobs.due() and self.ctld.enabled is None:
-            self.ctld.settle()
+            self.ctld.decide()
             if self.ctld.one_request:
                 # Cut before a scancel was known to be one request, which takes more ids.
                 self.jobs.cut_again()

@@ -14,10 +14,10 @@ How a run goes:
    a list of a batch or less by one plain query (SQL_FIRST_PAGE), a longer one into a
    cursor the server keeps (WITH HOLD), fetched a batch at a time: no snapshot lives
    across batches and memory does not grow with the number of jobs.
-2. Jobs that started at or after the threshold (``before``) are exempt and reported,
+2. Jobs that started at or after ``before`` are exempt and reported,
    never touched. A ``Running`` job with no ``started_at`` is an inconsistent row: without
    ``before`` it qualifies like every ``Running`` job; with ``before`` nothing shows that it
-   started before the threshold, so it is left alone. Either way it is reported as
+   started before that instant, so it is left alone. Either way it is reported as
    ``no_started_at``; to clean it up, name it in ``uuids`` and give no ``before``. Its token
    cannot be told from the user's other tokens, so none is revoked for it.
 3. Per batch: the Slurm jobs named after the batch's job UUIDs are made absent first (a
@@ -58,6 +58,7 @@ from .._common.errors import RecoveryError
 from .._database.driver import SQLSTATE_LOCK_TIMEOUT, Connection, connection_lost, sqlstate_of
 from .._database.settings import APPLICATION_NAME
 from .batch import BatchTransaction, LockBudget
+from .before import EXEMPT, QUALIFIES, before_against, classify_running_job
 from .checks import (
     BLOCKS_READS,
     check_primary,
@@ -88,7 +89,6 @@ from .sql import (
     WHERE_UNFINISHED,
     WHERE_UUIDS,
 )
-from .threshold import EXEMPT, QUALIFIES, classify_running_job, threshold_against
 from .tokens import TokenOwners
 
 Item = TypeVar("Item")
@@ -259,7 +259,7 @@ class JobCleaner:
             facts = read_server_facts(self.conn, opts)
             check_schema(facts.columns)
             check_primary(facts.in_recovery)
-            opts.threshold = threshold_against(opts.threshold, facts.now)
+            opts.before = before_against(opts.before, facts.now)
             check_privileges(facts, opts)
             self.step = "taking the cleanup lock (pg_try_advisory_lock)"
             take_advisory_lock(self.conn, opts.lock_wait)
@@ -507,7 +507,7 @@ class JobCleaner:
             yield batch
 
     def _qualifies(self, uuid: str, started_at: Optional[datetime]) -> bool:
-        verdict = classify_running_job(started_at, self.options.threshold)
+        verdict = classify_running_job(started_at, self.options.before)
         if started_at is None:
             self.result.unstarted.append(uuid)
         if verdict == EXEMPT:

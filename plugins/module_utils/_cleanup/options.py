@@ -13,9 +13,9 @@ from .._common.errors import RecoveryError
 from .._common.option_bounds import MAX_BATCH_SIZE, MAX_PG_TIMEOUT_SECONDS, MAX_SLEEP_SECONDS
 from .._common.options import Option, auto_or_bool, check_text, count, seconds, value_text
 from .._common.uuids import JOB_UUID_RE
+from .before import Before
 from .pace import START_SIZE, TARGET_RATE
 from .sql import DISPATCH_ATTEMPT_SUMMARY
-from .threshold import Threshold
 
 JOB_STATE_RUNNING = "Running"
 JOB_STATE_FAILED = "Failed"
@@ -100,7 +100,7 @@ class CleanupOptions:
 
     def __init__(
         self,
-        threshold: Optional[Threshold] = None,
+        before: Optional[Before] = None,
         uuids: Optional[Iterable[str]] = None,
         retry: bool = False,
         revoke_tokens: bool = True,
@@ -116,7 +116,7 @@ class CleanupOptions:
         batch_pause: Optional[float] = None,
         audit_logs: bool = True,
     ) -> None:
-        self.threshold = threshold
+        self.before = before
         self.uuids: Optional[List[str]] = None if uuids is None else sorted(set(uuids))
         self.retry = bool(retry)
         self.revoke_tokens = bool(revoke_tokens)
@@ -150,8 +150,8 @@ class CleanupOptions:
 
     @property
     def db_threshold(self) -> Optional[datetime]:
-        """The threshold as the statements' `threshold` parameter (NULL: no threshold)."""
-        return None if self.threshold is None else self.threshold.to_db_timestamp()
+        """`before` as the statements' `threshold` parameter (NULL: no `before`)."""
+        return None if self.before is None else self.before.to_db_timestamp()
 
 
 def check_summary(message: str, retry: bool) -> None:

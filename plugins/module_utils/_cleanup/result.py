@@ -90,8 +90,9 @@ class CleanupResult:
         done = self.done_jobs.as_list()
         result: Dict[str, Any] = {
             "changed": self.changed,
-            "threshold": None if opts.threshold is None else opts.threshold.to_iso8601(),
-            "threshold_source": None if opts.threshold is None else opts.threshold.source,
+            # Named threshold in the result: the instant `before` came to, and whence.
+            "threshold": None if opts.before is None else opts.before.to_iso8601(),
+            "threshold_source": None if opts.before is None else opts.before.source,
             "requeued_jobs" if opts.retry else "failed_jobs": done,
             "exempt": {"count": len(self.exempt), "uuids": sorted(self.exempt)},
             "no_started_at": sorted(self.unstarted),

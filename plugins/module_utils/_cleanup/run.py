@@ -28,10 +28,10 @@ from .._database.driver import error_text, load_driver, sqlstate_of
 from .._database.settings import CONNECTION_OPTIONS, DEFAULT_DB_WAIT, DatabaseSettings, resolve_database_settings
 from .._slurm.runner import SEARCHED, find_program, require_program
 from .audit import AuditLogs, audit_logs_setting
+from .before import parse_before
 from .engine import JobCleaner
 from .options import CLEANUP_OPTIONS, CleanupOptions
 from .result import CleanupResult
-from .threshold import parse_before
 
 if TYPE_CHECKING:
     from .._cancel.engine import CancelResult
@@ -238,14 +238,14 @@ def prepare(
     params = with_defaults(params)
     settings = resolve_database_settings(params)
     audit_logs = audit_logs_setting(params)
-    threshold = None
-    # Only an omitted (None) before means no threshold: '' is refused by parse_before.
+    before = None
+    # Only an omitted (None) before means none: '' is refused by parse_before.
     if params["before"] is not None:
-        threshold = (
+        before = (
             parse_before(params["before"]) if proc_stat_path is None else parse_before(params["before"], proc_stat_path)
         )
     options = CleanupOptions(
-        threshold=threshold,
+        before=before,
         audit_logs=audit_logs.written,
         check_mode=check_mode,
         diff=diff,

@@ -181,7 +181,8 @@ class KeptTokens:
     A batch then asks the database for the tokens of its windows by id
     (SQL_TOKEN_CANDIDATES_BY_ID), and for those made since the read, instead of every
     token of its users over their windows' whole span: in start order a batch holds every
-    user's jobs, and that read took 18 s of a 1,000,000-job run (bench/README.md).
+    user's jobs, so that read would cover nearly every user's tokens in each batch
+    (bench/README.md, "Start order at boot").
     """
 
     def __init__(self, users: Iterable[Tuple[int, Sequence[int], Sequence[int]]], read_up_to: int) -> None:

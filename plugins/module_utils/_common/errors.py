@@ -69,5 +69,5 @@ class ConfigError(RecoveryError):
     """Settings are missing, contradictory or unreadable."""
 
 
-class ThresholdError(RecoveryError):
+class BeforeError(RecoveryError):
     """A ``before`` value cannot be turned into an instant."""

@@ -82,12 +82,16 @@ from collections import deque
 from itertools import compress, repeat
 from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
+from .._common.errors import ConfigError
 from .._common.uuids import CONTAINER_INFIX, JOB_INFIX, check_prefix
 from .._slurm.queue import FINISHED_STATES, LEAVING_STATES, SlurmJob
 
 JOBS = "jobs"
 CONTAINERS = "containers"
 KINDS = (JOBS, CONTAINERS)
+# The one word for one record of a kind: the `kind` of a report entry and the watch's
+# `kind` label, where the options and the result's keys name the kinds in the plural.
+ENTRY_KIND = {JOBS: "job", CONTAINERS: "container"}
 INFIX_OF = {JOBS: JOB_INFIX, CONTAINERS: CONTAINER_INFIX}
 KIND_OF_INFIX = {infix: kind for kind, infix in INFIX_OF.items()}
 
@@ -303,7 +307,8 @@ class OrphanSearch:
 
     def __init__(self, kind: str, versions: Candidates, spared: Iterable[Record], first: Listing) -> None:
         self.kind = kind
-        self.live = len(versions)
+        # How many live records of the kind were read.
+        self.record_count = len(versions)
         # Only Locked containers have a grace (the module's docstring), whatever the rows say.
         self.recent: Set[str] = {record.uuid for record in spared if record.state in GRACE_STATES}
         # The few listed ones taken out: a filtering comprehension took twice as long.
@@ -335,7 +340,7 @@ class OrphanSearch:
             return (
                 "Slurm shows no Slurm job for any of the %d live %s: absence from this "
                 "Slurm proves nothing (they may never have run under it, or squeue sees "
-                "another cluster); orphans: always reports them anyway" % (self.live, self.kind)
+                "another cluster); orphans: always reports them anyway" % (self.record_count, self.kind)
             )
         return None
 
@@ -489,7 +494,7 @@ def strays_of(
             for job in listing.by_name[name]:
                 spared: Dict[str, object] = dict(job.describe())
                 spared.update(
-                    kind=kind[:-1],
+                    kind=ENTRY_KIND[kind],
                     record_state=record.state,
                     age_seconds=_seconds(record.age),
                     reason=ending_reason(record),
@@ -504,7 +509,7 @@ def strays_of(
                 continue
             entry: Dict[str, object] = dict(job.describe())
             entry.update(
-                kind=kind[:-1],
+                kind=ENTRY_KIND[kind],
                 record_state=record.state if record else None,
                 priority=record.priority if record else None,
                 reason=reason,
@@ -514,6 +519,14 @@ def strays_of(
             if record is not None or missing_are_stray:
                 (result.stray if ours else result.other_user).append(entry)
     return result._replace(leaving=leaving)
+
+
+def stray_names_of(entries: Iterable[Mapping[str, Any]], kind: str) -> List[str]:
+    """The names of the stray Slurm jobs of `kind` (plural, as the options name it) among
+    `entries` (a result's stray_slurm_jobs), each once, in their order."""
+    if kind not in ENTRY_KIND:
+        raise ConfigError("kind must be one of %s, got %r" % (", ".join(KINDS), kind))
+    return list(dict.fromkeys(entry["name"] for entry in entries if entry["kind"] == ENTRY_KIND[kind]))
 
 
 def _seconds(age: Optional[float]) -> Optional[float]:

@@ -410,13 +410,13 @@ class Reconciler:
         began = self.clock.now()
         squeue = self.lister.start()
         scontrol = self.nodes.start() if self.nodes else None
-        live = {kind: self._timed_db(self._live, kind) for kind in self.options.kinds}
+        read = {kind: self._timed_db(self._read_records, kind) for kind in self.options.kinds}
         first = self._finish_listing(squeue, began, prefix)
         nodes = self._finish_nodes(self.nodes, scontrol, began) if self.nodes else []
         searches = {
-            kind: OrphanSearch(kind, versions, spared, first) for kind, (versions, spared, _entries) in live.items()
+            kind: OrphanSearch(kind, versions, spared, first) for kind, (versions, spared, _entries) in read.items()
         }
-        return first, searches, {kind: entries for kind, (_versions, _spared, entries) in live.items()}, nodes
+        return first, searches, {kind: entries for kind, (_versions, _spared, entries) in read.items()}, nodes
 
     def _finish_nodes(self, nodes: NodeLister, handle, began: float) -> List[Dict[str, Any]]:
         try:
@@ -455,7 +455,7 @@ class Reconciler:
         squeue = self.lister.start()
         with self.db.pipeline():
             versions = {
-                kind: self._timed_db(self.db.send_reread, kind, search.candidates, search.live)
+                kind: self._timed_db(self.db.send_reread, kind, search.candidates, search.record_count)
                 for kind, search in searches.items()
             }
             tokens = self._send_lock_tokens(entries, searches)
@@ -489,7 +489,7 @@ class Reconciler:
         finally:
             self.time.squeue += self.clock.now() - began
 
-    def _live(self, kind: str) -> Tuple[Candidates, List[Record], List[Dict[str, Any]]]:
+    def _read_records(self, kind: str) -> Tuple[Candidates, List[Record], List[Dict[str, Any]]]:
         """The live records of `kind`: their versions by UUID, those modified within the
         orphan grace, and the report entry each would have as an orphan, made as the rows
         come: the server is still scanning meanwhile (the Python of the read waited for it
@@ -536,7 +536,7 @@ class Reconciler:
             entries = [entry for entry in entries if entry["uuid"] in candidates and entry["uuid"] not in changed]
         result["orphans_withheld"][kind] = withheld
         result["evidence"][kind] = {
-            "live": search.live,
+            "live": search.record_count,
             "with_slurm_job": search.with_slurm_job,
             "without_slurm_job": len(search.candidates),
             "recently_modified": len(search.recent),
@@ -593,7 +593,7 @@ def _dispatcher(holders: List[Dict[str, Any]], expected: Optional[bool]) -> Dict
 
 def _drafts(entries: List[Dict[str, Any]], candidates: Mapping[str, Any]) -> List[Dict[str, Any]]:
     """The entries of the candidates, by UUID. `candidates` holds the UUIDs of `entries`
-    themselves, the same objects in the same order (Reconciler._live), but for the few taken
+    themselves, the same objects in the same order (Reconciler._read_records), but for the few taken
     out: one walk along both, comparing identities, finds them. Asking `candidates` for each
     entry's UUID instead probed its table at random, a miss of the processor's caches per
     entry (60-120 ms for 100,000 entries on the busy lab, against 10)."""

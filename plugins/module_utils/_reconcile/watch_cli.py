@@ -42,6 +42,7 @@ from .._common.errors import RecoveryError
 from .._common.options import Option, number_text, parse, seconds
 from .._common.version import COLLECTION, COLLECTION_VERSION
 from .._dispatcher.state import UNIT_DOWN, UNIT_UP
+from .._slurm.runner import CommandNotFoundError, require_program
 from . import watch_metrics
 from .run import ALL_OPTIONS as RECONCILE_ALL_OPTIONS
 from .run import check_params, run_reconcile
@@ -182,14 +183,20 @@ def reconcile_params(params: Mapping[str, Any]) -> Dict[str, Any]:
 
 def systemd_unit_active(unit: str, timeout: float) -> Optional[bool]:
     """Whether `unit` is active (`systemctl is-active`); None when that cannot be known:
-    no unit named, systemd not running here (a container, a chroot), or no answer."""
+    no unit named, systemd not running here (a container, a chroot), no systemctl, or no
+    answer."""
     if not unit or not os.path.isdir("/run/systemd/system"):
+        return None
+    try:
+        # Found as every program the collection runs (PATH, then the sbin directories).
+        systemctl = require_program("systemctl")
+    except CommandNotFoundError:
         return None
     try:
         # Not AnsibleModule.run_command (ansible-core 2.21's pylint asks for it): this is
         # the arvados-recovery-watch command's, which runs with no Ansible at all.
         completed = subprocess.run(  # pylint: disable=ansible-bad-function
-            ["systemctl", "is-active", "--", unit],
+            [systemctl, "is-active", "--", unit],
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,

@@ -30,14 +30,16 @@ from .._common.options_file import kind_of
 from .._common.version import COLLECTION_VERSION
 from .._slurm.nodes import NODE_REASONS, NODE_STATES, node_reason_class
 from .._slurm.queue import QueueEntry
+from .engine import CONTAINERS, ENTRY_KIND, JOBS
 
 PREFIX = "arvados_recovery_"
-KINDS = ("container", "job")
+# The kind label's values, sorted.
+KIND_LABELS = tuple(sorted(ENTRY_KIND.values()))
 # A Slurm job's state reduced to the bounded set an alert needs.
 SLURM_STATE_CLASSES = ("pending", "running", "suspended", "ending")
 # The records an orphan can be, by kind (services/api/app/models/container.rb,
 # job.rb): a label value each, so their series exist, at 0, before anything is orphaned.
-ORPHAN_STATES = (("job", "Running"), ("container", "Locked"), ("container", "Running"))
+ORPHAN_STATES = ((ENTRY_KIND[JOBS], "Running"), (ENTRY_KIND[CONTAINERS], "Locked"), (ENTRY_KIND[CONTAINERS], "Running"))
 
 
 class Metric(NamedTuple):
@@ -58,7 +60,7 @@ def slurm_state_class(state: str) -> str:
 
 
 def _slurm_jobs_by_kind_and_class(entries: Iterable[Mapping[str, Any]]) -> Tuple[Tuple[Tuple[str, ...], float], ...]:
-    counts = {(kind, state): 0 for kind in KINDS for state in SLURM_STATE_CLASSES}
+    counts = {(kind, state): 0 for kind in KIND_LABELS for state in SLURM_STATE_CLASSES}
     for entry in entries:
         counts[(entry["kind"], slurm_state_class(entry["state"]))] += 1
     return tuple((key, float(value)) for key, value in sorted(counts.items()))
@@ -66,16 +68,16 @@ def _slurm_jobs_by_kind_and_class(entries: Iterable[Mapping[str, Any]]) -> Tuple
 
 def _orphans(result: Mapping[str, Any]) -> Tuple[Tuple[Tuple[str, ...], float], ...]:
     counts = {key: 0 for key in ORPHAN_STATES}
-    for kind, listed in (("job", "orphaned_jobs"), ("container", "orphaned_containers")):
+    for kind, listed in ((JOBS, "orphaned_jobs"), (CONTAINERS, "orphaned_containers")):
+        label = ENTRY_KIND[kind]
         for entry in result.get(listed) or ():
-            counts[(kind, entry["state"])] = counts.get((kind, entry["state"]), 0) + 1
+            counts[(label, entry["state"])] = counts.get((label, entry["state"]), 0) + 1
     return tuple((key, float(value)) for key, value in sorted(counts.items()))
 
 
 def _withheld(result: Mapping[str, Any]) -> Tuple[Tuple[Tuple[str, ...], float], ...]:
     withheld = result.get("orphans_withheld") or {}
-    # The result names kinds in the plural ("jobs", "containers").
-    return tuple(((kind,), 1.0 if withheld.get(kind + "s") else 0.0) for kind in KINDS)
+    return tuple(sorted(((ENTRY_KIND[kind],), 1.0 if withheld.get(kind) else 0.0) for kind in ENTRY_KIND))
 
 
 def _nodes(nodes: Optional[Iterable[Mapping[str, Any]]]) -> Tuple[Tuple[Tuple[str, ...], float], ...]:

@@ -189,7 +189,7 @@ def _config_sbatch_arguments(document: Any) -> Any:
 
 
 def _sbatch_uid_user(host: str, probes: Mapping[str, Probe], paths: Mapping[str, str], answer: _Answer) -> bool:
-    """True when the dispatcher's own settings settle its Slurm jobs' user: a --uid among its
+    """True when the dispatcher's own settings decide its Slurm jobs' user: a --uid among its
     sbatch arguments (root may submit as another user), or settings that cannot be read.
 
     The legacy file's SbatchArguments replaces SbatchArgumentsList (1.x reads only it; 2.x
@@ -241,7 +241,7 @@ def container_user(hosts: Sequence[Tuple[str, Mapping[str, Probe]]], unit: str) 
     probes ``systemd`` (stat of /run/systemd/system), ``unit_user`` (systemctl show
     --property=LoadState,User), ``process`` (pgrep -f) and ``owners`` (ps -o user=), and,
     where it has ``paths`` (the files it was asked for), ``config`` and ``legacy_config``
-    (slurp of the dispatcher's settings files), whose sbatch --uid settles it."""
+    (slurp of the dispatcher's settings files), whose sbatch --uid decides it."""
     answer = _Answer()
     for host, probes in hosts:
         if probes.get("paths") is not None and _sbatch_uid_user(host, probes, _paths(probes, DISPATCHER_FILES), answer):

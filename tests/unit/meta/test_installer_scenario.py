@@ -105,7 +105,7 @@ def test_its_prometheus_is_the_installers_group_with_the_installers_file():
     groups = [group for platform in platforms() for group in platform["groups"]]
     assert groups.count("arvados_prometheus") == 1
     prometheus_vars = yaml.safe_load((SCENARIO / "inventory" / "group_vars" / "arvados_prometheus.yml").read_text())
-    # The installer's variable; the alert's settle time is the scenario's own, for verify.
+    # The installer's variable; the alert's for: duration is the scenario's own, for verify.
     assert set(prometheus_vars) == {"arvados_prometheus_config_file", "recovery_watch_rules_for"}
     assert prometheus_vars["recovery_watch_rules_for"] == {"ArvadosStraySlurmJobs": "0s"}
     # The installer installs no node_exporter: the watch's host gets Debian's from the role.

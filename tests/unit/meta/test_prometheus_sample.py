@@ -21,7 +21,7 @@ REGENERATE = (
 )
 # Every value a label may take (watch_metrics): bounded sets, never a UUID or a job id.
 LABEL_VALUES = {
-    "kind": set(watch_metrics.KINDS),
+    "kind": set(watch_metrics.KIND_LABELS),
     "state": set(watch_metrics.SLURM_STATE_CLASSES)
     | {state for _kind, state in watch_metrics.ORPHAN_STATES}
     | set(NODE_STATES),

@@ -264,7 +264,7 @@ def test_a_configuration_that_cannot_be_read_is_said_so_and_the_rules_still_go_i
 
 
 @needs_root
-def test_the_operators_settle_times_replace_those_of_the_named_alerts_alone(tmp_path):
+def test_the_operators_for_durations_replace_those_of_the_named_alerts_alone(tmp_path):
     collections = collections_in(tmp_path)
     play = role_tasks_play("rules", "Alert rules", role=ROLE)
     waits = {"ArvadosStraySlurmJobs": "0s", "ArvadosRecoveryWatchAbsent": "1m30s"}
@@ -294,7 +294,7 @@ def test_the_operators_settle_times_replace_those_of_the_named_alerts_alone(tmp_
     "waits, named",
     [({"ArvadosOrphan": "0s"}, "not ArvadosOrphan: 0s."), ({"ArvadosOrphans": "soon"}, "not ArvadosOrphans: soon.")],
 )
-def test_a_settle_time_for_no_such_alert_or_no_duration_is_refused(tmp_path, waits, named):
+def test_a_for_duration_for_no_such_alert_or_no_duration_is_refused(tmp_path, waits, named):
     play = role_tasks_play("rules", "Alert rules", role=ROLE)
     stdout = run(
         collections_in(tmp_path),

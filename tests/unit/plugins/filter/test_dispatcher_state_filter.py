@@ -56,6 +56,7 @@ def test_the_filters_are_registered(filters):
         "slurm_nodes_line",
         "locked_containers_line",
         "with_dispatch_limit",
+        "stray_slurm_job_names",
     }
 
 
@@ -206,3 +207,23 @@ def test_the_files_limit_diagnoses_the_locks_again(filters):
 def test_without_a_value_the_modules_diagnosis_stays(filters):
     entries = [locked_entry("zzzzz-dz642-000000000000001", "expired", 1, "zzzzz-gj3su-0123456789abcde")]
     assert filters.with_dispatch_limit(entries, {}, "zzzzz") is entries
+
+
+def test_the_stray_names_of_a_kind_are_those_its_entries_name_each_once(filters):
+    container, job = "zzzzz-dz642-000000000000001", "zzzzz-8i9sb-000000000000002"
+    strays = [
+        {"name": container, "kind": "container", "job_id": "7"},
+        {"name": job, "kind": "job", "job_id": "8"},
+        {"name": container, "kind": "container", "job_id": "9"},
+    ]
+
+    assert filters.stray_slurm_job_names(strays, "containers") == [container]
+    assert filters.stray_slurm_job_names(strays, "jobs") == [job]
+    assert filters.stray_slurm_job_names([], "jobs") == []
+
+
+def test_a_kind_the_users_are_not_keyed_by_is_refused(filters):
+    from ansible.errors import AnsibleFilterError
+
+    with pytest.raises(AnsibleFilterError, match="kind must be one of jobs, containers, got 'job'"):
+        filters.stray_slurm_job_names([], "job")

@@ -72,7 +72,7 @@ class FakeClock:
     def now(self) -> float:
         return self.time
 
-    # The engines that take a clock as a callable (fail_jobs, pg_connect) call it.
+    # The engines that take a clock as a callable (_cleanup.engine, _database.connect) call it.
     __call__ = now
 
     def sleep(self, seconds: float) -> None:
@@ -358,8 +358,8 @@ def fake_client_directory(directory: Path) -> Path:
 
 
 def cancel_jobs_on(fake: FakeSlurm, cancel_jobs: Callable[..., Any]) -> Callable[..., Any]:
-    """`cancel_jobs` as slurm_cancel_run calls it, run on `fake`'s Slurm and clock: what tests
-    put in slurm_cancel_run's place for it (the modules' tests import it by the collection's
+    """`cancel_jobs` as _cancel.run calls it, run on `fake`'s Slurm and clock: what tests
+    put in _cancel.run's place for it (the modules' tests import it by the collection's
     name, the engine's by the source tree's, so each patches its own copy)."""
 
     def cancel_on_fake(request, environ):

@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from ansible_collections.arvados_ops.recovery.plugins.doc_fragments.arvados_db import ModuleDocFragment
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel import run as slurm_cancel_run
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import cli as fail_jobs_cli
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as fail_jobs_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel import run as cancel_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import cli as cleanup_cli
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as cleanup_run
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.options import Option, argument_spec
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import run as reconcile_run
 from ansible_collections.arvados_ops.recovery.plugins.modules import (
@@ -25,9 +25,9 @@ from ansible_collections.arvados_ops.recovery.plugins.modules import (
 )
 
 MODULES = {
-    "arvados_fail_jobs": (arvados_fail_jobs, fail_jobs_run.ALL_OPTIONS),
+    "arvados_fail_jobs": (arvados_fail_jobs, cleanup_run.ALL_OPTIONS),
     "arvados_reconcile_info": (arvados_reconcile_info, reconcile_run.ALL_OPTIONS),
-    "slurm_job_cancel": (slurm_job_cancel, slurm_cancel_run.CANCEL_OPTIONS),
+    "slurm_job_cancel": (slurm_job_cancel, cancel_run.CANCEL_OPTIONS),
 }
 
 
@@ -85,7 +85,7 @@ def test_the_module_takes_the_argument_spec_of_its_table(name, monkeypatch):
 def command_flags():
     """The first flag of each option (a bool's --no- form comes second)."""
     flags = {}
-    for action in fail_jobs_cli.build_parser()._actions:
+    for action in cleanup_cli.build_parser()._actions:
         if action.option_strings:
             flags.setdefault(action.dest, action)
     return flags
@@ -93,7 +93,7 @@ def command_flags():
 
 def test_each_flag_of_the_command_is_explained_as_its_table_says_and_checked_by_it():
     flags = command_flags()
-    for name, option in fail_jobs_run.ALL_OPTIONS.items():
+    for name, option in cleanup_run.ALL_OPTIONS.items():
         if name == "db_password":
             assert name not in flags
             continue
@@ -108,4 +108,4 @@ def test_each_flag_of_the_command_is_explained_as_its_table_says_and_checked_by_
 
 
 def test_the_options_file_takes_the_tables_names():
-    assert set(fail_jobs_cli.ALL_OPTIONS) == set(fail_jobs_run.ALL_OPTIONS)
+    assert set(cleanup_cli.ALL_OPTIONS) == set(cleanup_run.ALL_OPTIONS)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel import run as slurm_cancel_run
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as fail_jobs_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel import run as cancel_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as cleanup_run
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.options import NOT_ASCII_NUMBER, NUMBER_TYPES
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._modules import support as module_support
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._modules import support as modules_support
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import run as reconcile_run
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm import node_resume as slurm_node_resume
 from ansible_collections.arvados_ops.recovery.plugins.modules import (
@@ -30,9 +30,9 @@ from tests.unit.plugins.modules.module_args import run_main
 
 # module -> (its table, the arguments it requires besides the number)
 MODULES = {
-    "arvados_fail_jobs": (arvados_fail_jobs, fail_jobs_run.ALL_OPTIONS, {}),
+    "arvados_fail_jobs": (arvados_fail_jobs, cleanup_run.ALL_OPTIONS, {}),
     "arvados_reconcile_info": (arvados_reconcile_info, reconcile_run.ALL_OPTIONS, {}),
-    "slurm_job_cancel": (slurm_job_cancel, slurm_cancel_run.CANCEL_OPTIONS, {"name": ["zzzzz-8i9sb-aaaaaaaaaaaaaaa"]}),
+    "slurm_job_cancel": (slurm_job_cancel, cancel_run.CANCEL_OPTIONS, {"name": ["zzzzz-8i9sb-aaaaaaaaaaaaaaa"]}),
     "slurm_node_resume": (slurm_node_resume_module, slurm_node_resume.NODE_RESUME_OPTIONS, {"name": ["c1"]}),
 }
 # '\u0665' (ARABIC-INDIC DIGIT FIVE), an underscore, '\uff15' (FULLWIDTH DIGIT FIVE): each
@@ -81,7 +81,7 @@ def test_a_bad_number_is_named_before_a_missing_database_library(module_name, ca
     """A host without psycopg (the versions stage's Python 3.8) still hears about the task's
     own bad value first: fixing the library would only lead to that refusal next."""
     module, _table, required = MODULES[module_name]
-    monkeypatch.setattr(module_support, "psycopg_import_error", lambda: "No module named 'psycopg'")
+    monkeypatch.setattr(modules_support, "psycopg_import_error", lambda: "No module named 'psycopg'")
 
     result = run_main(module, dict(required, batch_size="\u0665"), capsys)
 

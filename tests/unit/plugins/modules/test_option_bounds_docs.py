@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from ansible_collections.arvados_ops.recovery.plugins.doc_fragments.arvados_db import ModuleDocFragment
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel import run as slurm_cancel_run
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as fail_jobs_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel import run as cancel_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as cleanup_run
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.options import (
     NUMBER_TYPES,
     argument_spec,
@@ -27,9 +27,9 @@ from ansible_collections.arvados_ops.recovery.plugins.modules import (
 from ansible_collections.arvados_ops.recovery.plugins.modules import slurm_node_resume as slurm_node_resume_module
 
 MODULES = {
-    "arvados_fail_jobs": (arvados_fail_jobs, fail_jobs_run.ALL_OPTIONS),
+    "arvados_fail_jobs": (arvados_fail_jobs, cleanup_run.ALL_OPTIONS),
     "arvados_reconcile_info": (arvados_reconcile_info, reconcile_run.ALL_OPTIONS),
-    "slurm_job_cancel": (slurm_job_cancel, slurm_cancel_run.CANCEL_OPTIONS),
+    "slurm_job_cancel": (slurm_job_cancel, cancel_run.CANCEL_OPTIONS),
     "slurm_node_resume": (slurm_node_resume_module, slurm_node_resume.NODE_RESUME_OPTIONS),
 }
 
@@ -67,8 +67,8 @@ def test_the_bound_is_not_an_ansible_key(name):
 
 
 def test_the_log_message_bound_is_documented_as_the_engine_applies_it():
-    from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import options as fail_jobs_options
+    from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import options as cleanup_options
 
     text = " ".join(documented(arvados_fail_jobs)["log_message"]["description"])
-    assert "At most %d bytes of UTF-8" % fail_jobs_options.MAX_SUMMARY_BYTES in text
-    assert "(%d bytes)" % len(fail_jobs_options.UNRUNNABLE_NOTE.encode("utf-8")) in text
+    assert "At most %d bytes of UTF-8" % cleanup_options.MAX_SUMMARY_BYTES in text
+    assert "(%d bytes)" % len(cleanup_options.UNRUNNABLE_NOTE.encode("utf-8")) in text

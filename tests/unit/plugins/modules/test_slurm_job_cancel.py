@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel import run as slurm_cancel_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel import run as cancel_run
 from ansible_collections.arvados_ops.recovery.plugins.modules import slurm_job_cancel
 from tests.unit.plugins.module_utils.slurm_fakes import FakeClock, FakeSlurm, cancel_jobs_on, fake_client_directory
 from tests.unit.plugins.modules.module_args import run_main
@@ -24,7 +24,7 @@ B = "zzzzz-8i9sb-bbbbbbbbbbbbbbb"
 @pytest.fixture
 def slurm(monkeypatch):
     fake = FakeSlurm(FakeClock())
-    monkeypatch.setattr(slurm_cancel_run, "cancel_jobs", cancel_jobs_on(fake, slurm_cancel_run.cancel_jobs))
+    monkeypatch.setattr(cancel_run, "cancel_jobs", cancel_jobs_on(fake, cancel_run.cancel_jobs))
     return fake
 
 

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from ansible.module_utils import basic
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel import run as slurm_cancel_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel import run as cancel_run
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel.request import (
     AFTER_TERM_CHOICES,
     BASE_TIMEOUT,
@@ -34,7 +34,7 @@ CRUNCH_JOB = "zzzzz-8i9sb-ccccccccccccccc"
 @pytest.fixture
 def slurm(monkeypatch, tmp_path):
     fake = FakeSlurm(FakeClock())
-    monkeypatch.setattr(slurm_cancel_run, "cancel_jobs", cancel_jobs_on(fake, slurm_cancel_run.cancel_jobs))
+    monkeypatch.setattr(cancel_run, "cancel_jobs", cancel_jobs_on(fake, cancel_run.cancel_jobs))
     monkeypatch.setenv("PATH", str(fake_client_directory(tmp_path)))
     return fake
 

@@ -2,13 +2,13 @@
 # Copyright: contributors to arvados_ops.recovery
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""slurm_cancel_run: slurm_job_cancel's option table and its one call, options to result."""
+"""_cancel/run.py: slurm_job_cancel's option table and its one call, options to result."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel import run as slurm_cancel_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel import run as cancel_run
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel.request import (
     CancelRequest,
     CancelRequestError,
@@ -29,7 +29,7 @@ JOB = "zzzzz-8i9sb-0123456789abcde"
 @pytest.fixture
 def slurm(monkeypatch):
     fake = FakeSlurm(FakeClock())
-    monkeypatch.setattr(slurm_cancel_run, "cancel_jobs", cancel_jobs_on(fake, slurm_cancel_run.cancel_jobs))
+    monkeypatch.setattr(cancel_run, "cancel_jobs", cancel_jobs_on(fake, cancel_run.cancel_jobs))
     return fake
 
 
@@ -64,7 +64,7 @@ def test_a_bad_value_is_refused_before_any_client_is_looked_for(monkeypatch):
     def never(program):
         raise AssertionError("looked for %s" % program)
 
-    monkeypatch.setattr(slurm_cancel_run, "require_program", never)
+    monkeypatch.setattr(cancel_run, "require_program", never)
     with pytest.raises(CancelRequestError, match="'nope'"):
         run_slurm_job_cancel(module_params(name=["nope"]))
 

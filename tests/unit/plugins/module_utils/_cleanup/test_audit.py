@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as fail_jobs_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as cleanup_run
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.audit import (
     audit_logs_setting,
     duration_seconds,
@@ -123,14 +123,14 @@ def test_the_option_says_it_explicitly_whatever_the_file_says(tmp_path, value, w
 def test_a_bad_max_age_in_the_file_fails_before_anything_is_done(tmp_path):
     path = config(tmp_path, {"MaxAge": "two weeks", "MaxDeleteBatch": "1"})
     with pytest.raises(ConfigError, match="AuditLogs.MaxAge is not a duration"):
-        fail_jobs_run.prepare({"config_file": path, "cancel_slurm_jobs": False})
+        cleanup_run.prepare({"config_file": path, "cancel_slurm_jobs": False})
 
 
 def test_prepare_hands_the_setting_to_the_engine(tmp_path):
     path = config(tmp_path, {"MaxAge": "0s", "MaxDeleteBatch": "1"})
-    plan = fail_jobs_run.prepare({"config_file": path, "cancel_slurm_jobs": False})
+    plan = cleanup_run.prepare({"config_file": path, "cancel_slurm_jobs": False})
     assert plan.audit_logs.written is False and plan.options.audit_logs is False
-    plan = fail_jobs_run.prepare(dict(NO_FILES, audit_logs="true"))
+    plan = cleanup_run.prepare(dict(NO_FILES, audit_logs="true"))
     assert plan.options.audit_logs is True
     with pytest.raises(ConfigError, match="audit_logs"):
-        fail_jobs_run.prepare(dict(NO_FILES, audit_logs="sometimes"))
+        cleanup_run.prepare(dict(NO_FILES, audit_logs="sometimes"))

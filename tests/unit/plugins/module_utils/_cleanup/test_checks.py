@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import checks as fail_jobs_checks
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import sql as fail_jobs_sql
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import checks as cleanup_checks
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import sql as cleanup_sql
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.checks import (
     ADVISORY_LOCK_KEY,
     BLOCKS_READS,
@@ -194,7 +194,7 @@ def test_the_lock_key_is_a_fixed_positive_bigint():
 
 def test_a_standby_is_refused_before_anything_is_done():
     with pytest.raises(RecoveryError, match=r"standby \(pg_is_in_recovery\(\) is true\).*connect to the primary"):
-        fail_jobs_checks.check_primary(True)
-    fail_jobs_checks.check_primary(False)
+        cleanup_checks.check_primary(True)
+    cleanup_checks.check_primary(False)
     # Read with the other checks, before the cleanup lock and any change.
-    assert "pg_is_in_recovery()" in fail_jobs_sql.SQL_SERVER_FACTS
+    assert "pg_is_in_recovery()" in cleanup_sql.SQL_SERVER_FACTS

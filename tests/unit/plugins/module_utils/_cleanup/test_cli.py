@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""fail_jobs_cli.py, the arvados-fail-jobs command: flags, options file, summary, JSON,
+"""_cleanup/cli.py, the arvados-fail-jobs command: flags, options file, summary, JSON,
 progress and errors."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import stat
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import cli as fail_jobs_cli
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as fail_jobs_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import cli as cleanup_cli
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as cleanup_run
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.options import CleanupOptions
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.result import CleanupResult
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common import options_file, version
@@ -23,7 +23,7 @@ from tests.unit.plugins.module_utils.slurm_fakes import FakeClock
 
 def read_fail_jobs_options(path):
     """What the command reads from an options file: its table and its name in the messages."""
-    return options_file.read_options_file(path, fail_jobs_cli.ALL_OPTIONS, fail_jobs_cli.PROGRAM)
+    return options_file.read_options_file(path, cleanup_cli.ALL_OPTIONS, cleanup_cli.PROGRAM)
 
 
 JOB = "zzzzz-8i9sb-%015d"
@@ -34,7 +34,7 @@ NO_FILES = {"config_file": "", "database_yml": "", "db_name": "arvados_test", "c
 
 
 def parse(argv):
-    return fail_jobs_cli.gather_params(fail_jobs_cli.build_parser().parse_args(argv))
+    return cleanup_cli.gather_params(cleanup_cli.build_parser().parse_args(argv))
 
 
 def test_flags_become_the_modules_options():
@@ -78,7 +78,7 @@ def test_flags_become_the_modules_options():
         "slurm_errors": "ignore",
         "db_port": "5433",
     }
-    typed = fail_jobs_run.with_defaults(params)
+    typed = cleanup_run.with_defaults(params)
     assert (typed["batch_size"], typed["lock_wait"], typed["db_port"]) == (50, 1.5, 5433)
     assert (typed["cancel_slurm_jobs"], typed["slurm_errors"]) == (False, "ignore")
 
@@ -112,7 +112,7 @@ def test_flags_it_cannot_understand_exit_2(argv, capsys):
 )
 def test_a_bad_flag_value_gets_the_modules_message_and_exit_1(argv, message):
     stderr = io.StringIO()
-    code = fail_jobs_cli.main(argv, reporter=fail_jobs_cli.Reporter(stream=stderr))
+    code = cleanup_cli.main(argv, reporter=cleanup_cli.Reporter(stream=stderr))
     assert (code, stderr.getvalue()) == (1, "arvados-fail-jobs: %s\n" % message)
 
 
@@ -190,7 +190,7 @@ def result(**values):
 
 def test_summary_of_a_run():
     slurm = {"cancelled": [{"name": JOB % 1}], "squeue_calls": 2, "scancel_calls": 1}
-    assert fail_jobs_cli.summary_lines(
+    assert cleanup_cli.summary_lines(
         result(
             slurm=slurm, skipped_jobs=[JOB % 4], counts={"jobs": 2, "skipped_jobs": 1, "revoked_tokens": 1, "logs": 2}
         ),
@@ -208,9 +208,9 @@ def test_summary_of_a_run():
 
 def test_the_summary_says_when_the_update_audit_rows_are_not_written():
     written = {"written": True, "source": "Arvados' default"}
-    assert not [line for line in fail_jobs_cli.summary_lines(result(audit_logs=written), False) if "audit" in line]
+    assert not [line for line in cleanup_cli.summary_lines(result(audit_logs=written), False) if "audit" in line]
     off = {"written": False, "source": "config_file /etc/arvados/config.yml, AuditLogs (MaxAge 0s, MaxDeleteBatch 9)"}
-    lines = fail_jobs_cli.summary_lines(result(audit_logs=off), False)
+    lines = cleanup_cli.summary_lines(result(audit_logs=off), False)
     assert lines[-2:] == [
         "update audit rows: not written (config_file /etc/arvados/config.yml, AuditLogs (MaxAge 0s, MaxDeleteBatch 9))",
         "changed: yes",
@@ -227,16 +227,16 @@ def test_the_summary_says_the_pace_the_run_chose():
         "commit_ms": 4.2,
         "backoffs": 1,
     }
-    lines = fail_jobs_cli.summary_lines(result(pace=pace, batches=600), False)
+    lines = cleanup_cli.summary_lines(result(pace=pace, batches=600), False)
     assert lines[-2:] == [
         "pace: adaptive, batches of 180 (100-260), 190.5 jobs/s, commits 4.2 ms, 312.4 s paused, 1 back-off(s)",
         "changed: yes",
     ]
     fixed = dict(pace, mode="fixed", batch_size=100, batch_size_range=[100, 100], commit_ms=None, jobs_per_second=None)
-    assert fail_jobs_cli.pace_text(fixed) == (
+    assert cleanup_cli.pace_text(fixed) == (
         "pace: fixed, batches of 100, - jobs/s, commits - ms, 312.4 s paused, 1 back-off(s)"
     )
-    assert not [line for line in fail_jobs_cli.summary_lines(result(pace=pace, batches=0), False) if "pace" in line]
+    assert not [line for line in cleanup_cli.summary_lines(result(pace=pace, batches=0), False) if "pace" in line]
 
 
 def test_summary_of_a_check_mode_retry_without_threshold():
@@ -252,7 +252,7 @@ def test_summary_of_a_check_mode_retry_without_threshold():
     values["tokens_left_alone"] = [
         {"uuid": "zzzzz-gj3su-000000000000002", "user_uuid": "zzzzz-tpzed-000000000000009", "could_belong_to": JOB % 9}
     ]
-    assert fail_jobs_cli.summary_lines(values, True) == [
+    assert cleanup_cli.summary_lines(values, True) == [
         "threshold: none (every Running job qualifies)",
         "jobs would be requeued: 2",
         "tokens would be revoked: 1",
@@ -273,10 +273,10 @@ def test_main_prints_the_summary_and_exits_0(monkeypatch):
         seen.update(params=params, check_mode=check_mode, diff=diff)
         return dict(result(changed=False, failed_jobs=[]), warnings=["slurm was slow"])
 
-    monkeypatch.setattr(fail_jobs_cli, "run_fail_jobs", fake_run)
+    monkeypatch.setattr(cleanup_cli, "run_fail_jobs", fake_run)
     stdout, stderr = io.StringIO(), io.StringIO()
-    code = fail_jobs_cli.main(
-        ["--check", "--retry"], stdout=stdout, reporter=fail_jobs_cli.Reporter(stream=stderr, journald=False)
+    code = cleanup_cli.main(
+        ["--check", "--retry"], stdout=stdout, reporter=cleanup_cli.Reporter(stream=stderr, journald=False)
     )
     assert code == 0
     assert seen == {"params": {"retry": True}, "check_mode": True, "diff": False}
@@ -285,9 +285,9 @@ def test_main_prints_the_summary_and_exits_0(monkeypatch):
 
 
 def test_main_json_output(monkeypatch):
-    monkeypatch.setattr(fail_jobs_cli, "run_fail_jobs", lambda *a, **k: result())
+    monkeypatch.setattr(cleanup_cli, "run_fail_jobs", lambda *a, **k: result())
     stdout = io.StringIO()
-    assert fail_jobs_cli.main(["--json"], stdout=stdout, reporter=fail_jobs_cli.Reporter(stream=io.StringIO())) == 0
+    assert cleanup_cli.main(["--json"], stdout=stdout, reporter=cleanup_cli.Reporter(stream=io.StringIO())) == 0
     assert json.loads(stdout.getvalue()) == result()
 
 
@@ -295,9 +295,9 @@ def test_main_reports_a_failure_in_one_line_with_journald_priority(monkeypatch):
     def fail(*args, **kwargs):
         raise RecoveryError("cannot connect\nto the database")
 
-    monkeypatch.setattr(fail_jobs_cli, "run_fail_jobs", fail)
+    monkeypatch.setattr(cleanup_cli, "run_fail_jobs", fail)
     stdout, stderr = io.StringIO(), io.StringIO()
-    code = fail_jobs_cli.main([], stdout=stdout, reporter=fail_jobs_cli.Reporter(stream=stderr, journald=True))
+    code = cleanup_cli.main([], stdout=stdout, reporter=cleanup_cli.Reporter(stream=stderr, journald=True))
     assert code == 1
     assert stdout.getvalue() == ""
     assert stderr.getvalue() == "<3>cannot connect to the database\n"
@@ -307,9 +307,9 @@ def test_main_under_json_prints_a_failure_as_the_module_reports_it(monkeypatch):
     def fail(*args, **kwargs):
         raise RecoveryError("cannot connect to the database")
 
-    monkeypatch.setattr(fail_jobs_cli, "run_fail_jobs", fail)
+    monkeypatch.setattr(cleanup_cli, "run_fail_jobs", fail)
     stdout, stderr = io.StringIO(), io.StringIO()
-    code = fail_jobs_cli.main(["--json"], stdout=stdout, reporter=fail_jobs_cli.Reporter(stream=stderr, journald=False))
+    code = cleanup_cli.main(["--json"], stdout=stdout, reporter=cleanup_cli.Reporter(stream=stderr, journald=False))
     assert code == 1
     assert json.loads(stdout.getvalue()) == {"changed": False, "failed": True, "msg": "cannot connect to the database"}
     assert stderr.getvalue() == "arvados-fail-jobs: cannot connect to the database\n"
@@ -317,16 +317,16 @@ def test_main_under_json_prints_a_failure_as_the_module_reports_it(monkeypatch):
 
 def test_version_names_the_command_and_the_collection(capsys):
     with pytest.raises(SystemExit) as exit_info:
-        fail_jobs_cli.main(["--version"])
+        cleanup_cli.main(["--version"])
     assert exit_info.value.code == 0
     assert capsys.readouterr().out == "arvados-fail-jobs %s (arvados_ops.recovery)\n" % version.COLLECTION_VERSION
 
 
 def test_help_shows_the_flags_that_turn_an_option_off(capsys):
     with pytest.raises(SystemExit):
-        fail_jobs_cli.main(["--help"])
+        cleanup_cli.main(["--help"])
     help_text = capsys.readouterr().out
-    for name, spec in fail_jobs_run.ALL_OPTIONS.items():
+    for name, spec in cleanup_run.ALL_OPTIONS.items():
         if spec["type"] == "bool":
             assert "--no-" + name.replace("_", "-") in help_text, name
 
@@ -334,7 +334,7 @@ def test_help_shows_the_flags_that_turn_an_option_off(capsys):
 def test_progress_is_throttled_and_quiet_silences_it():
     clock = FakeClock()
     stream = io.StringIO()
-    reporter = fail_jobs_cli.Reporter(stream=stream, journald=False, clock=clock)
+    reporter = cleanup_cli.Reporter(stream=stream, journald=False, clock=clock)
     progress = CleanupResult(CleanupOptions())
     progress.batches = 3
     progress.done_jobs.extend([JOB % 1] * 150)
@@ -344,7 +344,7 @@ def test_progress_is_throttled_and_quiet_silences_it():
     reporter.progress(progress)
     reporter.progress(progress)
     assert stream.getvalue() == "arvados-fail-jobs: 3 batch(es): 150 job(s) done, 0 token(s) revoked so far\n"
-    quiet = fail_jobs_cli.Reporter(stream=io.StringIO(), journald=False, quiet=True, clock=clock)
+    quiet = cleanup_cli.Reporter(stream=io.StringIO(), journald=False, quiet=True, clock=clock)
     clock.time += 10
     quiet.progress(progress)
     quiet.say("error", "still said")
@@ -352,9 +352,9 @@ def test_progress_is_throttled_and_quiet_silences_it():
 
 
 def test_every_module_option_has_a_flag_except_the_password():
-    parser = fail_jobs_cli.build_parser()
+    parser = cleanup_cli.build_parser()
     flags = {option for action in parser._actions for option in action.option_strings}
-    for name in fail_jobs_run.ALL_OPTIONS:
+    for name in cleanup_run.ALL_OPTIONS:
         flag = "--" + name.replace("_", "-")
         assert (flag in flags) is (name != "db_password"), name
 
@@ -401,8 +401,8 @@ def test_the_command_never_echoes_a_file_that_is_no_options_file(tmp_path):
     options_file = tmp_path / "shadow"
     options_file.write_text(SHADOW_LIKE)
     stderr, stdout = io.StringIO(), io.StringIO()
-    code = fail_jobs_cli.main(
-        ["--options-file", str(options_file)], stdout=stdout, reporter=fail_jobs_cli.Reporter(stream=stderr)
+    code = cleanup_cli.main(
+        ["--options-file", str(options_file)], stdout=stdout, reporter=cleanup_cli.Reporter(stream=stderr)
     )
     assert code == 1
     # Each line ends with ':', so YAML reads it as a key: two keys, none shown.
@@ -496,7 +496,7 @@ def test_a_flag_given_twice_is_no_conflict():
 
 def test_progress_and_errors_escape_control_characters():
     stream = io.StringIO()
-    reporter = fail_jobs_cli.Reporter(stream=stream, journald=True)
+    reporter = cleanup_cli.Reporter(stream=stream, journald=True)
     reporter.say("error", "cluster_id zz\nzz<3>forged line \x1b[2J")
     assert stream.getvalue() == "<3>cluster_id zz\\nzz<3>forged line \\x1b[2J\n"
 
@@ -505,7 +505,7 @@ def test_a_control_character_in_cluster_id_is_shown_escaped_in_the_error(tmp_pat
     stderr = io.StringIO()
     options_file = tmp_path / "options.json"
     options_file.write_text(json.dumps(dict(NO_FILES, config_file="", cluster_id="zz\nzz\x1b[31m")))
-    code = fail_jobs_cli.main(["--options-file", str(options_file)], reporter=fail_jobs_cli.Reporter(stream=stderr))
+    code = cleanup_cli.main(["--options-file", str(options_file)], reporter=cleanup_cli.Reporter(stream=stderr))
     assert code == 1
     assert stderr.getvalue() == (
         "arvados-fail-jobs: cluster_id zz\\nzz\\x1b[31m given but no config.yml is read "
@@ -516,9 +516,9 @@ def test_a_control_character_in_cluster_id_is_shown_escaped_in_the_error(tmp_pat
 def test_jobs_left_running_behind_another_users_slurm_jobs_fail_the_command_with_what_it_did(monkeypatch):
     held = [{"uuid": JOB % 3, "job_id": "41", "user": "root", "state": "RUNNING"}]
     values = result(held_by_other_users=held, failed=True, msg="1 job(s) left Running, not failed or requeued: ...")
-    monkeypatch.setattr(fail_jobs_cli, "run_fail_jobs", lambda *a, **k: dict(values))
+    monkeypatch.setattr(cleanup_cli, "run_fail_jobs", lambda *a, **k: dict(values))
     stdout, stderr = io.StringIO(), io.StringIO()
-    code = fail_jobs_cli.main([], stdout=stdout, reporter=fail_jobs_cli.Reporter(stream=stderr, journald=False))
+    code = cleanup_cli.main([], stdout=stdout, reporter=cleanup_cli.Reporter(stream=stderr, journald=False))
     assert code == 1
     assert stderr.getvalue() == "arvados-fail-jobs: 1 job(s) left Running, not failed or requeued: ...\n"
     assert "left Running (Slurm jobs of another user than slurm_user): 1 (%s: root)" % (JOB % 3) in stdout.getvalue()

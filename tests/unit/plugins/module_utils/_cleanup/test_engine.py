@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import engine as fail_jobs
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import options as fail_jobs_options
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import pace as fail_jobs_pace
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as fail_jobs_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import engine as cleanup_engine
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import options as cleanup_options
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import pace as cleanup_pace
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as cleanup_run
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.options import CleanupOptions
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.pace import BatchSample
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.result import BatchOutcome
@@ -24,9 +24,9 @@ NO_FILES = {"config_file": "", "database_yml": "", "db_name": "arvados_test", "c
 
 
 def test_with_last_marks_the_final_item_only():
-    assert list(fail_jobs.with_last([])) == []
-    assert list(fail_jobs.with_last(["a"])) == [("a", True)]
-    assert list(fail_jobs.with_last(iter("abc"))) == [("a", False), ("b", False), ("c", True)]
+    assert list(cleanup_engine.with_last([])) == []
+    assert list(cleanup_engine.with_last(["a"])) == [("a", True)]
+    assert list(cleanup_engine.with_last(iter("abc"))) == [("a", False), ("b", False), ("c", True)]
 
 
 class SettingsConnection:
@@ -50,7 +50,7 @@ class SettingsConnection:
 
 def test_settings_are_read_once_and_set_for_each_batch_transaction_only():
     conn = SettingsConnection({"gin_pending_list_limit": 4096, "work_mem": 4096})
-    cleaner = fail_jobs.JobCleaner(conn, None, CleanupOptions())
+    cleaner = cleanup_engine.JobCleaner(conn, None, CleanupOptions())
 
     cleaner.transaction.raise_bulk_settings(last=False)
     cleaner.transaction.raise_bulk_settings(last=True)
@@ -67,7 +67,7 @@ def test_settings_are_read_once_and_set_for_each_batch_transaction_only():
 
 def test_nothing_is_set_when_the_server_gives_more():
     conn = SettingsConnection({"gin_pending_list_limit": 10**7, "work_mem": 10**7})
-    cleaner = fail_jobs.JobCleaner(conn, None, CleanupOptions())
+    cleaner = cleanup_engine.JobCleaner(conn, None, CleanupOptions())
     cleaner.transaction.raise_bulk_settings(last=False)
     assert [q for q, _p in conn.statements if "set_config" in q] == []
 
@@ -75,7 +75,7 @@ def test_nothing_is_set_when_the_server_gives_more():
 @pytest.mark.parametrize("check_mode", [False, True])
 def test_a_batch_raises_the_settings_unless_it_only_reads(check_mode):
     conn = SettingsConnection({"gin_pending_list_limit": 4096, "work_mem": 4096})
-    cleaner = fail_jobs.JobCleaner(conn, None, CleanupOptions(check_mode=check_mode))
+    cleaner = cleanup_engine.JobCleaner(conn, None, CleanupOptions(check_mode=check_mode))
     cleaner.transaction.write = lambda uuids: BatchOutcome(uuids, [])
 
     cleaner._clean_batch([JOB % 1], last=False)  # pylint: disable=protected-access
@@ -88,7 +88,7 @@ def test_a_batch_raises_the_settings_unless_it_only_reads(check_mode):
 # -- locked rows: tried again after the others, for row_lock_wait at most -----------------
 
 
-class LockingCleaner(fail_jobs.JobCleaner):
+class LockingCleaner(cleanup_engine.JobCleaner):
     """A cleaner whose batches find `locked` jobs held by another transaction until the
     clock reaches `released_at`; every other job is done."""
 
@@ -158,28 +158,28 @@ def test_a_batch_that_waited_too_long_for_another_lock_is_deferred_whole():
 def test_row_lock_wait_and_batch_pause_refuse_nan_like_the_other_waits():
     for name in ("row_lock_wait", "batch_pause"):
         with pytest.raises(ConfigError, match="option %s must be a finite number, got nan" % name):
-            fail_jobs_run.with_defaults({name: "nan"})
+            cleanup_run.with_defaults({name: "nan"})
 
 
 def test_live_takes_auto_true_or_false():
-    assert fail_jobs_run.auto_or_bool("live", "AUTO") == "auto"
-    assert fail_jobs_run.auto_or_bool("live", "no") is False
+    assert cleanup_run.auto_or_bool("live", "AUTO") == "auto"
+    assert cleanup_run.auto_or_bool("live", "no") is False
     with pytest.raises(ConfigError, match="live must be auto, true or false, got 'maybe'"):
-        fail_jobs_run.auto_or_bool("live", "maybe")
+        cleanup_run.auto_or_bool("live", "maybe")
 
 
 @pytest.mark.parametrize(
     "live, batch_pause, expected", [(True, None, 0.0), (False, None, 0.0), (True, 0.0, 0.0), (False, 1.5, 1.5)]
 )
 def test_the_pause_is_the_option_given_and_none_before_a_batch_is_measured(live, batch_pause, expected):
-    cleaner = fail_jobs.JobCleaner(None, None, CleanupOptions(batch_pause=batch_pause))
+    cleaner = cleanup_engine.JobCleaner(None, None, CleanupOptions(batch_pause=batch_pause))
     cleaner.pace.set_live(live)
     assert cleaner._batch_pause() == expected  # pylint: disable=protected-access
 
 
 @pytest.mark.parametrize("batch_pause", [None, 1.5])
 def test_check_mode_does_not_pause_between_batches(batch_pause):
-    cleaner = fail_jobs.JobCleaner(None, None, CleanupOptions(batch_pause=batch_pause, check_mode=True))
+    cleaner = cleanup_engine.JobCleaner(None, None, CleanupOptions(batch_pause=batch_pause, check_mode=True))
     cleaner.pace.set_live(True)
     cleaner.pace.observe(BatchSample(100, 0.1, 0.01))
     assert cleaner._batch_pause() == 0.0  # pylint: disable=protected-access
@@ -188,27 +188,27 @@ def test_check_mode_does_not_pause_between_batches(batch_pause):
 @pytest.mark.parametrize(
     "live, batch_size, expected",
     [
-        (True, None, fail_jobs_pace.START_SIZE),
-        (False, None, fail_jobs_options.DEFAULT_BATCH_SIZE),
+        (True, None, cleanup_pace.START_SIZE),
+        (False, None, cleanup_options.DEFAULT_BATCH_SIZE),
         (True, 500, 500),
         (False, 7, 7),
     ],
 )
 def test_the_batch_size_is_the_pace_s_unless_given(live, batch_size, expected):
-    cleaner = fail_jobs.JobCleaner(None, None, CleanupOptions(batch_size=batch_size))
+    cleaner = cleanup_engine.JobCleaner(None, None, CleanupOptions(batch_size=batch_size))
     cleaner.pace.set_live(live)
     assert cleaner._batch_size() == expected  # pylint: disable=protected-access
 
 
 def test_a_run_that_turns_live_goes_on_in_live_batches():
-    cleaner = fail_jobs.JobCleaner(None, None, CleanupOptions())
-    jobs = [(JOB % n, None, None) for n in range(fail_jobs_options.DEFAULT_BATCH_SIZE + 3 * fail_jobs_pace.START_SIZE)]
+    cleaner = cleanup_engine.JobCleaner(None, None, CleanupOptions())
+    jobs = [(JOB % n, None, None) for n in range(cleanup_options.DEFAULT_BATCH_SIZE + 3 * cleanup_pace.START_SIZE)]
     cleaner._running_jobs = lambda: iter(jobs)  # pylint: disable=protected-access
     sizes = []
     for batch in cleaner._qualifying_batches():  # pylint: disable=protected-access
         sizes.append(len(batch))
         cleaner.pace.set_live(True)  # as _notice_other_sessions does after a batch
-    assert sizes == [fail_jobs_options.DEFAULT_BATCH_SIZE] + [fail_jobs_pace.START_SIZE] * 3
+    assert sizes == [cleanup_options.DEFAULT_BATCH_SIZE] + [cleanup_pace.START_SIZE] * 3
 
 
 class SessionsConnection:
@@ -226,7 +226,9 @@ class SessionsConnection:
 
 
 def test_auto_turns_live_when_other_sessions_connect_during_the_run():
-    cleaner = fail_jobs.JobCleaner(SessionsConnection([0, 0, 2]), None, CleanupOptions(), progress=lambda result: None)
+    cleaner = cleanup_engine.JobCleaner(
+        SessionsConnection([0, 0, 2]), None, CleanupOptions(), progress=lambda result: None
+    )
     cleaner.result.live = cleaner._is_live()  # pylint: disable=protected-access
     cleaner._notice_other_sessions()  # pylint: disable=protected-access
     assert cleaner.result.live is False
@@ -236,7 +238,7 @@ def test_auto_turns_live_when_other_sessions_connect_during_the_run():
 
 
 def test_live_a_batch_s_commit_and_the_sessions_queued_behind_it_steer_the_pace():
-    cleaner = fail_jobs.JobCleaner(SessionsConnection([3]), None, CleanupOptions(live=True))
+    cleaner = cleanup_engine.JobCleaner(SessionsConnection([3]), None, CleanupOptions(live=True))
     cleaner.pace.set_live(True)
     cleaner.transaction.before_commit()
     cleaner.transaction.commit_seconds = 0.004
@@ -246,7 +248,7 @@ def test_live_a_batch_s_commit_and_the_sessions_queued_behind_it_steer_the_pace(
 
 
 def test_given_both_options_the_run_does_not_look_at_other_sessions():
-    cleaner = fail_jobs.JobCleaner(SessionsConnection([]), None, CleanupOptions(batch_size=100, batch_pause=2.0))
+    cleaner = cleanup_engine.JobCleaner(SessionsConnection([]), None, CleanupOptions(batch_size=100, batch_pause=2.0))
     cleaner.pace.set_live(True)
     cleaner.transaction.before_commit()  # would fail on the empty fake if it asked
     cleaner._observe_batch(100, 0.3)  # pylint: disable=protected-access
@@ -254,7 +256,7 @@ def test_given_both_options_the_run_does_not_look_at_other_sessions():
 
 
 def test_a_run_told_it_is_at_boot_stays_so():
-    cleaner = fail_jobs.JobCleaner(SessionsConnection([]), None, CleanupOptions(live=False))
+    cleaner = cleanup_engine.JobCleaner(SessionsConnection([]), None, CleanupOptions(live=False))
     cleaner.result.live = cleaner._is_live()  # pylint: disable=protected-access
     cleaner._notice_other_sessions()  # pylint: disable=protected-access
     assert cleaner.result.live is False
@@ -267,7 +269,7 @@ def test_a_run_told_it_is_at_boot_stays_so():
 def test_the_listing_is_in_start_order_at_boot_and_by_user_live(live, order):
     """At boot the run reads its tokens once, and start order keeps a batch's pages
     together; live, each batch reads its users' tokens, few users a batch."""
-    cleaner = fail_jobs.JobCleaner(SessionsConnection([]), None, CleanupOptions(live=live))
+    cleaner = cleanup_engine.JobCleaner(SessionsConnection([]), None, CleanupOptions(live=live))
     cleaner.result.live = live
     query, _params = cleaner._listing_query()  # pylint: disable=protected-access
     assert query.rstrip().endswith(order)

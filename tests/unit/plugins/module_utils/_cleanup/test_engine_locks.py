@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The fail_jobs engine with fakes (issue 26): one lock budget per run, a held token or task sets
+"""The cleanup engine (_cleanup/engine.py) with fakes (issue 26): one lock budget per run, a held token or task sets
 aside its job only, the privileges checked before the Slurm step, the jobs a failed batch
 leaves without a Slurm job named, and no second error from a dead connection."""
 
@@ -11,9 +11,9 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import checks as fail_jobs_checks
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import engine as fail_jobs
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import sql as fail_jobs_sql
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import checks as cleanup_checks
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import engine as cleanup_engine
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import sql as cleanup_sql
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.batch import (
     ROW_PHASE_LOCK_TIMEOUT_MS,
 )
@@ -226,27 +226,27 @@ def batch_connection(locked_jobs, held_token_ids=(), task_counts=None, held_task
 
     return ScriptedConnection(
         [
-            (fail_jobs_sql.SQL_LOCK_JOBS, [tuple(j)[:6] + (j.uuid in yaml_jobs,) for j in locked_jobs]),
-            (fail_jobs_sql.SQL_USER_IDS, [(u, i) for i, u in enumerate(users)]),
-            (fail_jobs_sql.SQL_TOKEN_CANDIDATES, candidates),
+            (cleanup_sql.SQL_LOCK_JOBS, [tuple(j)[:6] + (j.uuid in yaml_jobs,) for j in locked_jobs]),
+            (cleanup_sql.SQL_USER_IDS, [(u, i) for i, u in enumerate(users)]),
+            (cleanup_sql.SQL_TOKEN_CANDIDATES, candidates),
             (
-                fail_jobs_sql.SQL_LOCK_TOKENS,
+                cleanup_sql.SQL_LOCK_TOKENS,
                 lambda p: [(i, i in yaml_tokens) for i in p["ids"] if i not in held_token_ids],
             ),
-            (fail_jobs_sql.SQL_FAIL_JOBS, changed),
-            (fail_jobs_sql.SQL_REQUEUE_JOBS, lambda p: [r for r in changed(p) if r[5]]),
-            (fail_jobs_sql.SQL_FAIL_UNRUNNABLE, lambda p: [r for r in changed(p) if not r[5]]),
+            (cleanup_sql.SQL_FAIL_JOBS, changed),
+            (cleanup_sql.SQL_REQUEUE_JOBS, lambda p: [r for r in changed(p) if r[5]]),
+            (cleanup_sql.SQL_FAIL_UNRUNNABLE, lambda p: [r for r in changed(p) if not r[5]]),
             (
-                fail_jobs_sql.SQL_COUNT_TASKS,
+                cleanup_sql.SQL_COUNT_TASKS,
                 lambda p: [(u, c) for u, c in (task_counts or {}).items() if u in p["uuids"]],
             ),
-            (fail_jobs_sql.SQL_LOCK_TASKS, lock_tasks),
+            (cleanup_sql.SQL_LOCK_TASKS, lock_tasks),
             (
-                fail_jobs_sql.SQL_REVOKE_TOKENS,
+                cleanup_sql.SQL_REVOKE_TOKENS,
                 lambda p: [("zzzzz-gj3su-%015d" % (i - 100), USER % 1, '{"old_etag": "x"}') for i in p["ids"]],
             ),
-            (fail_jobs_sql.SQL_INSERT_LOGS, lambda p: [(u, None) for u in p["log_uuids"]]),
-            (fail_jobs_sql.SQL_SERIALIZED_TEXTS, []),
+            (cleanup_sql.SQL_INSERT_LOGS, lambda p: [(u, None) for u in p["log_uuids"]]),
+            (cleanup_sql.SQL_SERIALIZED_TEXTS, []),
         ]
     )
 
@@ -260,11 +260,11 @@ def test_a_batch_with_a_held_token_does_its_other_jobs_and_sets_the_one_aside():
 
     assert outcome.set_aside == [JOB % 2]
     assert outcome.done == [JOB % 1, JOB % 3] and outcome.skipped == []
-    assert conn.ran(fail_jobs_sql.SQL_FAIL_JOBS)[0]["uuids"] == [JOB % 1, JOB % 3]
-    assert [p["ids"] for p in conn.ran(fail_jobs_sql.SQL_REVOKE_TOKENS)] == [[101, 103]]
+    assert conn.ran(cleanup_sql.SQL_FAIL_JOBS)[0]["uuids"] == [JOB % 1, JOB % 3]
+    assert [p["ids"] for p in conn.ran(cleanup_sql.SQL_REVOKE_TOKENS)] == [[101, 103]]
     # Every row lock is taken before the first write, none waited for.
     order = [q for q, _p in conn.statements]
-    assert order.index(fail_jobs_sql.SQL_LOCK_TOKENS) < order.index(fail_jobs_sql.SQL_FAIL_JOBS)
+    assert order.index(cleanup_sql.SQL_LOCK_TOKENS) < order.index(cleanup_sql.SQL_FAIL_JOBS)
 
 
 @pytest.mark.parametrize("audit_logs", [True, False])
@@ -276,7 +276,7 @@ def test_a_batch_logs_its_expired_tokens_in_the_same_transaction_as_audit_loggin
     outcome = cleaner.transaction.write([j.uuid for j in jobs])
 
     assert outcome.tokens == ["zzzzz-gj3su-%015d" % 1, "zzzzz-gj3su-%015d" % 2]
-    (logged,) = conn.ran(fail_jobs_sql.SQL_INSERT_LOGS)
+    (logged,) = conn.ran(cleanup_sql.SQL_INSERT_LOGS)
     kinds = list(zip(logged["event_types"], logged["objects"]))
     dispatch = [("dispatch", j.uuid) for j in jobs]
     if audit_logs:
@@ -285,7 +285,7 @@ def test_a_batch_logs_its_expired_tokens_in_the_same_transaction_as_audit_loggin
         assert kinds == dispatch
     assert len(outcome.logs) == len(kinds)
     order = [q for q, _p in conn.statements]
-    assert order.index(fail_jobs_sql.SQL_REVOKE_TOKENS) < order.index(fail_jobs_sql.SQL_INSERT_LOGS)
+    assert order.index(cleanup_sql.SQL_REVOKE_TOKENS) < order.index(cleanup_sql.SQL_INSERT_LOGS)
     assert "COMMIT" not in order  # write() runs inside the batch's one transaction
 
 
@@ -297,7 +297,7 @@ def test_a_requeue_sets_aside_a_job_whose_task_is_held():
     outcome = cleaner.transaction.write([j.uuid for j in jobs])
 
     assert outcome.set_aside == [JOB % 2] and outcome.done == [JOB % 1]
-    assert conn.ran(fail_jobs_sql.SQL_DELETE_TASKS) == [{"uuids": [JOB % 1]}]
+    assert conn.ran(cleanup_sql.SQL_DELETE_TASKS) == [{"uuids": [JOB % 1]}]
 
 
 def test_set_aside_jobs_are_tried_again_and_not_reported_as_skipped():
@@ -326,20 +326,20 @@ def privilege_facts(options, refused, sequence=("public.logs_id_seq", True)):
     conn = ScriptedConnection(
         [
             (
-                fail_jobs_sql.SQL_SERVER_FACTS,
+                cleanup_sql.SQL_SERVER_FACTS,
                 lambda params: [([], [], False, None, granted(params)) + (sequence or (None, None)) + ("reader",)],
             )
         ]
     )
-    facts = fail_jobs_checks.read_server_facts(conn, options)
-    assert [query for query, _params in conn.statements] == [fail_jobs_sql.SQL_SERVER_FACTS]
+    facts = cleanup_checks.read_server_facts(conn, options)
+    assert [query for query, _params in conn.statements] == [cleanup_sql.SQL_SERVER_FACTS]
     return facts
 
 
 def test_the_privileges_follow_what_the_run_writes():
-    plain = [(n.table, n.privilege) for n in fail_jobs_checks.needed_privileges(CleanupOptions(revoke_tokens=False))]
+    plain = [(n.table, n.privilege) for n in cleanup_checks.needed_privileges(CleanupOptions(revoke_tokens=False))]
     assert plain == [("jobs", "SELECT"), ("jobs", "UPDATE"), ("logs", "SELECT"), ("logs", "INSERT")]
-    retry = [(n.table, n.privilege) for n in fail_jobs_checks.needed_privileges(CleanupOptions(retry=True))]
+    retry = [(n.table, n.privilege) for n in cleanup_checks.needed_privileges(CleanupOptions(retry=True))]
     assert ("api_client_authorizations", "UPDATE") in retry
     assert ("job_tasks", "DELETE") in retry and ("job_tasks", "UPDATE") in retry
 
@@ -348,7 +348,7 @@ def test_missing_privileges_are_named_with_table_and_purpose():
     options = CleanupOptions(check_mode=True)
     facts = privilege_facts(options, {("jobs", "UPDATE"), ("logs", "INSERT")}, sequence=("public.logs_id_seq", False))
     with pytest.raises(RecoveryError) as caught:
-        fail_jobs_checks.check_privileges(facts, options)
+        cleanup_checks.check_privileges(facts, options)
     assert str(caught.value) == (
         "the database user reader lacks privileges a run needs, so nothing was changed (no "
         "Slurm job cancelled, no row written): UPDATE on table jobs (to lock and change the "
@@ -360,10 +360,10 @@ def test_missing_privileges_are_named_with_table_and_purpose():
 
 def test_all_privileges_granted_pass_without_a_write():
     options = CleanupOptions(retry=True)
-    fail_jobs_checks.check_privileges(privilege_facts(options, set(), sequence=None), options)
+    cleanup_checks.check_privileges(privilege_facts(options, set(), sequence=None), options)
     # privilege_facts asserted that the one statement read is SQL_SERVER_FACTS: a query.
-    assert fail_jobs_sql.SQL_SERVER_FACTS.split()[0] == "WITH"
-    assert not {"INSERT", "UPDATE", "DELETE", "LOCK"} & set(fail_jobs_sql.SQL_SERVER_FACTS.split())
+    assert cleanup_sql.SQL_SERVER_FACTS.split()[0] == "WITH"
+    assert not {"INSERT", "UPDATE", "DELETE", "LOCK"} & set(cleanup_sql.SQL_SERVER_FACTS.split())
 
 
 # -- a failed batch names the jobs it leaves without a Slurm job -----------------------------
@@ -419,8 +419,8 @@ def test_after_a_committed_batch_only_its_set_aside_jobs_lack_a_slurm_job():
 
 
 # Facts every check passes on (with the checks themselves patched out, as in the tests below).
-SERVER_FACTS = fail_jobs_checks.ServerFacts(
-    dict(fail_jobs_checks.REQUIRED_COLUMNS), False, T0, [True] * 20, None, None, "arvados"
+SERVER_FACTS = cleanup_checks.ServerFacts(
+    dict(cleanup_checks.REQUIRED_COLUMNS), False, T0, [True] * 20, None, None, "arvados"
 )
 
 
@@ -465,7 +465,7 @@ class ListingConnection:
 def test_closing_the_listing_on_a_dead_connection_raises_nothing_on_a_live_one_it_does():
     dead = ListingConnection([])
     dead.dead = True
-    fail_jobs.close_listing(ListingCursor(dead, []), dead)
+    cleanup_engine.close_listing(ListingCursor(dead, []), dead)
     live = ListingConnection([])
 
     class Refusing(ListingCursor):
@@ -473,18 +473,18 @@ def test_closing_the_listing_on_a_dead_connection_raises_nothing_on_a_live_one_i
             raise DbError("refused")
 
     with pytest.raises(DbError):
-        fail_jobs.close_listing(Refusing(live, []), live)
+        cleanup_engine.close_listing(Refusing(live, []), live)
 
 
 def test_a_run_killed_mid_batch_says_postgresqls_reason_once(monkeypatch):
     for name in ("check_schema", "check_primary", "check_privileges"):
-        monkeypatch.setattr(fail_jobs, name, lambda *args: None)
-    monkeypatch.setattr(fail_jobs, "read_server_facts", lambda *args: SERVER_FACTS)
-    monkeypatch.setattr(fail_jobs, "take_advisory_lock", lambda conn, wait: None)
+        monkeypatch.setattr(cleanup_engine, name, lambda *args: None)
+    monkeypatch.setattr(cleanup_engine, "read_server_facts", lambda *args: SERVER_FACTS)
+    monkeypatch.setattr(cleanup_engine, "take_advisory_lock", lambda conn, wait: None)
     unraisable = []
     monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
     # No user has a token to judge before the first of the three batches.
-    conn = ScriptedConnection([(fail_jobs_sql.SQL_RUN_TOKEN_SCOPE, [([], None, T0)])])
+    conn = ScriptedConnection([(cleanup_sql.SQL_RUN_TOKEN_SCOPE, [([], None, T0)])])
     listing = ListingConnection([(JOB % n, T0, None) for n in range(1, 6)])
     cleaner = JobCleaner(conn, listing, CleanupOptions(batch_size=2, live=False))
 
@@ -507,8 +507,8 @@ def test_a_run_killed_mid_batch_says_postgresqls_reason_once(monkeypatch):
 
 def test_the_listings_connection_is_asked_for_after_the_checks_and_the_lock(monkeypatch):
     events = []
-    monkeypatch.setattr(fail_jobs, "read_server_facts", lambda *args: events.append("checks") or SERVER_FACTS)
-    monkeypatch.setattr(fail_jobs, "take_advisory_lock", lambda conn, wait: events.append("lock"))
+    monkeypatch.setattr(cleanup_engine, "read_server_facts", lambda *args: events.append("checks") or SERVER_FACTS)
+    monkeypatch.setattr(cleanup_engine, "take_advisory_lock", lambda conn, wait: events.append("lock"))
     listing = ListingConnection([])
 
     def open_listing():
@@ -523,8 +523,8 @@ def test_the_listings_connection_is_asked_for_after_the_checks_and_the_lock(monk
 
 def test_a_failed_check_takes_no_lock_and_lets_none_go(monkeypatch):
     taken = []
-    monkeypatch.setattr(fail_jobs, "read_server_facts", lambda *args: SERVER_FACTS._replace(granted=[]))
-    monkeypatch.setattr(fail_jobs, "take_advisory_lock", lambda conn, wait: taken.append(conn))
+    monkeypatch.setattr(cleanup_engine, "read_server_facts", lambda *args: SERVER_FACTS._replace(granted=[]))
+    monkeypatch.setattr(cleanup_engine, "take_advisory_lock", lambda conn, wait: taken.append(conn))
     conn = ScriptedConnection()
     cleaner = JobCleaner(conn, ListingConnection([]), CleanupOptions(live=False))
     with pytest.raises(RecoveryError, match="lacks privileges"):
@@ -536,8 +536,8 @@ def test_a_failed_check_takes_no_lock_and_lets_none_go(monkeypatch):
 
 @pytest.mark.parametrize("jobs, cursor", [(2, False), (3, True)])
 def test_a_list_of_a_page_or_less_is_read_without_a_cursor(monkeypatch, jobs, cursor):
-    monkeypatch.setattr(fail_jobs, "read_server_facts", lambda *args: SERVER_FACTS)
-    monkeypatch.setattr(fail_jobs, "take_advisory_lock", lambda conn, wait: None)
+    monkeypatch.setattr(cleanup_engine, "read_server_facts", lambda *args: SERVER_FACTS)
+    monkeypatch.setattr(cleanup_engine, "take_advisory_lock", lambda conn, wait: None)
     listing = ListingConnection([(JOB % n, T0, None) for n in range(1, jobs + 1)])
     cleaner = JobCleaner(ScriptedConnection(), listing, CleanupOptions(batch_size=2, live=False))
     assert [uuid for uuid, _started, _finished in cleaner._running_jobs()] == [  # pylint: disable=protected-access
@@ -568,6 +568,6 @@ def test_a_batch_asks_for_yaml_texts_only_of_the_rows_its_locks_flagged(yaml_job
 
     cleaner.transaction.write([j.uuid for j in jobs])
 
-    asked = conn.ran(fail_jobs_sql.SQL_SERIALIZED_TEXTS)
+    asked = conn.ran(cleanup_sql.SQL_SERIALIZED_TEXTS)
     assert [p["uuids"] for p in asked if p["uuids"]] == ([list(yaml_jobs)] if yaml_jobs else [])
     assert [p["token_ids"] for p in asked if p["token_ids"]] == ([list(yaml_tokens)] if yaml_tokens else [])

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The `logs` rows a cleanup writes, with a fake connection: the `dispatch` row always, the
 `update` audit rows of jobs and expired tokens only with audit logging on, in Arvados'
-order and ownership. Their properties are built by PostgreSQL (fail_jobs_audit_rows),
+order and ownership. Their properties are built by PostgreSQL (_cleanup.audit_rows),
 tested on the lab's in tests/integration/test_fail_jobs_audit_rows.py."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import sql as fail_jobs_sql
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import sql as cleanup_sql
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.logs import (
     TokenUpdate,
     insert_logs,
@@ -34,7 +34,7 @@ class RecordingConnection:
         self.params = None
 
     def execute(self, query, params=None):
-        assert query == fail_jobs_sql.SQL_INSERT_LOGS
+        assert query == cleanup_sql.SQL_INSERT_LOGS
         self.params = params
         return Rows((uuid, None) for uuid in params["log_uuids"])
 

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.before import Before
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.options import (
     CLEANUP_OPTIONS,
     DEFAULT_FAIL_MESSAGE,
@@ -23,7 +24,6 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.opti
     check_summary,
 )
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.sql import DISPATCH_ATTEMPT_SUMMARY
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.threshold import Threshold
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import RecoveryError
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.option_bounds import (
     MAX_BATCH_SIZE,
@@ -35,7 +35,7 @@ JOB = "zzzzz-8i9sb-%015d"
 
 def test_the_defaults():
     options = CleanupOptions()
-    assert options.threshold is None and options.db_threshold is None
+    assert options.before is None and options.db_threshold is None
     assert options.uuids is None
     assert (options.retry, options.revoke_tokens, options.check_mode, options.diff) == (False, True, False, False)
     assert options.message == DEFAULT_FAIL_MESSAGE
@@ -90,7 +90,7 @@ def test_an_empty_message_is_none_given():
 
 def test_the_threshold_goes_to_the_database_as_naive_utc():
     instant = datetime(2026, 12, 4, 10, 30, tzinfo=timezone(timedelta(hours=2)))
-    options = CleanupOptions(threshold=Threshold(instant, "given", "2026-12-04T10:30+02:00"))
+    options = CleanupOptions(before=Before(instant, "given", "2026-12-04T10:30+02:00"))
     assert options.db_threshold == datetime(2026, 12, 4, 8, 30)
 
 

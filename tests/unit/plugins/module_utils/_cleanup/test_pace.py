@@ -2,7 +2,7 @@
 # Copyright: Contributors to the arvados_ops.recovery collection
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The run's pace (fail_jobs_pace), fed batches as a fake database would time them."""
+"""The run's pace (_cleanup.pace), fed batches as a fake database would time them."""
 
 from __future__ import annotations
 

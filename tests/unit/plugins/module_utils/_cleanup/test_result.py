@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.before import Before
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.options import (
     CleanupOptions,
 )
@@ -17,7 +18,6 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.resu
     Tally,
     merge_slurm_results,
 )
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.threshold import Threshold
 
 JOB = "zzzzz-8i9sb-%015d"
 
@@ -120,7 +120,7 @@ def test_the_few_lists_are_sorted_and_held_jobs_counted_once():
 
 def test_the_threshold_as_the_result_says_it():
     instant = datetime(2026, 12, 4, 8, 30, 15, tzinfo=timezone.utc)
-    out = CleanupResult(CleanupOptions(threshold=Threshold(instant, "boot time", "reboot"))).to_dict()
+    out = CleanupResult(CleanupOptions(before=Before(instant, "boot time", "reboot"))).to_dict()
     assert (out["threshold"], out["threshold_source"]) == ("2026-12-04T08:30:15Z", "boot time")
 
 

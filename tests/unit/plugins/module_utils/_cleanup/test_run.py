@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""fail_jobs_run.py: the option table checked and completed, the Slurm step, prepare(),
+"""_cleanup/run.py: the option table checked and completed, the Slurm step, prepare(),
 one message style for bad numbers, and what a database error says was done."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import threading
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import cli as fail_jobs_cli
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import engine as fail_jobs
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import options as fail_jobs_options
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as fail_jobs_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import cli as cleanup_cli
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import engine as cleanup_engine
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import options as cleanup_options
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as cleanup_run
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.options import CleanupOptions
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import ConfigError, RecoveryError
 from tests.unit.plugins.module_utils.slurm_fakes import fake_client_directory
@@ -29,12 +29,12 @@ NO_FILES = {"config_file": "", "database_yml": "", "db_name": "arvados_test", "c
 
 def test_unknown_options_are_refused():
     with pytest.raises(ConfigError, match="unknown option.s.: bogus, colour"):
-        fail_jobs_run.with_defaults({"bogus": 1, "colour": "red", "retry": True})
+        cleanup_run.with_defaults({"bogus": 1, "colour": "red", "retry": True})
 
 
 def test_with_defaults_fills_every_option():
-    full = fail_jobs_run.with_defaults({"retry": True, "before": None})
-    assert set(full) == set(fail_jobs_run.ALL_OPTIONS)
+    full = cleanup_run.with_defaults({"retry": True, "before": None})
+    assert set(full) == set(cleanup_run.ALL_OPTIONS)
     assert full["retry"] is True
     assert full["revoke_tokens"] is True and full["batch_size"] is None
     assert full["cancel_slurm_jobs"] == "auto"
@@ -57,12 +57,12 @@ def test_with_defaults_fills_every_option():
     ],
 )
 def test_cancel_slurm_mode_words(value, mode):
-    assert fail_jobs_run.cancel_slurm_mode(value) == mode
+    assert cleanup_run.cancel_slurm_mode(value) == mode
 
 
 def test_cancel_slurm_mode_refuses_other_words():
     with pytest.raises(ConfigError, match="cancel_slurm_jobs must be auto, true or false, got 'sometimes'"):
-        fail_jobs_run.cancel_slurm_mode("sometimes")
+        cleanup_run.cancel_slurm_mode("sometimes")
 
 
 @pytest.fixture
@@ -75,15 +75,15 @@ def slurm_clients_on_path(tmp_path, monkeypatch):
 @pytest.mark.usefixtures("slurm_clients_on_path")
 def test_slurm_step_auto_without_squeue_is_refused_saying_what_to_set():
     # Issue 34: it used to skip Slurm and fail the jobs, their Slurm jobs running on.
-    params = fail_jobs_run.with_defaults({})
+    params = cleanup_run.with_defaults({})
     with pytest.raises(ConfigError) as refused:
-        fail_jobs_run.slurm_step(params, which=lambda name: None)
-    assert str(refused.value) == fail_jobs_run.NO_SQUEUE_MESSAGE
+        cleanup_run.slurm_step(params, which=lambda name: None)
+    assert str(refused.value) == cleanup_run.NO_SQUEUE_MESSAGE
     assert str(refused.value).startswith("cancel_slurm_jobs is auto but squeue is not on this host")
     assert "Set cancel_slurm_jobs to false when this site runs no Slurm" in str(refused.value)
-    step, reason = fail_jobs_run.slurm_step(params, which=lambda name: "/usr/bin/squeue")
-    assert isinstance(step, fail_jobs_run.SlurmStep) and reason is None
-    assert fail_jobs_run.slurm_step(dict(params, cancel_slurm_jobs="false")) == (None, "cancel_slurm_jobs is false")
+    step, reason = cleanup_run.slurm_step(params, which=lambda name: "/usr/bin/squeue")
+    assert isinstance(step, cleanup_run.SlurmStep) and reason is None
+    assert cleanup_run.slurm_step(dict(params, cancel_slurm_jobs="false")) == (None, "cancel_slurm_jobs is false")
 
 
 class FakeOutcome:
@@ -102,9 +102,7 @@ def test_slurm_step_builds_a_request_for_the_batch_and_drops_the_diff():
         requests.append(request)
         return FakeOutcome({"failed": False, "cancelled": [], "diff": {"before": "x"}})
 
-    step = fail_jobs_run.SlurmStep(
-        fail_jobs_run.with_defaults({"slurm_user": "crunch", "slurm_timeout": 7}), cancel=cancel
-    )
+    step = cleanup_run.SlurmStep(cleanup_run.with_defaults({"slurm_user": "crunch", "slurm_timeout": 7}), cancel=cancel)
     outcome = step([JOB % 1, JOB % 2], True)
     assert outcome == {"failed": False, "cancelled": []}
     (request,) = requests
@@ -121,7 +119,7 @@ def test_slurm_step_failure_stops_the_batch_unless_ignored():
             {"failed": True, "msg": "squeue failed: Unable to contact slurm controller", "cancelled": []}
         )
 
-    step = fail_jobs_run.SlurmStep(fail_jobs_run.with_defaults({}), cancel=cancel)
+    step = cleanup_run.SlurmStep(cleanup_run.with_defaults({}), cancel=cancel)
     with pytest.raises(RecoveryError) as raised:
         step([JOB % 1], False)
     assert str(raised.value) == (
@@ -130,7 +128,7 @@ def test_slurm_step_failure_stops_the_batch_unless_ignored():
         "slurm_errors=ignore goes on regardless)"
     )
 
-    lenient = fail_jobs_run.SlurmStep(fail_jobs_run.with_defaults({"slurm_errors": "ignore"}), cancel=cancel)
+    lenient = cleanup_run.SlurmStep(cleanup_run.with_defaults({"slurm_errors": "ignore"}), cancel=cancel)
     assert lenient([JOB % 1], False)["failed"] is False
     assert lenient.warnings == [
         "Slurm jobs of 1 job(s) could not be made absent: squeue failed: Unable to contact "
@@ -139,11 +137,11 @@ def test_slurm_step_failure_stops_the_batch_unless_ignored():
 
 
 def test_prepare_checks_everything_before_connecting():
-    settings, options, slurm, skipped, db_wait, audit_logs = fail_jobs_run.prepare(
+    settings, options, slurm, skipped, db_wait, audit_logs = cleanup_run.prepare(
         dict(NO_FILES, before="@1448378837", retry=True, batch_size=20, db_wait=3)
     )
     assert settings.dbname == "arvados_test"
-    assert options.threshold.to_iso8601() == "2015-11-24T15:27:17Z"
+    assert options.before.to_iso8601() == "2015-11-24T15:27:17Z"
     assert options.retry is True and options.batch_size == 20
     assert slurm is None and skipped == "cancel_slurm_jobs is false"
     assert db_wait == 3
@@ -157,13 +155,13 @@ def test_run_fail_jobs_refuses_a_bad_before_without_connecting():
         raise AssertionError("must not connect")
 
     with pytest.raises(RecoveryError, match="accepted forms: 'reboot'"):
-        fail_jobs_run.run_fail_jobs(dict(NO_FILES, before="soonish"), connect_db=connect_db)
+        cleanup_run.run_fail_jobs(dict(NO_FILES, before="soonish"), connect_db=connect_db)
 
 
 @pytest.mark.parametrize("name", ["retry", "revoke_tokens"])
 def test_options_file_strings_for_booleans_are_read_or_refused(name):
     try:
-        options = fail_jobs_run.prepare(dict(NO_FILES, **{name: "false"})).options
+        options = cleanup_run.prepare(dict(NO_FILES, **{name: "false"})).options
     except RecoveryError:
         return  # refusing the value is as good as reading it right
     assert getattr(options, name) is False
@@ -173,8 +171,8 @@ def test_a_mistyped_option_in_the_options_file_is_a_one_line_reason(tmp_path):
     options_file = tmp_path / "options.yml"
     options_file.write_text(json.dumps(dict(NO_FILES, lock_wait="ten")))
     stderr = io.StringIO()
-    reporter = fail_jobs_cli.Reporter(stream=stderr, journald=False)
-    assert fail_jobs_cli.main(["--options-file", str(options_file)], stdout=io.StringIO(), reporter=reporter) == 1
+    reporter = cleanup_cli.Reporter(stream=stderr, journald=False)
+    assert cleanup_cli.main(["--options-file", str(options_file)], stdout=io.StringIO(), reporter=reporter) == 1
     assert "lock_wait" in stderr.getvalue()
 
 
@@ -199,18 +197,18 @@ def test_a_mistyped_option_in_the_options_file_is_a_one_line_reason(tmp_path):
 )
 def test_numbers_out_of_range_are_refused_with_one_message_style(name, value, message):
     with pytest.raises(ConfigError) as raised:
-        fail_jobs_run.with_defaults({name: value})
+        cleanup_run.with_defaults({name: value})
     assert str(raised.value) == message
 
 
 @pytest.mark.parametrize("value", [2.5, float("nan"), float("inf"), "1e400"])
 def test_an_int_option_refuses_what_is_not_a_whole_number(value):
     with pytest.raises(ConfigError, match="option batch_size must be of type int"):
-        fail_jobs_run.with_defaults({"batch_size": value})
+        cleanup_run.with_defaults({"batch_size": value})
 
 
 def test_zero_waits_are_allowed():
-    full = fail_jobs_run.with_defaults({"lock_wait": 0, "db_wait": "0"})
+    full = cleanup_run.with_defaults({"lock_wait": 0, "db_wait": "0"})
     assert (full["lock_wait"], full["db_wait"]) == (0.0, 0.0)
 
 
@@ -222,9 +220,9 @@ def test_the_engine_refuses_nan_and_inf_waits_too():
 
 def test_nan_from_the_command_line_is_refused_before_the_database_is_opened():
     stderr = io.StringIO()
-    reporter = fail_jobs_cli.Reporter(stream=stderr, journald=False)
+    reporter = cleanup_cli.Reporter(stream=stderr, journald=False)
     assert (
-        fail_jobs_cli.main(
+        cleanup_cli.main(
             ["--config", "", "--db-name", "x", "--db-wait", "nan"], stdout=io.StringIO(), reporter=reporter
         )
         == 1
@@ -242,10 +240,10 @@ class FakeDatabaseError(Exception):
 
 
 def test_a_missing_privilege_before_any_batch_names_the_user_and_the_step():
-    cleaner = fail_jobs.JobCleaner(None, None, CleanupOptions())
+    cleaner = cleanup_engine.JobCleaner(None, None, CleanupOptions())
     cleaner.step = "taking the cleanup lock (pg_try_advisory_lock)"
     error = FakeDatabaseError("permission denied for function pg_try_advisory_lock", "42501")
-    assert fail_jobs_run.database_error_message(error, cleaner, "arvados", None) == (
+    assert cleanup_run.database_error_message(error, cleaner, "arvados", None) == (
         "the database user arvados lacks a privilege the cleanup needs, while taking the "
         "cleanup lock (pg_try_advisory_lock), nothing was changed: permission denied for "
         "function pg_try_advisory_lock"
@@ -253,15 +251,15 @@ def test_a_missing_privilege_before_any_batch_names_the_user_and_the_step():
 
 
 def test_an_error_in_a_batch_says_it_was_rolled_back_and_after_batches_what_was_kept():
-    cleaner = fail_jobs.JobCleaner(None, None, CleanupOptions())
+    cleaner = cleanup_engine.JobCleaner(None, None, CleanupOptions())
     cleaner._batch_under_way = True
-    assert fail_jobs_run.database_error_message(
+    assert cleanup_run.database_error_message(
         FakeDatabaseError("deadlock detected pw", "40P01"), cleaner, "arvados", "pw"
     ) == ("database error, the batch under way was rolled back (a rerun finishes the work): deadlock detected ********")
     cleaner._batch_under_way = False
     cleaner.result.batches = 3
     cleaner.step = "listing the Running jobs"
-    assert fail_jobs_run.database_error_message(
+    assert cleanup_run.database_error_message(
         FakeDatabaseError("server closed the connection"), cleaner, "arvados", None
     ) == (
         "database error, while listing the Running jobs, after 3 batch(es) committed whole "
@@ -294,7 +292,7 @@ def test_an_error_in_a_batch_says_it_was_rolled_back_and_after_batches_what_was_
 )
 def test_numbers_above_their_bound_are_refused_by_name_before_connecting(given, message):
     with pytest.raises(ConfigError) as raised:
-        fail_jobs_run.run_fail_jobs(dict(NO_FILES, **given), connect_db=refuse_to_connect)
+        cleanup_run.run_fail_jobs(dict(NO_FILES, **given), connect_db=refuse_to_connect)
     assert str(raised.value) == message
 
 
@@ -306,13 +304,13 @@ def refuse_to_connect(*_args, **_kwargs):
     "name, value", [("row_lock_wait", 2147483), ("batch_size", 100000), ("batch_pause", 86400), ("db_wait", 0)]
 )
 def test_numbers_at_their_bound_are_taken(name, value):
-    assert fail_jobs_run.with_defaults(dict(NO_FILES, **{name: value}))[name] == value
+    assert cleanup_run.with_defaults(dict(NO_FILES, **{name: value}))[name] == value
 
 
 @pytest.mark.parametrize("name", ["log_message", "cluster_id", "before", "db_host", "db_name", "slurm_user"])
 def test_a_nul_in_any_text_option_is_refused_by_name_with_the_value_escaped(name):
     with pytest.raises(ConfigError) as raised:
-        fail_jobs_run.run_fail_jobs(dict(NO_FILES, **{name: "a\x00b"}), connect_db=refuse_to_connect)
+        cleanup_run.run_fail_jobs(dict(NO_FILES, **{name: "a\x00b"}), connect_db=refuse_to_connect)
     assert str(raised.value) == (
         "option %s must not contain a NUL character (\\x00), which PostgreSQL text cannot hold, got 'a\\x00b'" % name
     )
@@ -320,9 +318,9 @@ def test_a_nul_in_any_text_option_is_refused_by_name_with_the_value_escaped(name
 
 def test_a_nul_in_a_uuid_list_or_the_password_is_refused_and_the_password_not_shown():
     with pytest.raises(ConfigError, match="option uuids must not contain a NUL"):
-        fail_jobs_run.prepare(dict(NO_FILES, uuids=[JOB % 1, "x\x00"]))
+        cleanup_run.prepare(dict(NO_FILES, uuids=[JOB % 1, "x\x00"]))
     with pytest.raises(ConfigError) as raised:
-        fail_jobs_run.prepare(dict(NO_FILES, db_password="hunter2\x00"))
+        cleanup_run.prepare(dict(NO_FILES, db_password="hunter2\x00"))
     assert (
         str(raised.value)
         == "option db_password must not contain a NUL character (\\x00), which PostgreSQL text cannot hold"
@@ -331,26 +329,26 @@ def test_a_nul_in_a_uuid_list_or_the_password_is_refused_and_the_password_not_sh
 
 def test_a_lone_surrogate_is_refused():
     with pytest.raises(ConfigError, match="option log_message must not contain a lone surrogate"):
-        fail_jobs_run.prepare(dict(NO_FILES, log_message="a\ud800"))
+        cleanup_run.prepare(dict(NO_FILES, log_message="a\ud800"))
 
 
 def test_a_long_log_message_is_refused_with_its_size_in_bytes():
     with pytest.raises(RecoveryError) as raised:
-        fail_jobs_run.run_fail_jobs(dict(NO_FILES, log_message="x" * 3000), connect_db=refuse_to_connect)
+        cleanup_run.run_fail_jobs(dict(NO_FILES, log_message="x" * 3000), connect_db=refuse_to_connect)
     assert str(raised.value) == (
         "option log_message is 3000 bytes of UTF-8, more than the 2500 the logs' summary index takes"
     )
 
 
 def test_the_bound_counts_bytes_and_with_retry_the_note_added():
-    fail_jobs_run.prepare(dict(NO_FILES, log_message="x" * fail_jobs_options.MAX_SUMMARY_BYTES))
+    cleanup_run.prepare(dict(NO_FILES, log_message="x" * cleanup_options.MAX_SUMMARY_BYTES))
     with pytest.raises(RecoveryError, match="option log_message is 2502 bytes"):
-        fail_jobs_run.prepare(dict(NO_FILES, log_message="é" * 1251))
-    note = len(fail_jobs_options.UNRUNNABLE_NOTE.encode("utf-8"))
-    fits = "x" * (fail_jobs_options.MAX_SUMMARY_BYTES - note)
-    fail_jobs_run.prepare(dict(NO_FILES, log_message=fits, retry=True))
+        cleanup_run.prepare(dict(NO_FILES, log_message="é" * 1251))
+    note = len(cleanup_options.UNRUNNABLE_NOTE.encode("utf-8"))
+    fits = "x" * (cleanup_options.MAX_SUMMARY_BYTES - note)
+    cleanup_run.prepare(dict(NO_FILES, log_message=fits, retry=True))
     with pytest.raises(RecoveryError) as raised:
-        fail_jobs_run.prepare(dict(NO_FILES, log_message=fits + "x", retry=True))
+        cleanup_run.prepare(dict(NO_FILES, log_message=fits + "x", retry=True))
     assert str(raised.value) == (
         "option log_message is %d bytes of UTF-8, more than the %d the logs' summary index takes with retry "
         "(which adds a %d-byte note for a job failed instead)" % (len(fits) + 1, len(fits), note)
@@ -361,17 +359,17 @@ def test_a_log_message_that_reads_as_a_dispatch_attempt_is_refused():
     """The token rule tells a cleanup's `dispatch` row from crunch-dispatch.rb's row of an
     attempt ("dispatching to <hosts>") by its summary: a cleanup must not write the latter."""
     with pytest.raises(RecoveryError) as raised:
-        fail_jobs_run.run_fail_jobs(dict(NO_FILES, log_message="dispatching to nowhere"), connect_db=refuse_to_connect)
+        cleanup_run.run_fail_jobs(dict(NO_FILES, log_message="dispatching to nowhere"), connect_db=refuse_to_connect)
     assert str(raised.value) == (
         "option log_message must not start with 'dispatching to ': crunch-dispatch.rb's rows of a dispatch attempt do"
     )
-    fail_jobs_run.prepare(dict(NO_FILES, log_message="Dispatching to nowhere was stopped"))
+    cleanup_run.prepare(dict(NO_FILES, log_message="Dispatching to nowhere was stopped"))
 
 
 def test_the_default_messages_fit():
     for retry in (False, True):
-        fail_jobs_options.check_summary(
-            fail_jobs_options.DEFAULT_RETRY_MESSAGE if retry else fail_jobs_options.DEFAULT_FAIL_MESSAGE, retry
+        cleanup_options.check_summary(
+            cleanup_options.DEFAULT_RETRY_MESSAGE if retry else cleanup_options.DEFAULT_FAIL_MESSAGE, retry
         )
 
 
@@ -379,7 +377,7 @@ def test_the_command_refuses_the_trial_inputs_before_connecting(tmp_path):
     options_file = tmp_path / "options.json"
     options_file.write_text(json.dumps(dict(NO_FILES, log_message="a\u0000b")))
     stderr = io.StringIO()
-    code = fail_jobs_cli.main(["--options-file", str(options_file)], reporter=fail_jobs_cli.Reporter(stream=stderr))
+    code = cleanup_cli.main(["--options-file", str(options_file)], reporter=cleanup_cli.Reporter(stream=stderr))
     assert code == 1
     assert stderr.getvalue() == (
         "arvados-fail-jobs: option log_message must not contain a NUL character (\\x00), which PostgreSQL text "
@@ -391,31 +389,31 @@ def test_the_command_refuses_the_trial_inputs_before_connecting(tmp_path):
     ):
         options_file.write_text(json.dumps(NO_FILES))
         stderr = io.StringIO()
-        code = fail_jobs_cli.main(
-            ["--options-file", str(options_file)] + flags, reporter=fail_jobs_cli.Reporter(stream=stderr)
+        code = cleanup_cli.main(
+            ["--options-file", str(options_file)] + flags, reporter=cleanup_cli.Reporter(stream=stderr)
         )
         assert code == 1
         assert stderr.getvalue() == "arvados-fail-jobs: %s\n" % message
     # A flag's text is converted as the file's: 1e23 is a whole number, past the bound.
     stderr = io.StringIO()
-    code = fail_jobs_cli.main(["--batch-size", "1e23"], reporter=fail_jobs_cli.Reporter(stream=stderr))
+    code = cleanup_cli.main(["--batch-size", "1e23"], reporter=cleanup_cli.Reporter(stream=stderr))
     assert code == 1
     assert stderr.getvalue() == "arvados-fail-jobs: option batch_size must be at most 100000, got %d\n" % int(1e23)
 
 
 def test_a_whole_number_written_with_an_exponent_is_a_whole_number_and_bounded():
     # YAML reads `batch_size: 1e23` as the text '1e23'.
-    assert fail_jobs_run.with_defaults(dict(NO_FILES, batch_size="1e3"))["batch_size"] == 1000
+    assert cleanup_run.with_defaults(dict(NO_FILES, batch_size="1e3"))["batch_size"] == 1000
     with pytest.raises(ConfigError, match="option batch_size must be at most 100000, got 99999999999999991611392"):
-        fail_jobs_run.with_defaults(dict(NO_FILES, batch_size="1e23"))
+        cleanup_run.with_defaults(dict(NO_FILES, batch_size="1e23"))
 
 
 def test_a_value_of_the_wrong_type_is_shown_unless_it_is_the_password():
     with pytest.raises(ConfigError) as raised:
-        fail_jobs_run.with_defaults(dict(NO_FILES, batch_size="many\n"))
+        cleanup_run.with_defaults(dict(NO_FILES, batch_size="many\n"))
     assert str(raised.value) == "option batch_size must be of type int, got 'many\\n'"
     with pytest.raises(ConfigError) as raised:
-        fail_jobs_run.with_defaults(dict(NO_FILES, db_password=["hunter2"]))
+        cleanup_run.with_defaults(dict(NO_FILES, db_password=["hunter2"]))
     assert str(raised.value) == "option db_password must be of type str"
 
 
@@ -445,13 +443,13 @@ def test_the_message_of_held_jobs_names_the_option_its_value_the_users_and_the_s
         {"uuid": job % 1, "job_id": "11", "user": "root", "state": "RUNNING"},
         {"uuid": job % 2, "job_id": "12", "user": "alice", "state": "PENDING"},
     ]
-    assert fail_jobs_run.held_message(held, "crunch") == (
+    assert cleanup_run.held_message(held, "crunch") == (
         "2 job(s) left Running, not failed or requeued: Slurm jobs of their name are queued under user(s) "
         "alice, root, not slurm_user=crunch, and this run cancels only that user's: "
         "%s (Slurm job 11 of user root, RUNNING), %s (Slurm job 12 of user alice, PENDING). Set slurm_user "
         "to the user that owns them (or leave it unset, as root), or cancel them, and run again" % (job % 1, job % 2)
     )
-    assert fail_jobs_run.held_message(held[:1], "crunch", check_mode=True).startswith("1 job(s) would be left Running")
+    assert cleanup_run.held_message(held[:1], "crunch", check_mode=True).startswith("1 job(s) would be left Running")
 
 
 def test_the_listings_connection_is_closed_when_the_first_one_fails(monkeypatch):
@@ -471,7 +469,7 @@ def test_the_listings_connection_is_closed_when_the_first_one_fails(monkeypatch)
         opened.append(Conn())
         return opened[-1]
 
-    monkeypatch.setattr(fail_jobs_run, "load_driver", lambda: None)
+    monkeypatch.setattr(cleanup_run, "load_driver", lambda: None)
     with pytest.raises(RecoveryError, match="the database is starting"):
-        fail_jobs_run.run_fail_jobs(dict(NO_FILES), connect_db=connect_db)
+        cleanup_run.run_fail_jobs(dict(NO_FILES), connect_db=connect_db)
     assert len(opened) == 1 and opened[0].closed

@@ -27,7 +27,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.sql 
 )
 
 STATEMENTS = sorted(name for name in vars(sql) if name.startswith("SQL_") and isinstance(getattr(sql, name), str))
-# A named placeholder, text (s) or binary (b, psycopg 3's; pg_driver makes psycopg2 take it).
+# A named placeholder, text (s) or binary (b, psycopg 3's; _database.driver makes psycopg2 take it).
 PLACEHOLDER = re.compile(r"%\(\w+\)[sb]|%%")
 
 

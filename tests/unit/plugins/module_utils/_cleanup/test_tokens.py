@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 from datetime import datetime, timedelta
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import sql as fail_jobs_sql
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import tokens as fail_jobs_tokens
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import sql as cleanup_sql
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import tokens as cleanup_tokens
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.options import (
     CleanupOptions,
 )
@@ -125,14 +125,14 @@ def _at(minute):
 
 
 def test_a_token_belongs_to_a_window_of_its_own_user_only():
-    windows = fail_jobs_tokens.JobWindows([(1, _at(0), _at(10)), (2, _at(20), _at(30))])
+    windows = cleanup_tokens.JobWindows([(1, _at(0), _at(10)), (2, _at(20), _at(30))])
     assert windows.contain(1, _at(5)) and windows.contain(2, _at(25))
     assert not windows.contain(2, _at(5)) and not windows.contain(1, _at(25))
     assert not windows.contain(3, _at(5))
 
 
 def test_window_edges_are_inside_and_gaps_between_windows_outside():
-    windows = fail_jobs_tokens.JobWindows([(1, _at(0), _at(10)), (1, _at(20), _at(30))])
+    windows = cleanup_tokens.JobWindows([(1, _at(0), _at(10)), (1, _at(20), _at(30))])
     assert windows.contain(1, _at(0)) and windows.contain(1, _at(10))
     assert windows.contain(1, _at(20)) and windows.contain(1, _at(30))
     assert not windows.contain(1, _at(15))
@@ -142,16 +142,16 @@ def test_window_edges_are_inside_and_gaps_between_windows_outside():
 def test_a_long_window_covers_the_short_ones_opening_inside_it():
     # Sorted by start, the short window (5, 6) comes last; an instant after it is still
     # inside the long window that opened before it.
-    windows = fail_jobs_tokens.JobWindows([(1, _at(0), _at(100)), (1, _at(5), _at(6))])
+    windows = cleanup_tokens.JobWindows([(1, _at(0), _at(100)), (1, _at(5), _at(6))])
     assert windows.contain(1, _at(50))
     assert not windows.contain(1, _at(101))
 
 
 def test_bounds_span_each_users_windows():
-    windows = fail_jobs_tokens.JobWindows([(2, _at(20), _at(30)), (1, _at(5), _at(6)), (1, _at(0), _at(3))])
+    windows = cleanup_tokens.JobWindows([(2, _at(20), _at(30)), (1, _at(5), _at(6)), (1, _at(0), _at(3))])
     assert windows.bounds() == {"user_ids": [1, 2], "lo": [_at(0), _at(20)], "hi": [_at(6), _at(30)]}
     assert len(windows) == 2
-    assert len(fail_jobs_tokens.JobWindows([])) == 0
+    assert len(cleanup_tokens.JobWindows([])) == 0
 
 
 def test_windows_agree_with_a_plain_scan_of_every_window():
@@ -160,7 +160,7 @@ def test_windows_agree_with_a_plain_scan_of_every_window():
     for _index in range(200):
         start = rng.randint(0, 1000)
         spans.append((rng.randint(1, 5), _at(start), _at(start + rng.randint(0, 60))))
-    windows = fail_jobs_tokens.JobWindows(spans)
+    windows = cleanup_tokens.JobWindows(spans)
     for user in range(1, 6):
         for minute in range(-5, 1070, 3):
             expected = any(u == user and lo <= _at(minute) <= hi for u, lo, hi in spans)
@@ -175,7 +175,7 @@ class OwnersConnection:
         self.params = []
 
     def execute(self, query, params=None):
-        assert query == fail_jobs_sql.SQL_TOKEN_OTHER_OWNERS
+        assert query == cleanup_sql.SQL_TOKEN_OTHER_OWNERS
         self.params.append(params)
         return Rows(self.rows)
 
@@ -185,14 +185,14 @@ def test_other_owners_asks_once_for_all_tokens_with_their_users_and_span():
     pass over jobs as constants: the batch's users once each, the first and last token."""
     user_a, user_b = "zzzzz-tpzed-%015d" % 1, "zzzzz-tpzed-%015d" % 2
     tokens = [
-        fail_jobs_tokens.TokenCandidate(11, "zzzzz-gj3su-%015d" % 11, user_b, _at(30)),
-        fail_jobs_tokens.TokenCandidate(12, "zzzzz-gj3su-%015d" % 12, user_a, _at(5)),
-        fail_jobs_tokens.TokenCandidate(13, "zzzzz-gj3su-%015d" % 13, user_b, _at(50)),
+        cleanup_tokens.TokenCandidate(11, "zzzzz-gj3su-%015d" % 11, user_b, _at(30)),
+        cleanup_tokens.TokenCandidate(12, "zzzzz-gj3su-%015d" % 12, user_a, _at(5)),
+        cleanup_tokens.TokenCandidate(13, "zzzzz-gj3su-%015d" % 13, user_b, _at(50)),
     ]
     conn = OwnersConnection([(12, JOB % 7)])
     options = CleanupOptions(uuids=[JOB % 1, JOB % 2])
 
-    owners = fail_jobs_tokens.other_owners(conn, options, tokens, [JOB % 1])
+    owners = cleanup_tokens.other_owners(conn, options, tokens, [JOB % 1])
 
     assert owners == {12: JOB % 7}
     assert conn.params == [

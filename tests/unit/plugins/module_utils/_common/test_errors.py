@@ -10,9 +10,9 @@ import pytest
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import (
     CUT_CHARACTERS,
     MAX_MESSAGE_CHARACTERS,
+    BeforeError,
     ConfigError,
     RecoveryError,
-    ThresholdError,
     cut,
     shown,
 )
@@ -67,5 +67,5 @@ def test_a_recovery_error_message_is_cut_past_its_bound():
 def test_the_family():
     # The modules and the commands catch RecoveryError alone: every operator error is one.
     assert issubclass(ConfigError, RecoveryError)
-    assert issubclass(ThresholdError, RecoveryError)
+    assert issubclass(BeforeError, RecoveryError)
     assert str(ConfigError("a\nb")) == "a b"

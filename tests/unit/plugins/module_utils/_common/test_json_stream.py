@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""json_stream.py: the pieces, joined, are json.dumps' text byte for byte, and no piece
+"""_common/json_stream.py: the pieces, joined, are json.dumps' text byte for byte, and no piece
 holds more than a slice of a big list."""
 
 from __future__ import annotations

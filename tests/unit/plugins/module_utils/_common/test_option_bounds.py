@@ -12,7 +12,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.error
     shown,
 )
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.options import Range, check_text, excerpt
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._modules import support as module_support
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._modules import support as modules_support
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.run import check_params
 
 NO_FILES = {"config_file": "", "database_yml": "", "db_name": "arvados_test", "squeue_path": "/bin/true"}
@@ -136,24 +136,24 @@ OPTIONS = {
 
 
 def test_a_failure_says_why_with_the_secret_masked(monkeypatch):
-    monkeypatch.setattr(module_support, "psycopg_import_error", lambda: None)
+    monkeypatch.setattr(modules_support, "psycopg_import_error", lambda: None)
 
     def engine(_params):
         raise RecoveryError('password authentication failed for user "arvados" (password hunter2-x, again hunter2-x)')
 
     module = FakeModule({"db_password": "hunter2-x", "db_user": "arvados"})
     with pytest.raises(Failed) as failed:
-        module_support.run_engine(module, engine, OPTIONS)
+        modules_support.run_engine(module, engine, OPTIONS)
     assert failed.value.args[0] == {
         "msg": 'password authentication failed for user "arvados" (password ********, again ********)'
     }
 
 
 def test_a_failed_result_and_the_warnings_are_masked_too(monkeypatch):
-    monkeypatch.setattr(module_support, "psycopg_import_error", lambda: None)
+    monkeypatch.setattr(modules_support, "psycopg_import_error", lambda: None)
     module = FakeModule({"db_password": "s3cr3t", "db_user": "arvados"})
     with pytest.raises(Failed) as failed:
-        module_support.run_engine(
+        modules_support.run_engine(
             module,
             lambda _params: {"failed": True, "msg": "left at s3cr3t", "warnings": ["s3cr3t\nforged"]},
             OPTIONS,

@@ -17,8 +17,8 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel.reque
     CancelRequestError,
 )
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cancel.run import build_request
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import cli as fail_jobs_cli
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as fail_jobs_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import cli as cleanup_cli
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as cleanup_run
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.options import (
     CLEANUP_OPTIONS,
     CleanupOptions,
@@ -80,9 +80,9 @@ def message_of(call, *args, **kwargs):
 
 def command_error(argv):
     stderr = io.StringIO()
-    reporter = fail_jobs_cli.Reporter(stream=stderr, journald=False)
+    reporter = cleanup_cli.Reporter(stream=stderr, journald=False)
     argv = ["--config", "", "--database-yml", "", "--db-name", "x", "--cancel-slurm-jobs", "false"] + argv
-    assert fail_jobs_cli.main(argv, stdout=io.StringIO(), reporter=reporter) == 1
+    assert cleanup_cli.main(argv, stdout=io.StringIO(), reporter=reporter) == 1
     return stderr.getvalue()[len("arvados-fail-jobs: ") :].rstrip("\n")
 
 
@@ -230,14 +230,14 @@ def test_an_option_reads_as_its_spec_and_says_its_bound():
 
 def test_a_negative_wait_gets_one_message_from_both_database_modules_and_the_command():
     expected = "option db_wait must be at least 0, got -1.0"
-    assert message_of(fail_jobs_run.with_defaults, dict(NO_FILES, db_wait=-1.0)) == expected
+    assert message_of(cleanup_run.with_defaults, dict(NO_FILES, db_wait=-1.0)) == expected
     assert message_of(reconcile_run.check_params, dict(NO_FILES, db_wait=-1.0, squeue_path="/bin/true")) == expected
     assert command_error(["--db-wait=-1"]) == expected
 
 
 def test_a_zero_batch_size_gets_one_message_from_both_database_modules_and_the_command():
     expected = "option batch_size must be at least 1, got 0"
-    assert message_of(fail_jobs_run.with_defaults, dict(NO_FILES, batch_size=0)) == expected
+    assert message_of(cleanup_run.with_defaults, dict(NO_FILES, batch_size=0)) == expected
     assert message_of(reconcile_run.check_params, dict(NO_FILES, batch_size=0, squeue_path="/bin/true")) == expected
     assert message_of(CleanupOptions, batch_size=0) == expected
     assert command_error(["--batch-size", "0"]) == expected
@@ -256,14 +256,14 @@ def test_a_zero_command_timeout_gets_one_message_from_the_reconciliation_and_the
 
 def test_a_port_past_its_bound_gets_one_message_from_both_database_modules_and_the_command():
     expected = "option db_port must be at most 65535, got 70000"
-    assert message_of(fail_jobs_run.with_defaults, dict(NO_FILES, db_port=70000)) == expected
+    assert message_of(cleanup_run.with_defaults, dict(NO_FILES, db_port=70000)) == expected
     assert message_of(reconcile_run.check_params, dict(NO_FILES, db_port=70000, squeue_path="/bin/true")) == expected
     assert command_error(["--db-port", "70000"]) == expected
 
 
 def test_the_slurm_settings_of_the_cleanup_are_named_by_the_cleanups_option():
     # CancelRequest would say timeout; the cleanup's option is slurm_timeout.
-    assert message_of(fail_jobs_run.with_defaults, dict(NO_FILES, slurm_timeout=0.0)) == (
+    assert message_of(cleanup_run.with_defaults, dict(NO_FILES, slurm_timeout=0.0)) == (
         "option slurm_timeout must be above 0, got 0.0"
     )
 
@@ -374,7 +374,7 @@ ALL_TABLES = {
     "slurm_job_cancel": CANCEL_OPTIONS,
     "slurm_node_resume": NODE_RESUME_OPTIONS,
     "cleanup": CLEANUP_OPTIONS,
-    "arvados_fail_jobs": fail_jobs_run.FAIL_JOBS_OPTIONS,
+    "arvados_fail_jobs": cleanup_run.FAIL_JOBS_OPTIONS,
     "arvados_reconcile_info": reconcile_run.RECONCILE_OPTIONS,
     "arvados-recovery-watch": WATCH_OPTIONS,
     "findings": SOURCE_OPTIONS,
@@ -402,7 +402,7 @@ def test_the_slurm_tables_share_one_command_timeout_and_the_request_defaults_to_
 
 
 def test_both_database_engines_wait_for_the_database_as_long_by_default():
-    for table in (fail_jobs_run.FAIL_JOBS_OPTIONS, reconcile_run.RECONCILE_OPTIONS):
+    for table in (cleanup_run.FAIL_JOBS_OPTIONS, reconcile_run.RECONCILE_OPTIONS):
         assert table["db_wait"].default is DEFAULT_DB_WAIT
         assert repr(table["db_wait"].check) == repr(seconds(MAX_SLEEP_SECONDS))
     assert DEFAULT_DB_WAIT == 30.0
@@ -413,7 +413,7 @@ def test_the_cleanups_scancel_pace_is_the_cancel_requests():
         ("slurm_max_scancel_per_second", "max_scancel_per_second"),
         ("slurm_max_concurrent_scancel", "max_concurrent_scancel"),
     ):
-        cleanup = fail_jobs_run.FAIL_JOBS_OPTIONS[option]
+        cleanup = cleanup_run.FAIL_JOBS_OPTIONS[option]
         assert cleanup.default == getattr(CancelRequest(), field) == CANCEL_OPTIONS[field].default
         assert cleanup.check is CANCEL_OPTIONS[field].check
     assert (DEFAULT_MAX_SCANCEL_PER_SECOND, DEFAULT_MAX_CONCURRENT_SCANCEL) == (10.0, 3)
@@ -441,8 +441,8 @@ def test_every_reconcile_option_is_a_field_of_reconcile_options():
 
 def test_the_cleanups_fields_are_options_of_its_table_and_arguments_of_cleanup_options():
     arguments = set(inspect.signature(CleanupOptions).parameters)
-    assert set(fail_jobs_run.CLEANUP_FIELDS) <= set(fail_jobs_run.FAIL_JOBS_OPTIONS)
-    assert set(fail_jobs_run.CLEANUP_FIELDS) - {"log_message"} | {"message"} <= arguments
+    assert set(cleanup_run.CLEANUP_FIELDS) <= set(cleanup_run.FAIL_JOBS_OPTIONS)
+    assert set(cleanup_run.CLEANUP_FIELDS) - {"log_message"} | {"message"} <= arguments
 
 
 def test_the_cancel_options_reach_the_request_under_its_field_names():

@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import cli as fail_jobs_cli
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as fail_jobs_run
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import cli as cleanup_cli
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup import run as cleanup_run
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common import options_file
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import ConfigError, RecoveryError
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.options import Option, parse
@@ -46,7 +46,7 @@ def module_message(table, name, value):
 
 def fail_jobs_message(argv):
     stderr = io.StringIO()
-    code = fail_jobs_cli.main(argv, reporter=fail_jobs_cli.Reporter(stream=stderr, journald=False))
+    code = cleanup_cli.main(argv, reporter=cleanup_cli.Reporter(stream=stderr, journald=False))
     assert code == 1
     return stderr.getvalue()
 
@@ -68,7 +68,7 @@ def watch_message(argv, tmp_path):
 def test_the_same_mistake_gets_the_same_message_from_the_modules_and_both_commands(
     name, typed, text, message, tmp_path
 ):
-    from_fail_jobs_module = module_message(fail_jobs_run.ALL_OPTIONS, name, typed)
+    from_fail_jobs_module = module_message(cleanup_run.ALL_OPTIONS, name, typed)
     from_reconcile_module = module_message(reconcile_run.ALL_OPTIONS, name, typed)
     assert from_fail_jobs_module == from_reconcile_module == message
     argv = ["--" + name.replace("_", "-"), text]
@@ -80,9 +80,9 @@ def test_a_bad_choice_gets_the_option_layers_message_from_both_commands(tmp_path
     # A module's bad choice is refused by Ansible before the module runs; the commands
     # say it as the option layer does for every other mistake.
     message = "option db_sslmode must be one of %s, got 'sometimes'" % ", ".join(
-        fail_jobs_run.ALL_OPTIONS["db_sslmode"].choices
+        cleanup_run.ALL_OPTIONS["db_sslmode"].choices
     )
-    assert module_message(fail_jobs_run.ALL_OPTIONS, "db_sslmode", "sometimes") == message
+    assert module_message(cleanup_run.ALL_OPTIONS, "db_sslmode", "sometimes") == message
     argv = ["--db-sslmode", "sometimes"]
     assert fail_jobs_message(argv) == "arvados-fail-jobs: %s\n" % message
     assert watch_message(argv, tmp_path) == "arvados-recovery-watch: %s\n" % message
@@ -249,8 +249,8 @@ def test_the_command_refuses_a_writable_options_file_with_status_1(tmp_path):
     path.write_text("squeue_path: /tmp/evil.sh\n")
     os.chmod(path, 0o666)
     stderr = io.StringIO()
-    reporter = fail_jobs_cli.Reporter(stream=stderr, journald=False)
-    assert fail_jobs_cli.main(["--options-file", str(path)], stdout=io.StringIO(), reporter=reporter) == 1
+    reporter = cleanup_cli.Reporter(stream=stderr, journald=False)
+    assert cleanup_cli.main(["--options-file", str(path)], stdout=io.StringIO(), reporter=reporter) == 1
     assert "is mode 0666, writable by its group and others" in stderr.getvalue()
 
 
@@ -273,7 +273,7 @@ def fail_jobs_options_file(tmp_path, text):
 def test_a_number_yaml_1_1_reads_otherwise_is_refused_naming_the_file_option_and_value(tmp_path, name, text):
     path = fail_jobs_options_file(tmp_path, "%s: %s\n" % (name, text))
     with pytest.raises(RecoveryError) as raised:
-        options_file.read_options_file(str(path), fail_jobs_cli.ALL_OPTIONS, fail_jobs_cli.PROGRAM)
+        options_file.read_options_file(str(path), cleanup_cli.ALL_OPTIONS, cleanup_cli.PROGRAM)
     assert str(raised.value) == "options file %s: option %s %s, got '%s'" % (
         path,
         name,
@@ -295,7 +295,7 @@ def test_plain_decimal_numbers_are_read_and_other_forms_stay_text_in_text_option
         "batch_size: 500\nlock_wait: 0.5\nslurm_timeout: 1.5e2\nrow_lock_wait: '7'\ndb_wait: 1e3\n"
         "db_connect_timeout: -0\nlog_message: 1:20\ndb_password: 0x1F\nslurm_user: 017\nretry: yes\n",
     )
-    assert options_file.read_options_file(str(path), fail_jobs_cli.ALL_OPTIONS, fail_jobs_cli.PROGRAM) == {
+    assert options_file.read_options_file(str(path), cleanup_cli.ALL_OPTIONS, cleanup_cli.PROGRAM) == {
         "batch_size": 500,
         "lock_wait": 0.5,
         "slurm_timeout": 150.0,

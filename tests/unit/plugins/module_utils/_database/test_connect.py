@@ -1,13 +1,13 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""pg_connect.py: connecting with retries until the deadline, permanent errors at once,
+"""_database/connect.py: connecting with retries until the deadline, permanent errors at once,
 the password masked."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._database import connect as pg_connect
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._database import connect as database_connect
 from tests.unit.plugins.module_utils.slurm_fakes import FakeClock
 
 JOB = "zzzzz-8i9sb-%015d"
@@ -53,7 +53,7 @@ REFUSED = "connection failed: " + LIBPQ_REFUSED
 def test_transient_errors_are_retried_until_the_database_answers():
     clock = FakeClock()
     fake = FakePsycopg([FakeOperationalError(REFUSED), FakeOperationalError(REFUSED), "conn"])
-    assert pg_connect.connect(KWARGS, wait=30, driver=fake, sleep=clock.sleep, clock=clock) == "conn"
+    assert database_connect.connect(KWARGS, wait=30, driver=fake, sleep=clock.sleep, clock=clock) == "conn"
     assert clock.sleeps == [0.5, 1.0]
     assert fake.calls == [KWARGS] * 3
 
@@ -61,8 +61,8 @@ def test_transient_errors_are_retried_until_the_database_answers():
 def test_retries_stop_at_the_deadline_and_say_how_many_attempts():
     clock = FakeClock()
     fake = FakePsycopg([FakeOperationalError(REFUSED)] * 10)
-    with pytest.raises(pg_connect.DatabaseUnavailable) as raised:
-        pg_connect.connect(KWARGS, wait=4, driver=fake, sleep=clock.sleep, clock=clock)
+    with pytest.raises(database_connect.DatabaseUnavailable) as raised:
+        database_connect.connect(KWARGS, wait=4, driver=fake, sleep=clock.sleep, clock=clock)
     # 0.5 + 1 + 2 = 3.5 s slept; the next pause (4 s) would pass the deadline
     assert clock.sleeps == [0.5, 1.0, 2.0]
     assert str(raised.value) == (
@@ -85,8 +85,8 @@ def test_retries_stop_at_the_deadline_and_say_how_many_attempts():
 def test_permanent_errors_fail_at_once(error):
     clock = FakeClock()
     fake = FakePsycopg([error, "conn"])
-    with pytest.raises(pg_connect.DatabaseUnavailable, match="after 1 attempt"):
-        pg_connect.connect(KWARGS, wait=60, driver=fake, sleep=clock.sleep, clock=clock)
+    with pytest.raises(database_connect.DatabaseUnavailable, match="after 1 attempt"):
+        database_connect.connect(KWARGS, wait=60, driver=fake, sleep=clock.sleep, clock=clock)
     assert clock.sleeps == []
 
 
@@ -94,8 +94,8 @@ def test_the_password_is_masked_in_connection_errors():
     clock = FakeClock()
     leaky = FakeOperationalError('invalid dsn: password=s3cr3t-pw host=db.example\n  missing "=" after s3cr3t-pw')
     fake = FakePsycopg([leaky])
-    with pytest.raises(pg_connect.DatabaseUnavailable) as raised:
-        pg_connect.connect(KWARGS, wait=0, driver=fake, sleep=clock.sleep, clock=clock)
+    with pytest.raises(database_connect.DatabaseUnavailable) as raised:
+        database_connect.connect(KWARGS, wait=0, driver=fake, sleep=clock.sleep, clock=clock)
     message = str(raised.value)
     assert "s3cr3t-pw" not in message
     assert 'password=******** host=db.example missing "=" after ********' in message
@@ -103,19 +103,19 @@ def test_the_password_is_masked_in_connection_errors():
 
 
 def test_is_permanent_and_describe_target():
-    assert pg_connect.is_permanent(FakeOperationalError("x", sqlstate="28000"))
-    assert not pg_connect.is_permanent(FakeOperationalError(REFUSED))
-    assert not pg_connect.is_permanent(FakeOperationalError("x", sqlstate="57P03"))
-    assert pg_connect.describe_target({"dbname": "d", "user": "u"}) == "database 'd' as 'u' on the local socket"
+    assert database_connect.is_permanent(FakeOperationalError("x", sqlstate="28000"))
+    assert not database_connect.is_permanent(FakeOperationalError(REFUSED))
+    assert not database_connect.is_permanent(FakeOperationalError("x", sqlstate="57P03"))
+    assert database_connect.describe_target({"dbname": "d", "user": "u"}) == "database 'd' as 'u' on the local socket"
     # Issue 42 item 6: no user given read "as None".
     assert (
-        pg_connect.describe_target({"dbname": "d"}, environ={"PGUSER": "arvados"})
+        database_connect.describe_target({"dbname": "d"}, environ={"PGUSER": "arvados"})
         == "database 'd' as 'arvados' (no user given: libpq's PGUSER) on the local socket"
     )
-    login = pg_connect.describe_user({}, environ={})
+    login = database_connect.describe_user({}, environ={})
     assert login.endswith("(no user given: libpq's default, the login name)") and "None" not in login
-    assert pg_connect.redact("a pw b pw", "pw") == "a ******** b ********"
-    assert pg_connect.redact("text", None) == "text"
+    assert database_connect.redact("a pw b pw", "pw") == "a ******** b ********"
+    assert database_connect.redact("text", None) == "text"
 
 
 # -- a connection opened on a thread -----------------------------------------------------------
@@ -131,19 +131,19 @@ class Closable:
 
 def test_a_connection_on_a_thread_is_handed_over_and_closed_once_unasked_for():
     conn = Closable()
-    opened = pg_connect.ConnectionOnThread(lambda: conn)
+    opened = database_connect.ConnectionOnThread(lambda: conn)
     assert opened.get() is conn and not conn.closed
     unasked = Closable()
-    pg_connect.ConnectionOnThread(lambda: unasked).close()
+    database_connect.ConnectionOnThread(lambda: unasked).close()
     assert unasked.closed
 
 
 def test_a_connection_on_a_thread_raises_its_error_where_it_is_asked_for_only():
     def refuse():
-        raise pg_connect.DatabaseUnavailable("cannot connect to the database 'd'")
+        raise database_connect.DatabaseUnavailable("cannot connect to the database 'd'")
 
-    opened = pg_connect.ConnectionOnThread(refuse)
-    with pytest.raises(pg_connect.DatabaseUnavailable, match="cannot connect"):
+    opened = database_connect.ConnectionOnThread(refuse)
+    with pytest.raises(database_connect.DatabaseUnavailable, match="cannot connect"):
         opened.get()
     # Closed after another error ended the run: nothing to close, nothing raised.
-    pg_connect.ConnectionOnThread(refuse).close()
+    database_connect.ConnectionOnThread(refuse).close()

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""pg_driver.py: psycopg 3 preferred, psycopg2 otherwise or when forced, one interface over
+"""_database/driver.py: psycopg 3 preferred, psycopg2 otherwise or when forced, one interface over
 both, and the same connection-failure text whichever answered."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import types
 import pytest
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import RecoveryError
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._database import driver as pg_driver
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._database import driver as database_driver
 
-ENV = pg_driver.DRIVER_ENV
+ENV = database_driver.DRIVER_ENV
 
 
 class FakeError(Exception):
@@ -51,34 +51,34 @@ PSYCOPG2 = fake_module("psycopg2", "2.8.6 (dt dec pq3 ext lo64)")
 
 
 def test_psycopg3_is_preferred_when_both_are_there():
-    driver = pg_driver.load_driver({}, importer_of(PSYCOPG3, PSYCOPG2))
-    assert isinstance(driver, pg_driver.Psycopg3Driver)
+    driver = database_driver.load_driver({}, importer_of(PSYCOPG3, PSYCOPG2))
+    assert isinstance(driver, database_driver.Psycopg3Driver)
     assert driver.describe() == "psycopg 3.1.7"
 
 
 def test_psycopg2_is_taken_when_psycopg3_is_not_there():
-    driver = pg_driver.load_driver({}, importer_of(PSYCOPG2))
-    assert isinstance(driver, pg_driver.Psycopg2Driver)
+    driver = database_driver.load_driver({}, importer_of(PSYCOPG2))
+    assert isinstance(driver, database_driver.Psycopg2Driver)
     assert driver.describe() == "psycopg2 2.8.6"
     assert driver.Error is FakeError and driver.OperationalError is FakeOperationalError
 
 
 def test_the_environment_forces_one_driver():
     both = importer_of(PSYCOPG3, PSYCOPG2)
-    assert isinstance(pg_driver.load_driver({ENV: "psycopg2"}, both), pg_driver.Psycopg2Driver)
-    assert isinstance(pg_driver.load_driver({ENV: "psycopg"}, both), pg_driver.Psycopg3Driver)
-    assert isinstance(pg_driver.load_driver({ENV: " "}, both), pg_driver.Psycopg3Driver)
+    assert isinstance(database_driver.load_driver({ENV: "psycopg2"}, both), database_driver.Psycopg2Driver)
+    assert isinstance(database_driver.load_driver({ENV: "psycopg"}, both), database_driver.Psycopg3Driver)
+    assert isinstance(database_driver.load_driver({ENV: " "}, both), database_driver.Psycopg3Driver)
 
 
 def test_a_forced_driver_is_not_replaced_by_the_other():
     with pytest.raises(RecoveryError) as raised:
-        pg_driver.load_driver({ENV: "psycopg2"}, importer_of(PSYCOPG3))
+        database_driver.load_driver({ENV: "psycopg2"}, importer_of(PSYCOPG3))
     assert str(raised.value).startswith("the Python package psycopg2 is needed to reach PostgreSQL: ")
 
 
 def test_without_either_the_message_names_both_packages():
     with pytest.raises(RecoveryError) as raised:
-        pg_driver.load_driver({}, importer_of())
+        database_driver.load_driver({}, importer_of())
     assert str(raised.value) == (
         "the Python package psycopg (version 3) or psycopg2 is needed to reach PostgreSQL: "
         "install python3-psycopg or python3-psycopg2 (Debian/Ubuntu; python3-psycopg3 or "
@@ -88,9 +88,9 @@ def test_without_either_the_message_names_both_packages():
 
 def test_an_unknown_driver_name_is_refused():
     with pytest.raises(RecoveryError, match="ARVADOS_RECOVERY_PG_DRIVER must be psycopg or psycopg2, got 'psycopg3'"):
-        pg_driver.load_driver({ENV: "psycopg3"}, importer_of(PSYCOPG3))
+        database_driver.load_driver({ENV: "psycopg3"}, importer_of(PSYCOPG3))
     # The module's check leaves that message to the engine rather than say "missing".
-    assert pg_driver.driver_import_error({ENV: "psycopg3"}) is None
+    assert database_driver.driver_import_error({ENV: "psycopg3"}) is None
 
 
 # -- what the engines read of errors -----------------------------------------------------------
@@ -101,9 +101,9 @@ def test_sqlstate_of_either_drivers_errors():
     psycopg3_error.sqlstate = "55P03"
     psycopg2_error = FakeError("lock timeout")
     psycopg2_error.pgcode = "55P03"
-    assert pg_driver.sqlstate_of(psycopg3_error) == "55P03"
-    assert pg_driver.sqlstate_of(psycopg2_error) == "55P03"
-    assert pg_driver.sqlstate_of(ValueError("x")) is None
+    assert database_driver.sqlstate_of(psycopg3_error) == "55P03"
+    assert database_driver.sqlstate_of(psycopg2_error) == "55P03"
+    assert database_driver.sqlstate_of(ValueError("x")) is None
 
 
 LIBPQ_REFUSED = (
@@ -148,7 +148,7 @@ LIBPQ_REFUSED = (
     ],
 )
 def test_connection_failures_read_the_same_with_either_driver(raised, said):
-    assert pg_driver.connection_error_text(FakeOperationalError(raised)) == said
+    assert database_driver.connection_error_text(FakeOperationalError(raised)) == said
 
 
 # -- psycopg 3: handed over as it is, DateStyle ISO -------------------------------------------------
@@ -170,7 +170,7 @@ class FakePsycopg3Connection:
 @pytest.mark.parametrize(("datestyle", "executed"), [("ISO, MDY", []), ("SQL, DMY", ["SET DateStyle = ISO"])])
 def test_psycopg3_sessions_read_timestamps_in_iso(datestyle, executed):
     conn = FakePsycopg3Connection(datestyle)
-    driver = pg_driver.Psycopg3Driver(fake_module("psycopg", "3.3.9", connect=lambda **kwargs: conn))
+    driver = database_driver.Psycopg3Driver(fake_module("psycopg", "3.3.9", connect=lambda **kwargs: conn))
     assert driver.connect(host="h") is conn
     assert conn.executed == executed
     assert conn.commits == len(executed)
@@ -220,7 +220,9 @@ class FakePsycopg2Connection:
 
 def wrapped():
     raw = FakePsycopg2Connection()
-    driver = pg_driver.Psycopg2Driver(fake_module("psycopg2", "2.7.5 (dt dec pq3 ext lo64)", lambda **kwargs: raw))
+    driver = database_driver.Psycopg2Driver(
+        fake_module("psycopg2", "2.7.5 (dt dec pq3 ext lo64)", lambda **kwargs: raw)
+    )
     return driver.connect(host="h"), raw
 
 
@@ -239,7 +241,7 @@ def test_binary_placeholders_reach_psycopg2_as_its_own():
     # psycopg2 has no binary parameters: it reads %(name)b as %(name)s
     assert raw.cursors[0].executed == [("SELECT %(texts)s::text[], %(uuids)s::text[]", {"texts": ['a"b'], "uuids": []})]
     # an escaped % stays one, whatever follows it
-    assert pg_driver.psycopg2_placeholders("%(a)b, %(_b1)b, %%(c)b, %%%(d)b") == "%(a)s, %(_b1)s, %%(c)b, %%%(d)s"
+    assert database_driver.psycopg2_placeholders("%(a)b, %(_b1)b, %%(c)b, %%%(d)b") == "%(a)s, %(_b1)s, %%(c)b, %%%(d)s"
 
 
 def test_named_cursors_keep_their_name_and_hold():
@@ -285,18 +287,18 @@ def test_info_from_libpq_or_the_connection_parameters():
 
 def test_no_speed_paths_on_psycopg2():
     conn, raw = wrapped()
-    assert pg_driver.pipeline_of(conn) is None
-    assert pg_driver.streams_in_chunks(conn) is False
+    assert database_driver.pipeline_of(conn) is None
+    assert database_driver.streams_in_chunks(conn) is False
 
 
 def test_the_server_version_is_libpq_s_number_or_0_when_unknown():
     conn, raw = wrapped()
     raw.info = types.SimpleNamespace(host="db", port=5433, dbname="x", server_version=150004)
-    assert pg_driver.server_version(conn) == 150004
+    assert database_driver.server_version(conn) == 150004
     # psycopg2 before 2.8 (no info: the parameters' ConnectionInfo), or a fake: no version.
     del raw.info
-    assert pg_driver.server_version(conn) == 0
-    assert pg_driver.server_version(object()) == 0
+    assert database_driver.server_version(conn) == 0
+    assert database_driver.server_version(object()) == 0
 
 
 def diagnosed(text, **diag):
@@ -321,20 +323,20 @@ def test_a_server_error_reads_without_the_statement_either_driver_quotes():
         message_detail="Key (id)=(1) already exists.",
     )
     said = 'duplicate key value violates unique constraint "logs_pkey" DETAIL: Key (id)=(1) already exists.'
-    assert pg_driver.error_text(psycopg3) == pg_driver.error_text(psycopg2) == said
+    assert database_driver.error_text(psycopg3) == database_driver.error_text(psycopg2) == said
 
 
 def test_hint_and_context_follow_in_libpq_order():
     error = diagnosed(
         "x", message_primary="boom", message_hint="try again", context="PL/pgSQL function f()\nline 3 at RAISE"
     )
-    assert pg_driver.error_text(error) == "boom HINT: try again CONTEXT: PL/pgSQL function f() line 3 at RAISE"
+    assert database_driver.error_text(error) == "boom HINT: try again CONTEXT: PL/pgSQL function f() line 3 at RAISE"
 
 
 def test_a_lost_connection_reads_in_libpqs_words():
     lost = "server closed the connection unexpectedly\n\tThis probably means the server terminated abnormally\n"
     assert (
-        pg_driver.error_text(diagnosed("consuming input failed: " + lost))
-        == (pg_driver.error_text(FakeError(lost)))
+        database_driver.error_text(diagnosed("consuming input failed: " + lost))
+        == (database_driver.error_text(FakeError(lost)))
         == "server closed the connection unexpectedly This probably means the server terminated abnormally"
     )

@@ -1,4 +1,4 @@
-"""module_support: the argument_spec made from an option table, and the one way the
+"""_modules/support.py: the argument_spec made from an option table, and the one way the
 database modules run their engine and report."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import ConfigError
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.options import argument_spec
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._modules import support as module_support
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._modules import support as modules_support
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._modules.support import (
     canonical_params,
     run_engine,
@@ -26,7 +26,7 @@ OPTIONS = {
 @pytest.fixture(autouse=True)
 def psycopg_installed(monkeypatch):
     """psycopg counts as installed (the version stage's virtualenvs do not have it)."""
-    monkeypatch.setattr(module_support, "psycopg_import_error", lambda: None)
+    monkeypatch.setattr(modules_support, "psycopg_import_error", lambda: None)
 
 
 class Exited(Exception):

@@ -118,7 +118,7 @@ class FakeDatabase:
 
     def send_reread(self, kind, candidates, live):
         versions = [(uuid, row.version) for uuid, row in self.by_uuid(kind, candidates).items()]
-        # In chunks of two, as reconcile_db yields them in chunks.
+        # In chunks of two, as _reconcile.db yields them in chunks.
         return lambda: iter([versions[start : start + 2] for start in range(0, len(versions), 2)])
 
     def send_by_uuid(self, kind, uuids):

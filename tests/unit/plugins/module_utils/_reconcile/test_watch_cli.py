@@ -15,6 +15,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils._common impor
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import RecoveryError
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import run as reconcile_run
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import watch_cli
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm import runner
 from tests.unit.plugins.module_utils.prometheus_samples import samples
 
 CONTAINER = "zzzzz-dz642-0123456789abcde"
@@ -292,7 +293,7 @@ def test_every_option_of_the_module_is_an_option_of_the_watch():
 
 def test_nodes_are_counted_when_the_result_lists_them_and_have_no_sample_otherwise(prom):
     nodes = [
-        # As reconcile_run lists them (slurm_nodes.py classes Slurm's states).
+        # As _reconcile.run lists them (_slurm/nodes.py classes Slurm's states).
         {"name": "c1", "state": "down", "slurm_state": "DOWN*", "reason": "Node unexpectedly rebooted"},
         {"name": "c2", "state": "drain", "slurm_state": "IDLE+DRAIN", "reason": "disk"},
         {"name": "c3", "state": "drain", "slurm_state": "IDLE+DRAINING", "reason": "Node unexpectedly rebooted"},
@@ -317,7 +318,21 @@ def test_a_metrics_file_that_cannot_be_written_exits_1_and_still_prints_the_resu
     assert not missing.exists()
 
 
-def test_the_unit_is_asked_of_systemd_only_where_it_runs(monkeypatch):
+SYSTEMD_RUNS = "/run/systemd/system"
+
+
+@pytest.fixture
+def systemctl(tmp_path, monkeypatch):
+    """A systemctl found on PATH alone, whatever this host has."""
+    program = tmp_path / "systemctl"
+    program.write_text("#!/bin/sh\nexit 3\n")
+    program.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(runner, "SBIN_DIRECTORIES", ())
+    return str(program)
+
+
+def test_the_unit_is_asked_of_systemd_only_where_it_runs(monkeypatch, systemctl):
     calls = []
 
     def fake_run(argv, **kwargs):
@@ -327,26 +342,37 @@ def test_the_unit_is_asked_of_systemd_only_where_it_runs(monkeypatch):
     monkeypatch.setattr(watch_cli.subprocess, "run", fake_run)
     monkeypatch.setattr(watch_cli.os.path, "isdir", lambda path: False)
     assert watch_cli.systemd_unit_active("crunch-dispatch-slurm.service", 1.0) is None
-    monkeypatch.setattr(watch_cli.os.path, "isdir", lambda path: path == "/run/systemd/system")
+    monkeypatch.setattr(watch_cli.os.path, "isdir", lambda path: path == SYSTEMD_RUNS)
     assert watch_cli.systemd_unit_active("", 1.0) is None
     assert calls == []
     assert watch_cli.systemd_unit_active("crunch-dispatch-slurm.service", 1.0) is False
-    assert calls == [["systemctl", "is-active", "--", "crunch-dispatch-slurm.service"]]
+    assert calls == [[systemctl, "is-active", "--", "crunch-dispatch-slurm.service"]]
+
+
+def test_without_systemctl_the_unit_is_unknown_and_nothing_runs(monkeypatch, tmp_path):
+    calls = []
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(runner, "SBIN_DIRECTORIES", ())
+    monkeypatch.setattr(watch_cli.os.path, "isdir", lambda path: path == SYSTEMD_RUNS)
+    monkeypatch.setattr(watch_cli.subprocess, "run", lambda argv, **kwargs: calls.append(argv))
+
+    assert watch_cli.systemd_unit_active("crunch-dispatch-slurm.service", 1.0) is None
+    assert calls == []
 
 
 @pytest.mark.parametrize("word, expected", [("active", True), ("reloading", True), ("failed", False), ("", None)])
-def test_systemctl_words_become_active_inactive_or_unknown(monkeypatch, word, expected):
-    monkeypatch.setattr(watch_cli.os.path, "isdir", lambda path: True)
+def test_systemctl_words_become_active_inactive_or_unknown(monkeypatch, systemctl, word, expected):
+    monkeypatch.setattr(watch_cli.os.path, "isdir", lambda path: path == SYSTEMD_RUNS)
     monkeypatch.setattr(
         watch_cli.subprocess, "run", lambda argv, **kwargs: subprocess.CompletedProcess(argv, 0, stdout=word, stderr="")
     )
     assert watch_cli.systemd_unit_active("x.service", 1.0) is expected
 
 
-def test_a_systemctl_that_hangs_is_unknown(monkeypatch):
+def test_a_systemctl_that_hangs_is_unknown(monkeypatch, systemctl):
     def hang(argv, **kwargs):
         raise subprocess.TimeoutExpired(argv, kwargs["timeout"])
 
-    monkeypatch.setattr(watch_cli.os.path, "isdir", lambda path: True)
+    monkeypatch.setattr(watch_cli.os.path, "isdir", lambda path: path == SYSTEMD_RUNS)
     monkeypatch.setattr(watch_cli.subprocess, "run", hang)
     assert watch_cli.systemd_unit_active("x.service", 0.1) is None

@@ -277,7 +277,7 @@ def test_every_user_only_when_asked_with_a_star():
     assert su.touched_line(decision) == 'Slurm jobs touched: those of every user (recover_slurm_user: "*")'
 
 
-def test_a_stated_kind_settles_only_that_kind():
+def test_a_stated_kind_decides_only_that_kind():
     decision = su.slurm_users({"containers": "*"}, BOTH, CANNOT_TELL, CRUNCH)
     assert decision["users"] == {"jobs": "crunch", "containers": "*"}
     assert decision["module_users"] == {"jobs": "crunch"}

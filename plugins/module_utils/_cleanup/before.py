@@ -2,7 +2,7 @@
 # Copyright: contributors to arvados_ops.recovery
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The ``before`` threshold of ``arvados_fail_jobs``: which Running jobs it touches.
+"""Option ``before`` of ``arvados_fail_jobs``: which Running jobs it touches.
 
 Which jobs qualify
 ------------------
@@ -90,7 +90,7 @@ from datetime import datetime, timedelta, timezone
 from decimal import ROUND_FLOOR, Decimal
 from typing import Any, List, NamedTuple, Optional, Tuple, cast
 
-from .._common.errors import ThresholdError, cut
+from .._common.errors import BeforeError, cut
 from .._common.options import excerpt
 
 PROC_STAT = "/proc/stat"
@@ -134,7 +134,7 @@ _PROBE_SECONDS = 86400
 MIN_UTC_OFFSET_SECONDS = -12 * 3600
 MAX_UTC_OFFSET_SECONDS = 14 * 3600
 ZONEINFO = "/usr/share/zoneinfo"
-NO_THRESHOLD_HINT = "leave before out (no --before) to take every Running job"
+NO_BEFORE_HINT = "leave before out (no --before) to take every Running job"
 _POSIX_ZONE_NAME = r"(?:[A-Za-z]{3,}|<[A-Za-z0-9+-]{3,}>)"
 _POSIX_OFFSET = r"[+-]?\d{1,2}(?::\d{1,2}(?::\d{1,2})?)?"
 _POSIX_TZ = re.compile(
@@ -162,7 +162,7 @@ _DATE_COMMAND_FORM = re.compile(
 
 
 @dataclass(frozen=True)
-class Threshold:
+class Before:
     """The instant jobs must have started before to qualify; `given` is the value as
     written (``reboot``, ``2026-12-04``), for messages."""
 
@@ -170,7 +170,7 @@ class Threshold:
     source: str
     given: str = ""
     # For ``reboot``: where this host's uptime is read once the database's now() is
-    # known (on_database_clock); None for a threshold written as a time.
+    # known (on_database_clock); None for a `before` written as a time.
     uptime_path: Optional[str] = None
 
     def to_db_timestamp(self) -> datetime:
@@ -188,17 +188,17 @@ class _LocalReading(NamedTuple):
     utc_offset_seconds: int
 
 
-def parse_before(text: str, proc_stat_path: str = PROC_STAT) -> Threshold:
-    """Turn a ``before`` value into a :class:`Threshold`; see the module docstring."""
+def parse_before(text: str, proc_stat_path: str = PROC_STAT) -> Before:
+    """Turn a ``before`` value into a :class:`Before`; see the module docstring."""
     value = text.strip()
     if not value:
-        raise ThresholdError(
+        raise BeforeError(
             "option before is empty%s (an unset shell variable?): give 'reboot' or a time, or %s"
-            % ("" if not text else " (only blanks, got %s)" % excerpt(text), NO_THRESHOLD_HINT)
+            % ("" if not text else " (only blanks, got %s)" % excerpt(text), NO_BEFORE_HINT)
         )
     if value.lower() == "reboot":
         boot_time = read_boot_time(proc_stat_path)
-        return Threshold(
+        return Before(
             _from_epoch(Decimal(boot_time)),
             "reboot (btime %d in %s)" % (boot_time, proc_stat_path),
             text,
@@ -206,48 +206,48 @@ def parse_before(text: str, proc_stat_path: str = PROC_STAT) -> Threshold:
         )
     epoch_match = _EPOCH_FORM.fullmatch(value)
     if epoch_match:
-        return Threshold(_from_epoch(Decimal(epoch_match.group("seconds")), text), "argument", text)
+        return Before(_from_epoch(Decimal(epoch_match.group("seconds")), text), "argument", text)
     instant, note = _parse_calendar_time(value, text)
-    return Threshold(instant, "argument (%s)" % note if note else "argument", text)
+    return Before(instant, "argument (%s)" % note if note else "argument", text)
 
 
-def check_not_future(threshold: Optional[Threshold], database_now: datetime) -> None:
-    """A ThresholdError naming option before, its value and `database_now` (the
-    database's ``now()``, aware, or naive UTC) when the threshold is later: see the
+def check_not_future(before: Optional[Before], database_now: datetime) -> None:
+    """A BeforeError naming option before, its value and `database_now` (the
+    database's ``now()``, aware, or naive UTC) when `before` is later: see the
     module docstring."""
-    if threshold is None:
+    if before is None:
         return
     if database_now.tzinfo is not None:
         database_now = database_now.astimezone(timezone.utc).replace(tzinfo=None)
-    if threshold.to_db_timestamp() <= database_now:
+    if before.to_db_timestamp() <= database_now:
         return
-    raise ThresholdError(
+    raise BeforeError(
         "option before is later than the database's now(), so it would take every Running job, the "
         "healthy ones started after the reboot too: got %s (%s), the database's now() is %sZ; nothing was "
         "changed. Give a time in the past (a typo in the date?), or %s"
         % (
-            excerpt(threshold.given or threshold.source),
-            threshold.to_iso8601(),
+            excerpt(before.given or before.source),
+            before.to_iso8601(),
             database_now.isoformat(),
-            NO_THRESHOLD_HINT,
+            NO_BEFORE_HINT,
         )
     )
 
 
-def threshold_against(threshold: Optional[Threshold], database_now: datetime) -> Optional[Threshold]:
-    """The threshold the run uses, against the database's `database_now` (UTC, read with
+def before_against(before: Optional[Before], database_now: datetime) -> Optional[Before]:
+    """The `before` the run uses, against the database's `database_now` (UTC, read with
     the other checks, _cleanup.checks.ServerFacts), the clock Arvados writes ``started_at``
     by: ``reboot`` placed on that clock (on_database_clock), a time checked not to be later
     (check_not_future)."""
-    if threshold is None:
+    if before is None:
         return None
-    if threshold.uptime_path is not None:
-        return on_database_clock(threshold, database_now, read_uptime(threshold.uptime_path))
-    check_not_future(threshold, database_now)
-    return threshold
+    if before.uptime_path is not None:
+        return on_database_clock(before, database_now, read_uptime(before.uptime_path))
+    check_not_future(before, database_now)
+    return before
 
 
-def on_database_clock(threshold: Threshold, database_now: datetime, uptime: Decimal) -> Threshold:
+def on_database_clock(before: Before, database_now: datetime, uptime: Decimal) -> Before:
     """``reboot`` as the database's `database_now` less this host's `uptime` (seconds):
     the boot on the clock that wrote ``started_at``, whatever this host's clock says."""
     if database_now.tzinfo is None:
@@ -255,9 +255,9 @@ def on_database_clock(threshold: Threshold, database_now: datetime, uptime: Deci
     microseconds = int((uptime * 1000000).to_integral_value(rounding=ROUND_FLOOR))
     instant = database_now.astimezone(timezone.utc) - timedelta(microseconds=microseconds)
     # "reboot (btime N in PATH)" becomes "reboot (the database's now() less ...; btime N in PATH)".
-    btime_note = threshold.source[len("reboot (") : -1]
+    btime_note = before.source[len("reboot (") : -1]
     source = "reboot (the database's now() less this host's uptime, %s s; %s)" % (uptime, btime_note)
-    return Threshold(instant, source, threshold.given)
+    return Before(instant, source, before.given)
 
 
 def read_uptime(path: str = PROC_UPTIME) -> Decimal:
@@ -266,11 +266,11 @@ def read_uptime(path: str = PROC_UPTIME) -> Decimal:
         with open(path, encoding="ascii", errors="replace") as proc_uptime:
             first = proc_uptime.read().split()[:1]
     except OSError as error:
-        raise ThresholdError(
+        raise BeforeError(
             "before=reboot: cannot read %s (%s); give before as a time instead" % (path, error.strerror or error)
         ) from None
     if not first or not re.fullmatch(r"\d+(\.\d+)?", first[0], re.ASCII):
-        raise ThresholdError("before=reboot: %s does not start with a number of seconds" % path)
+        raise BeforeError("before=reboot: %s does not start with a number of seconds" % path)
     return Decimal(first[0])
 
 
@@ -280,7 +280,7 @@ def read_boot_time(proc_stat_path: str = PROC_STAT) -> int:
         with open(proc_stat_path, encoding="ascii", errors="replace") as proc_stat:
             lines = proc_stat.read().splitlines()
     except OSError as error:
-        raise ThresholdError(
+        raise BeforeError(
             "before=reboot: cannot read %s (%s); give before as a time instead"
             % (proc_stat_path, error.strerror or error)
         ) from None
@@ -289,35 +289,35 @@ def read_boot_time(proc_stat_path: str = PROC_STAT) -> int:
         if fields and fields[0] == "btime":
             if len(fields) == 2 and re.fullmatch(r"\d+", fields[1], re.ASCII):
                 return int(fields[1])
-            raise ThresholdError(
+            raise BeforeError(
                 "before=reboot: the btime line of %s is not a number of seconds: %s" % (proc_stat_path, excerpt(line))
             )
-    raise ThresholdError("before=reboot: %s has no btime line; give before as a time instead" % proc_stat_path)
+    raise BeforeError("before=reboot: %s has no btime line; give before as a time instead" % proc_stat_path)
 
 
-def classify_running_job(started_at: Optional[datetime], threshold: Optional[Threshold]) -> str:
+def classify_running_job(started_at: Optional[datetime], before: Optional[Before]) -> str:
     """QUALIFIES, EXEMPT or NO_STARTED_AT for a Running job; see the module docstring.
 
     ``started_at`` is naive UTC as read from the database; an aware value is
     converted to UTC first.
     """
-    if threshold is None:
+    if before is None:
         return QUALIFIES
     if started_at is None:
         return NO_STARTED_AT
     if started_at.tzinfo is not None:
         started_at = started_at.astimezone(timezone.utc).replace(tzinfo=None)
-    return EXEMPT if started_at >= threshold.to_db_timestamp() else QUALIFIES
+    return EXEMPT if started_at >= before.to_db_timestamp() else QUALIFIES
 
 
-def _unreadable(text: str, reason: str = "") -> ThresholdError:
+def _unreadable(text: str, reason: str = "") -> BeforeError:
     detail = "%s; " % reason if reason else ""
-    return ThresholdError("cannot read before=%s: %s%s" % (excerpt(text), detail, ACCEPTED_FORMS))
+    return BeforeError("cannot read before=%s: %s%s" % (excerpt(text), detail, ACCEPTED_FORMS))
 
 
-def _refused(text: str, reason: str) -> ThresholdError:
+def _refused(text: str, reason: str) -> BeforeError:
     """A value read but meaning no one instant: the reason, without the list of forms."""
-    return ThresholdError("option before=%s refused: %s" % (excerpt(text), reason))
+    return BeforeError("option before=%s refused: %s" % (excerpt(text), reason))
 
 
 def _from_epoch(seconds: Decimal, text: str = "reboot") -> datetime:
@@ -429,7 +429,7 @@ def _from_zone_abbreviation(wall: datetime, zone: str, text: str) -> datetime:
         return _instant(local_matches[0].epoch_seconds, wall)
     hours = KNOWN_ZONE_OFFSET_HOURS.get(zone.upper())
     if hours is None:
-        raise ThresholdError(
+        raise BeforeError(
             "cannot read before=%s: unknown time zone abbreviation %s; known: %s and this host's %s; "
             "give a numeric UTC offset such as -0500 instead"
             % (excerpt(text), excerpt(zone), ", ".join(KNOWN_ZONE_OFFSET_HOURS), "/".join(sorted(set(time.tzname))))
@@ -547,7 +547,7 @@ def _instant(epoch_seconds: int, wall: datetime) -> datetime:
     try:
         return _EPOCH + timedelta(seconds=epoch_seconds, microseconds=wall.microsecond)
     except OverflowError:
-        raise ThresholdError("before: %s is out of range in UTC" % _minute_text(wall)) from None
+        raise BeforeError("before: %s is out of range in UTC" % _minute_text(wall)) from None
 
 
 def _minute_text(wall: datetime) -> str:

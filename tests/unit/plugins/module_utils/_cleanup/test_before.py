@@ -9,19 +9,19 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.threshold import (
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.before import (
     EXEMPT,
     KNOWN_ZONE_OFFSET_HOURS,
     NO_STARTED_AT,
     QUALIFIES,
-    Threshold,
+    Before,
+    before_against,
     check_not_future,
     classify_running_job,
     parse_before,
     read_boot_time,
-    threshold_against,
 )
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import RecoveryError, ThresholdError
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import BeforeError, RecoveryError
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.options import excerpt
 
 
@@ -89,9 +89,9 @@ def instant_of(text, **kwargs):
 )
 def test_every_accepted_form(host_zone, text, expected):
     host_zone("America/New_York")
-    threshold = parse_before(text)
-    assert threshold.instant == expected
-    assert threshold.source == "argument"
+    before = parse_before(text)
+    assert before.instant == expected
+    assert before.source == "argument"
 
 
 @pytest.mark.parametrize("abbreviation, hours", sorted(KNOWN_ZONE_OFFSET_HOURS.items()))
@@ -133,13 +133,13 @@ def test_local_abbreviation_outside_the_table_is_accepted(host_zone):
 
 def test_local_abbreviation_not_in_effect_at_that_time_is_unknown(host_zone):
     host_zone("Europe/Paris")
-    with pytest.raises(ThresholdError, match="unknown time zone abbreviation 'CEST'"):
+    with pytest.raises(BeforeError, match="unknown time zone abbreviation 'CEST'"):
         parse_before("Tue Nov 24 16:27:17 CEST 2015")
 
 
 def test_unknown_abbreviation_is_named_with_the_known_ones(host_zone):
     host_zone("UTC")
-    with pytest.raises(ThresholdError) as raised:
+    with pytest.raises(BeforeError) as raised:
         parse_before("Tue Nov 24 10:27:17 IST 2015")
     message = str(raised.value)
     assert "unknown time zone abbreviation 'IST'" in message
@@ -153,11 +153,16 @@ def test_time_without_zone_is_local_in_winter_and_summer(host_zone):
     assert instant_of("2015-07-15 12:00") == utc(2015, 7, 15, 16)
 
 
+def refusal(text):
+    """The message parse_before refuses `text` with."""
+    with pytest.raises(BeforeError) as raised:
+        parse_before(text)
+    return str(raised.value)
+
+
 def test_repeated_local_hour_is_refused_with_both_readings(host_zone):
     host_zone("America/New_York")
-    with pytest.raises(ThresholdError) as raised:
-        parse_before("2015-11-01 01:30")
-    assert str(raised.value) == (
+    assert refusal("2015-11-01 01:30") == (
         "option before='2015-11-01 01:30' refused: local time 2015-11-01 01:30 happens twice on this host "
         "(TZ=America/New_York), as EDT (UTC-04:00) and EST (UTC-05:00): write the zone, as "
         "2015-11-01T01:30:00-04:00 or 2015-11-01T01:30:00-05:00"
@@ -177,9 +182,7 @@ def test_repeated_local_hour_with_an_abbreviation_is_exact(host_zone):
 
 def test_skipped_local_hour_is_refused(host_zone):
     host_zone("America/New_York")
-    with pytest.raises(ThresholdError) as raised:
-        parse_before("2015-03-08T02:30:00")
-    assert str(raised.value) == (
+    assert refusal("2015-03-08T02:30:00") == (
         "option before='2015-03-08T02:30:00' refused: local time 2015-03-08 02:30 never happened on this host "
         "(TZ=America/New_York): a clock change skipped it; write the zone, as 2015-03-08T02:30:00-05:00 or "
         "2015-03-08T02:30:00-04:00"
@@ -223,9 +226,7 @@ def test_hours_next_to_the_clock_change_are_unambiguous(host_zone):
 )
 def test_unreadable_values_name_the_value_and_list_the_forms(host_zone, text, reason):
     host_zone("UTC")
-    with pytest.raises(ThresholdError) as raised:
-        parse_before(text)
-    message = str(raised.value)
+    message = refusal(text)
     assert message.startswith("cannot read before=%r" % text)
     assert "'reboot'" in message and "'@<epoch seconds>'" in message
     assert "2015-11-24T10:27:17+01:00" in message and "'Tue Nov 24 10:27:17 EST 2015'" in message
@@ -234,22 +235,22 @@ def test_unreadable_values_name_the_value_and_list_the_forms(host_zone, text, re
         assert reason in message
 
 
-def test_threshold_errors_are_recovery_errors():
-    assert issubclass(ThresholdError, RecoveryError)
+def test_before_errors_are_recovery_errors():
+    assert issubclass(BeforeError, RecoveryError)
 
 
 def test_reboot_reads_btime(tmp_path):
     proc_stat = tmp_path / "stat"
     proc_stat.write_text("cpu  1 2 3 4\nintr 5\nctxt 6\nbtime 1448378837\nprocesses 7\n")
-    threshold = parse_before(" Reboot ", proc_stat_path=str(proc_stat))
-    assert threshold.instant == utc(2015, 11, 24, 15, 27, 17)
-    assert threshold.source == "reboot (btime 1448378837 in %s)" % proc_stat
+    before = parse_before(" Reboot ", proc_stat_path=str(proc_stat))
+    assert before.instant == utc(2015, 11, 24, 15, 27, 17)
+    assert before.source == "reboot (btime 1448378837 in %s)" % proc_stat
 
 
 @pytest.mark.parametrize("host_ahead", [timedelta(0), timedelta(seconds=90), -timedelta(seconds=90)])
 def test_reboot_is_placed_on_the_database_clock_whatever_this_hosts_clock_says(tmp_path, host_ahead):
     """Booted 30 s ago by the database's clock: whether this host's clock (btime's) runs
-    90 s ahead or behind, the threshold is the database's now() less the uptime, so a job
+    90 s ahead or behind, `before` is the database's now() less the uptime, so a job
     the API started 10 s ago (by the database's clock) stays exempt."""
     database_now = datetime(2026, 12, 4, 12, 0, 0)
     btime = int((database_now - timedelta(seconds=30) + host_ahead).replace(tzinfo=timezone.utc).timestamp())
@@ -257,14 +258,14 @@ def test_reboot_is_placed_on_the_database_clock_whatever_this_hosts_clock_says(t
     (tmp_path / "uptime").write_text("30.25 55.10\n")
     parsed = parse_before("reboot", proc_stat_path=str(tmp_path / "stat"))
 
-    threshold = threshold_against(parsed, database_now)
+    before = before_against(parsed, database_now)
 
-    assert threshold.to_db_timestamp() == database_now - timedelta(seconds=30.25)
-    assert threshold.source == (
+    assert before.to_db_timestamp() == database_now - timedelta(seconds=30.25)
+    assert before.source == (
         "reboot (the database's now() less this host's uptime, 30.25 s; btime %d in %s)" % (btime, tmp_path / "stat")
     )
-    assert classify_running_job(database_now - timedelta(seconds=10), threshold) == EXEMPT
-    assert classify_running_job(database_now - timedelta(seconds=31), threshold) == QUALIFIES
+    assert classify_running_job(database_now - timedelta(seconds=10), before) == EXEMPT
+    assert classify_running_job(database_now - timedelta(seconds=31), before) == QUALIFIES
 
 
 @pytest.mark.parametrize("content", ["", "soon 5\n", "-3 4\n"])
@@ -273,21 +274,21 @@ def test_an_unreadable_uptime_is_an_error_naming_the_file(tmp_path, content):
     (tmp_path / "uptime").write_text(content)
     parsed = parse_before("reboot", proc_stat_path=str(tmp_path / "stat"))
     with pytest.raises(
-        ThresholdError, match=re.escape("%s does not start with a number of seconds" % (tmp_path / "uptime"))
+        BeforeError, match=re.escape("%s does not start with a number of seconds" % (tmp_path / "uptime"))
     ):
-        threshold_against(parsed, datetime(2026, 12, 4))
+        before_against(parsed, datetime(2026, 12, 4))
 
 
 def test_a_written_time_is_checked_not_moved():
     parsed = parse_before("2026-12-04T11:00:00Z")
-    assert threshold_against(parsed, datetime(2026, 12, 4, 12)) is parsed
-    assert threshold_against(None, datetime(2026, 12, 4, 12)) is None
+    assert before_against(parsed, datetime(2026, 12, 4, 12)) is parsed
+    assert before_against(None, datetime(2026, 12, 4, 12)) is None
 
 
 def test_missing_btime_line_is_an_error(tmp_path):
     proc_stat = tmp_path / "stat"
     proc_stat.write_text("cpu  1 2 3 4\nctxt 6\n")
-    with pytest.raises(ThresholdError, match="has no btime line"):
+    with pytest.raises(BeforeError, match="has no btime line"):
         read_boot_time(str(proc_stat))
 
 
@@ -295,13 +296,13 @@ def test_missing_btime_line_is_an_error(tmp_path):
 def test_unparsable_btime_is_an_error(tmp_path, line):
     proc_stat = tmp_path / "stat"
     proc_stat.write_text("cpu 1\n%s\n" % line)
-    with pytest.raises(ThresholdError, match="btime line of .* is not a number of seconds"):
+    with pytest.raises(BeforeError, match="btime line of .* is not a number of seconds"):
         read_boot_time(str(proc_stat))
 
 
 def test_missing_proc_stat_is_an_error(tmp_path):
     missing = tmp_path / "no-such-stat"
-    with pytest.raises(ThresholdError, match=re.escape("cannot read %s (No such file" % missing)):
+    with pytest.raises(BeforeError, match=re.escape("cannot read %s (No such file" % missing)):
         parse_before("reboot", proc_stat_path=str(missing))
 
 
@@ -312,14 +313,14 @@ def test_this_hosts_proc_stat_parses():
 
 def test_db_timestamp_is_naive_utc(host_zone):
     host_zone("Europe/Paris")
-    threshold = parse_before("2015-11-24T10:27:17.5+01:00")
-    assert threshold.to_db_timestamp() == datetime(2015, 11, 24, 9, 27, 17, 500000)
-    assert threshold.to_db_timestamp().tzinfo is None
-    assert threshold.to_iso8601() == "2015-11-24T09:27:17.500000Z"
+    before = parse_before("2015-11-24T10:27:17.5+01:00")
+    assert before.to_db_timestamp() == datetime(2015, 11, 24, 9, 27, 17, 500000)
+    assert before.to_db_timestamp().tzinfo is None
+    assert before.to_iso8601() == "2015-11-24T09:27:17.500000Z"
     assert parse_before("@1448378837").to_iso8601() == "2015-11-24T15:27:17Z"
 
 
-THRESHOLD = Threshold(utc(2015, 11, 24, 15, 27, 17), "argument")
+THRESHOLD = Before(utc(2015, 11, 24, 15, 27, 17), "argument")
 
 
 @pytest.mark.parametrize(
@@ -333,21 +334,21 @@ THRESHOLD = Threshold(utc(2015, 11, 24, 15, 27, 17), "argument")
         (datetime(2015, 11, 24, 10, 27, 17, tzinfo=timezone(timedelta(hours=-5))), EXEMPT),
     ],
 )
-def test_running_job_classification_with_a_threshold(started_at, expected):
+def test_running_job_classification_with_a_before(started_at, expected):
     assert classify_running_job(started_at, THRESHOLD) == expected
 
 
 @pytest.mark.parametrize("started_at", [None, datetime(2015, 11, 24), datetime(2099, 1, 1)])
-def test_without_a_threshold_every_running_job_qualifies(started_at):
+def test_without_before_every_running_job_qualifies(started_at):
     assert classify_running_job(started_at, None) == QUALIFIES
 
 
-# -- thresholds nobody meant (issue 34) ----------------------------------------------------
+# -- values of before nobody meant (issue 34) ----------------------------------------------------
 
 
 @pytest.mark.parametrize("text", ["", "   ", "\t\n"])
 def test_an_empty_before_is_refused_not_read_as_no_threshold(text):
-    with pytest.raises(ThresholdError) as raised:
+    with pytest.raises(BeforeError) as raised:
         parse_before(text)
     assert str(raised.value).startswith("option before is empty")
     assert str(raised.value).endswith(
@@ -361,7 +362,7 @@ def test_an_empty_before_is_refused_not_read_as_no_threshold(text):
 )
 def test_an_instant_past_what_python_holds_is_a_clear_error(host_zone, text):
     host_zone("UTC")
-    with pytest.raises(ThresholdError) as raised:
+    with pytest.raises(BeforeError) as raised:
         parse_before(text)
     assert str(raised.value).startswith("cannot read before=%s" % excerpt(text))
 
@@ -377,7 +378,7 @@ def test_the_last_instant_python_holds_in_utc_is_read(host_zone):
 def test_a_local_time_with_an_offset_no_zone_has_is_refused(host_zone, tz, offset):
     host_zone(tz)
     for text in ("2026-12-04 10:00", "Fri Dec  4 10:00:00 %s 2026" % time.tzname[0]):
-        with pytest.raises(ThresholdError) as raised:
+        with pytest.raises(BeforeError) as raised:
             parse_before(text)
         assert str(raised.value) == (
             "option before=%s refused: this host's local time is UTC%s (TZ=%s), an offset no zone has (they "
@@ -390,7 +391,7 @@ def test_a_local_time_with_an_offset_no_zone_has_is_refused(host_zone, tz, offse
 
 def test_utc_in_the_value_is_utc_whatever_tz_says(host_zone):
     host_zone("UTC+25")
-    with pytest.raises(ThresholdError, match="local time is UTC-24:00 \\(TZ=UTC\\+25\\)"):
+    with pytest.raises(BeforeError, match="local time is UTC-24:00 \\(TZ=UTC\\+25\\)"):
         parse_before("2026-12-04 10:00")
     assert instant_of("Fri Dec  4 10:00:00 UTC 2026") == utc(2026, 12, 4, 10)
     assert instant_of("2026-12-04 10:00 GMT") == utc(2026, 12, 4, 10)
@@ -415,7 +416,7 @@ def test_the_zones_at_the_ends_of_the_world_are_read(host_zone, tz):
 )
 def test_a_tz_that_names_no_zone_is_refused_for_local_times(host_zone, tz, problem):
     host_zone(tz)
-    with pytest.raises(ThresholdError) as raised:
+    with pytest.raises(BeforeError) as raised:
         parse_before("2026-12-04 10:00")
     expected = problem or (
         "TZ=%s names no zone of this host (no such file under /usr/share/zoneinfo) and is no POSIX TZ string, "
@@ -437,7 +438,7 @@ def test_a_tz_of_the_zone_database_or_posix_is_taken(host_zone, tz):
 
 def test_a_long_value_is_cut_in_the_message():
     text = "2026-12-04" + "x" * 100000
-    with pytest.raises(ThresholdError) as raised:
+    with pytest.raises(BeforeError) as raised:
         parse_before(text)
     assert str(raised.value).startswith("cannot read before='%s...' (100010 characters): " % text[:60])
     assert len(str(raised.value)) < 1000
@@ -455,9 +456,9 @@ DB_NOW = datetime(2026, 12, 4, 12, 0, 0, 123456)
         ("@1796428800", "2026-12-05T00:00:00Z"),
     ],
 )
-def test_a_threshold_later_than_the_databases_now_is_refused(host_zone, text, iso):
+def test_a_before_later_than_the_databases_now_is_refused(host_zone, text, iso):
     host_zone("UTC")
-    with pytest.raises(ThresholdError) as raised:
+    with pytest.raises(BeforeError) as raised:
         check_not_future(parse_before(text), DB_NOW)
     assert str(raised.value) == (
         "option before is later than the database's now(), so it would take every Running job, the healthy ones "
@@ -468,7 +469,7 @@ def test_a_threshold_later_than_the_databases_now_is_refused(host_zone, text, is
 
 
 @pytest.mark.parametrize("text", ["2026-12-04", "2026-12-04T12:00:00.123456Z", "@0", "2026-12-04T13:00:00+01:00"])
-def test_a_threshold_up_to_the_databases_now_is_taken(host_zone, text):
+def test_a_before_up_to_the_databases_now_is_taken(host_zone, text):
     host_zone("UTC")
     check_not_future(parse_before(text), DB_NOW)
     check_not_future(parse_before(text), DB_NOW.replace(tzinfo=timezone.utc))
@@ -478,15 +479,15 @@ def test_a_threshold_up_to_the_databases_now_is_taken(host_zone, text):
 def test_an_aware_database_now_is_compared_in_utc(host_zone):
     host_zone("UTC")
     east = timezone(timedelta(hours=5))
-    # 17:00 at +05:00 is 12:00 UTC: a threshold of 12:30 UTC is later.
-    with pytest.raises(ThresholdError, match="now\\(\\) is 2026-12-04T12:00:00Z"):
+    # 17:00 at +05:00 is 12:00 UTC: a before of 12:30 UTC is later.
+    with pytest.raises(BeforeError, match="now\\(\\) is 2026-12-04T12:00:00Z"):
         check_not_future(parse_before("2026-12-04T12:30:00Z"), datetime(2026, 12, 4, 17, 0, tzinfo=east))
 
 
-def test_a_threshold_later_than_the_database_now_is_refused(host_zone):
+def test_a_before_later_than_the_database_now_is_refused(host_zone):
     host_zone("UTC")
-    assert threshold_against(None, DB_NOW) is None
+    assert before_against(None, DB_NOW) is None
     earlier = parse_before("2026-12-01")
-    assert threshold_against(earlier, DB_NOW) is earlier
-    with pytest.raises(ThresholdError, match="later than the database's now"):
-        threshold_against(parse_before("2026-12-14"), DB_NOW)
+    assert before_against(earlier, DB_NOW) is earlier
+    with pytest.raises(BeforeError, match="later than the database's now"):
+        before_against(parse_before("2026-12-14"), DB_NOW)
