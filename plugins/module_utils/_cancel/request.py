@@ -16,7 +16,8 @@ import signal
 import threading
 import unicodedata
 from dataclasses import MISSING, dataclass, fields
-from typing import Any, Dict, Iterable, Optional, Tuple
+from types import FrameType
+from typing import Any, Dict, Iterable, Optional, Pattern, Tuple
 
 from .._common.errors import ConfigError
 from .._common.option_bounds import (
@@ -282,7 +283,7 @@ _TABLE_CHECKED = tuple(
 )
 
 
-def _compiled_pattern(pattern: Any):
+def _compiled_pattern(pattern: Any) -> Pattern[str]:
     if not isinstance(pattern, str) or not pattern:
         raise CancelRequestError("name_pattern must be a non-empty regular expression, got %r" % (pattern,))
     try:
@@ -328,11 +329,11 @@ class _MatchTimedOut(Exception):
     pass
 
 
-def _raise_timed_out(_signum: int, _frame: Any) -> None:
+def _raise_timed_out(_signum: int, _frame: Optional[FrameType]) -> None:
     raise _MatchTimedOut()
 
 
-def _match_names(pattern, names: Tuple[str, ...], seconds_allowed: float) -> None:
+def _match_names(pattern: Pattern[str], names: Tuple[str, ...], seconds_allowed: float) -> None:
     """Refuse the first name that does not fully match `pattern`, and a pattern that takes
     longer than the call's timeout to say (issue 34: ``(a+)+$`` backtracks for 2^n steps on
     n letters and spun past the module's timeout).

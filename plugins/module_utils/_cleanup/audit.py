@@ -18,7 +18,7 @@ Log directly) and is always written.
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Dict, Mapping, NamedTuple
 
 from .._common.errors import ConfigError, shown
 from .._common.options import auto_or_bool
@@ -44,7 +44,7 @@ class AuditLogs(NamedTuple):
     written: bool
     source: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> Dict[str, Any]:
         return {"written": self.written, "source": self.source}
 
 

@@ -88,7 +88,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from decimal import ROUND_FLOOR, Decimal
-from typing import Any, List, NamedTuple, Optional, Tuple, cast
+from typing import Any, List, Mapping, NamedTuple, Optional, Tuple, cast
 
 from .._common.errors import BeforeError, cut
 from .._common.options import excerpt
@@ -386,7 +386,7 @@ def _wall_time(text: str, match: re.Match[str], year: int, month: int) -> dateti
         raise _unreadable(text, str(error)) from None
 
 
-def _hour_of(groups: dict, text: str) -> int:
+def _hour_of(groups: Mapping[str, Optional[str]], text: str) -> int:
     hour = int(groups["hour"] or 0)
     meridiem = (groups.get("meridiem") or "").lower()
     if not meridiem:

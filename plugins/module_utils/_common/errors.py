@@ -29,14 +29,14 @@ CUT_CHARACTERS = 200
 MAX_MESSAGE_CHARACTERS = 4000
 
 
-def shown(value) -> str:
+def shown(value: object) -> str:
     """`value` as text to echo: each control character as its escape (ESC as \\x1b, a
     newline as \\n), everything else as it is."""
     text = value if isinstance(value, str) else str(value)
     return "".join(_escaped(char) for char in text)
 
 
-def cut(value, limit: int = CUT_CHARACTERS) -> str:
+def cut(value: object, limit: int = CUT_CHARACTERS) -> str:
     """`value` as `shown` writes it, cut after `limit` characters with its length said:
     ``/tmp/aaaa... (100000 characters)``."""
     text = value if isinstance(value, str) else str(value)

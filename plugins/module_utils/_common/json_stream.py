@@ -19,7 +19,7 @@ Pure Python (3.8+), standard library only.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator, Set
+from typing import Any, Dict, Iterator, Set
 
 # Entries per slice of a list: about 500 bytes each in a reconcile result, so some
 # 0.5 MB of text at a time, and 100 C encoder calls for 100,000 orphans.
@@ -64,7 +64,9 @@ def _guarded(container: Any, markers: Set[int], pieces: Iterator[str]) -> Iterat
         markers.discard(marker)
 
 
-def _dict_pieces(value: dict, encoder: json.JSONEncoder, slice_items: int, markers: Set[int]) -> Iterator[str]:
+def _dict_pieces(
+    value: Dict[str, Any], encoder: json.JSONEncoder, slice_items: int, markers: Set[int]
+) -> Iterator[str]:
     yield "{"
     for index, key in enumerate(sorted(value)):
         yield (ITEM_SEPARATOR if index else "") + encoder.encode(key) + KEY_SEPARATOR

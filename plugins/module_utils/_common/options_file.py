@@ -38,7 +38,7 @@ import json
 import os
 import re
 import stat
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Type
 
 from .errors import RecoveryError, cut
 from .options import NUMBER_TYPES, Option, is_plain_decimal, option_error
@@ -107,7 +107,7 @@ def check_numbers(shown_path: str, values: Mapping[str, Any], table: Mapping[str
             )
 
 
-def _read_small_text(path: str, shown_path: str):
+def _read_small_text(path: str, shown_path: str) -> Tuple[str, os.stat_result]:
     """(the file's text, its os.stat_result), read from one open file."""
     data, status = read_trusted_file("options file", path, MAX_OPTIONS_FILE_BYTES, RecoveryError)
     check_trusted_file("options file", path, status)
@@ -150,7 +150,9 @@ def _link_note(path: str) -> str:
         return ""
 
 
-def read_trusted_file(what: str, path: str, max_bytes: int, error: Any = RecoveryError):
+def read_trusted_file(
+    what: str, path: str, max_bytes: int, error: Type[RecoveryError] = RecoveryError
+) -> Tuple[bytes, os.stat_result]:
     """(at most `max_bytes` bytes of the regular file at `path`, its os.stat_result), or
     `error` naming `what` (``options file``, ``config_file``) and the path.
 
@@ -200,7 +202,9 @@ def _user_text(uid: int) -> str:
         return "uid %d" % uid
 
 
-def check_trusted_file(what: str, path: str, status: os.stat_result, error: Any = RecoveryError) -> None:
+def check_trusted_file(
+    what: str, path: str, status: os.stat_result, error: Type[RecoveryError] = RecoveryError
+) -> None:
     """Refuse, whatever it holds, a file that a user other than root and this process's
     own could change: one owned by another user, or writable by its group or others."""
     mode = stat.S_IMODE(status.st_mode)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import secrets
+from typing import List, Optional, Protocol
 
 ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
 RANDOM_PART_LENGTH = 15
@@ -82,7 +83,7 @@ def check_prefix(prefix: object) -> str:
 
 _RANDOM_PART_RANGE = 36**RANDOM_PART_LENGTH
 _TRIPLE_RANGE = 36**3
-_triples: list = []
+_triples: List[str] = []
 
 
 def _base36_15(number: int) -> str:
@@ -96,7 +97,13 @@ def _base36_15(number: int) -> str:
     return "".join(parts)
 
 
-def random_part(rng=None) -> str:
+class RandomSource(Protocol):
+    """What ``random_part`` draws from: ``random.Random(seed)`` and the like."""
+
+    def randrange(self, stop: int, /) -> int: ...
+
+
+def random_part(rng: Optional[RandomSource] = None) -> str:
     """15 base-36 characters, uniformly; from ``secrets`` unless ``rng`` is given.
 
     ``rng`` is anything with ``randrange(n)`` such as ``random.Random(seed)``:
@@ -107,7 +114,7 @@ def random_part(rng=None) -> str:
     return _base36_15(rng.randrange(_RANDOM_PART_RANGE))
 
 
-def new_uuid(prefix: str, infix: str, rng=None) -> str:
+def new_uuid(prefix: str, infix: str, rng: Optional[RandomSource] = None) -> str:
     """A new UUID ``<prefix>-<infix>-<15 random chars>``."""
     return "%s-%s-%s" % (check_prefix(prefix), check_infix(infix), random_part(rng))
 

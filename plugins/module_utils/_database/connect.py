@@ -16,9 +16,10 @@ import getpass
 import os
 import threading
 import time
+from typing import Any, Callable, Mapping, Optional
 
 from .._common.errors import RecoveryError, cut
-from .driver import connection_error_text, load_driver, sqlstate_of
+from .driver import Connection, Driver, connection_error_text, load_driver, sqlstate_of
 
 # SQLSTATE classes that say "the server answered and refused": retrying cannot help.
 # (28: authorization, 3D: no such database). Failures before the server answers carry no
@@ -44,7 +45,7 @@ class DatabaseUnavailable(RecoveryError):
     """The database could not be reached or refused the connection."""
 
 
-def is_permanent(error):
+def is_permanent(error: BaseException) -> bool:
     """True when a connection error will be the same on the next try."""
     sqlstate = sqlstate_of(error) or ""
     if sqlstate[:2] in _PERMANENT_SQLSTATE_CLASSES:
@@ -53,28 +54,28 @@ def is_permanent(error):
     return any(marker in text for marker in _PERMANENT_MESSAGES)
 
 
-def _shortened(text):
+def _shortened(text: str) -> str:
     """The driver's reason, cut after MAX_REASON_CHARACTERS (its lines are joined later)."""
     if len(text) <= MAX_REASON_CHARACTERS:
         return text
     return "%s... (%d characters)" % (text[:MAX_REASON_CHARACTERS], len(text))
 
 
-def redact(text, secret):
+def redact(text: str, secret: Optional[str]) -> str:
     """`text` with every occurrence of `secret` masked."""
     if secret:
         text = text.replace(secret, "********")
     return text
 
 
-def describe_target(kwargs, environ=None):
+def describe_target(kwargs: Mapping[str, Any], environ: Optional[Mapping[str, str]] = None) -> str:
     host = cut(kwargs.get("host") or "the local socket")
     port = kwargs.get("port")
     where = "%s:%s" % (host, port) if port else host
     return "database %s as %s on %s" % (_quoted(kwargs.get("dbname")), describe_user(kwargs, environ), where)
 
 
-def describe_user(kwargs, environ=None):
+def describe_user(kwargs: Mapping[str, Any], environ: Optional[Mapping[str, str]] = None) -> str:
     """The user a connection logs in as: the one given, else the one libpq takes when none
     is given (PGUSER, else the login name), said so, never "None"."""
     if kwargs.get("user"):
@@ -90,12 +91,18 @@ def describe_user(kwargs, environ=None):
     return "%s (no user given: libpq's default, the login name)" % _quoted(login)
 
 
-def _quoted(value):
+def _quoted(value: object) -> str:
     """'name' (cut when long), or None: how the target's names are written."""
     return "None" if value is None else "'%s'" % cut(value)
 
 
-def connect(conn_kwargs, wait=0.0, driver=None, sleep=time.sleep, clock=time.monotonic):
+def connect(
+    conn_kwargs: Mapping[str, Any],
+    wait: float = 0.0,
+    driver: Optional[Driver] = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> Connection:
     """An open connection (autocommit off), trying again for `wait` seconds.
 
     `conn_kwargs` are libpq's connection parameters (`host`, `port`, `dbname`, `user`,
@@ -134,26 +141,26 @@ class ConnectionOnThread:
     first: that error is the one told, not this one's).
     """
 
-    def __init__(self, open_connection):
-        self._conn = None
-        self._error = None
+    def __init__(self, open_connection: Callable[[], Connection]) -> None:
+        self._conn: Optional[Connection] = None
+        self._error: Optional[BaseException] = None
         self._thread = threading.Thread(target=self._open, args=(open_connection,), daemon=True)
         self._thread.start()
 
-    def _open(self, open_connection):
+    def _open(self, open_connection: Callable[[], Connection]) -> None:
         try:
             self._conn = open_connection()
         except BaseException as error:  # pylint: disable=broad-except
             # Raised on the caller's thread, by get().
             self._error = error
 
-    def get(self):
+    def get(self) -> Connection:
         self._thread.join()
         if self._error is not None:
             raise self._error
         return self._conn
 
-    def close(self):
+    def close(self) -> None:
         self._thread.join()
         if self._conn is not None:
             self._conn.close()

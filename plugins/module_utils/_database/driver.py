@@ -30,7 +30,8 @@ import os
 import re
 import sys
 import traceback
-from typing import Any
+from types import ModuleType
+from typing import Any, Callable, ContextManager, Mapping, Optional, Tuple
 
 from .._common.errors import RecoveryError
 
@@ -57,7 +58,7 @@ _PSYCOPG3_UNRESOLVED = re.compile(r"^failed to resolve host '([^']*)': (?:\[Errn
 _LIBPQ_HOST_AND_ADDRESS = re.compile(r'server at "[^"]*" \(([^)]*)\)')
 
 
-def chosen_drivers(environ=None):
+def chosen_drivers(environ: Optional[Mapping[str, str]] = None) -> Tuple[str, ...]:
     """The driver modules to try, in order: both, or the one DRIVER_ENV names."""
     wanted = (os.environ if environ is None else environ).get(DRIVER_ENV, "").strip()
     if not wanted:
@@ -67,7 +68,9 @@ def chosen_drivers(environ=None):
     return (wanted,)
 
 
-def load_driver(environ=None, importer=None):
+def load_driver(
+    environ: Optional[Mapping[str, str]] = None, importer: Optional[Callable[[str], ModuleType]] = None
+) -> Driver:
     """The Driver of the first of `chosen_drivers` that imports, or a RecoveryError saying
     what to install."""
     importer = importer or _import
@@ -83,7 +86,7 @@ def load_driver(environ=None, importer=None):
     )
 
 
-def driver_import_error(environ=None):
+def driver_import_error(environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
     """The traceback of importing the last driver tried when none imports, else None (also
     for a wrong DRIVER_ENV, which load_driver then reports)."""
     try:
@@ -101,11 +104,11 @@ def driver_import_error(environ=None):
     return error
 
 
-def _library(name):
+def _library(name: str) -> str:
     return "psycopg (version 3)" if name == "psycopg" else name
 
 
-def _import(name):
+def _import(name: str) -> ModuleType:
     # Imported when a connection is wanted, not with this file: the module then loads,
     # and says what to install, on a host that has neither.
     return __import__(name)
@@ -119,7 +122,7 @@ SQL_NOW_UTC = "(now() AT TIME ZONE 'UTC')"
 SQLSTATE_LOCK_TIMEOUT = "55P03"
 
 
-def sqlstate_of(error):
+def sqlstate_of(error: BaseException) -> Optional[str]:
     """The SQLSTATE of a database error of either driver (None for others)."""
     return getattr(error, "sqlstate", None) or getattr(error, "pgcode", None)
 
@@ -133,7 +136,7 @@ def connection_lost(conn: Connection) -> bool:
 _DIAG_FIELDS = (("DETAIL", "message_detail"), ("HINT", "message_hint"), ("CONTEXT", "context"))
 
 
-def error_text(error):
+def error_text(error: BaseException) -> str:
     """A database error on one line, the same with either driver: PostgreSQL's message with
     its detail, hint and context, without the statement's text, which psycopg2 quotes with
     the values bound into it and psycopg 3 with $1; or, for an error the client found (a
@@ -150,7 +153,7 @@ def error_text(error):
     return " ".join(" ".join(parts).split())
 
 
-def connection_error_text(error):
+def connection_error_text(error: BaseException) -> str:
     """The reason a connection failed, in libpq's words with either driver, on one line."""
     text = " ".join(str(error).split())
     text = _PSYCOPG3_CONNECT_PREFIX.sub("", text)
@@ -158,27 +161,27 @@ def connection_error_text(error):
     return _LIBPQ_HOST_AND_ADDRESS.sub(r'server at "\1"', text)
 
 
-def pipeline_of(conn):
+def pipeline_of(conn: Connection) -> Optional[Callable[[], ContextManager[Any]]]:
     """`conn.pipeline` where psycopg 3.1+ and libpq (14+) have a pipeline mode, else None
     (psycopg2, older ones, a test's fake): statements are then answered as they are sent."""
     pipeline = getattr(_psycopg3_of(conn), "Pipeline", None)
     return conn.pipeline if pipeline is not None and pipeline.is_supported() else None
 
 
-def streams_in_chunks(conn):
+def streams_in_chunks(conn: Connection) -> bool:
     """Whether `conn` streams a result in chunks: psycopg 3.2+ (capabilities) with libpq 17+."""
     capabilities = getattr(_psycopg3_of(conn), "capabilities", None)
     return capabilities is not None and capabilities.has_stream_chunked()
 
 
-def server_version(conn):
+def server_version(conn: Connection) -> int:
     """The server's version as a number (150004 for 15.4), or 0 where the connection does
     not say (psycopg2 before 2.8, a test's fake): then no feature of a version is assumed."""
     version = getattr(getattr(conn, "info", None), "server_version", 0)
     return version if isinstance(version, int) else 0
 
 
-def _psycopg3_of(conn):
+def _psycopg3_of(conn: Connection) -> Optional[ModuleType]:
     """The psycopg 3 module, when `conn` is one of its connections (imported by then)."""
     psycopg = sys.modules.get("psycopg")
     return psycopg if psycopg is not None and isinstance(conn, psycopg.Connection) else None
@@ -189,27 +192,27 @@ class Driver:
 
     name = ""
 
-    def __init__(self, module):
+    def __init__(self, module: ModuleType) -> None:
         self.module = module
         self.Error = module.Error  # pylint: disable=invalid-name
         self.OperationalError = module.OperationalError  # pylint: disable=invalid-name
 
     @property
-    def version(self):
+    def version(self) -> str:
         return self.module.__version__.split(" ", 1)[0]
 
-    def connect(self, **kwargs):
+    def connect(self, **kwargs: Any) -> Connection:
         """An open connection, autocommit off, DateStyle ISO."""
         raise NotImplementedError
 
-    def describe(self):
+    def describe(self) -> str:
         return "%s %s" % (self.name, self.version)
 
 
 class Psycopg3Driver(Driver):
     name = "psycopg"
 
-    def connect(self, **kwargs):
+    def connect(self, **kwargs: Any) -> Connection:
         conn = self.module.connect(**kwargs)
         if not (conn.info.parameter_status("DateStyle") or "ISO").startswith("ISO"):
             # psycopg2 does the same when it connects: timestamps then read alike.
@@ -221,7 +224,7 @@ class Psycopg3Driver(Driver):
 class Psycopg2Driver(Driver):
     name = "psycopg2"
 
-    def connect(self, **kwargs):
+    def connect(self, **kwargs: Any) -> Connection:
         # psycopg2 sets DateStyle ISO itself when the server's is another.
         return Psycopg2Connection(self.module.connect(**kwargs))
 
@@ -229,7 +232,7 @@ class Psycopg2Driver(Driver):
 class ConnectionInfo:
     """What the engines read of psycopg 3's `conn.info`."""
 
-    def __init__(self, host, port, dbname):
+    def __init__(self, host: Optional[str], port: Optional[int], dbname: Optional[str]) -> None:
         self.host = host
         self.port = port
         self.dbname = dbname
@@ -239,7 +242,7 @@ class ConnectionInfo:
 BINARY_PLACEHOLDER = re.compile(r"%%|%\(([A-Za-z_][A-Za-z0-9_]*)\)b")
 
 
-def psycopg2_placeholders(query):
+def psycopg2_placeholders(query: object) -> object:
     """psycopg 3's binary placeholders as psycopg2's."""
     if not isinstance(query, str):
         return query
@@ -249,50 +252,50 @@ def psycopg2_placeholders(query):
 class Psycopg2Connection:
     """A psycopg2 connection offering the part of psycopg 3's interface the engines use."""
 
-    def __init__(self, raw):
+    def __init__(self, raw: Any) -> None:
         self.raw = raw
         # psycopg2 never prepares statements on the server: nothing to turn off.
         self.prepare_threshold = None
 
-    def execute(self, query, params=None):
+    def execute(self, query: object, params: Optional[Mapping[str, Any]] = None) -> Any:
         """Runs `query` on a new cursor and returns the cursor, as psycopg 3 does."""
         cursor = self.raw.cursor()
         cursor.execute(psycopg2_placeholders(query), params)
         return cursor
 
-    def cursor(self, name=None, withhold=False):
+    def cursor(self, name: Optional[str] = None, withhold: bool = False) -> Any:
         if name is None:
             return self.raw.cursor()
         return self.raw.cursor(name=name, withhold=withhold)
 
     @property
-    def autocommit(self):
+    def autocommit(self) -> bool:
         return self.raw.autocommit
 
     @autocommit.setter
-    def autocommit(self, value):
+    def autocommit(self, value: bool) -> None:
         self.raw.autocommit = value
 
-    def commit(self):
+    def commit(self) -> None:
         self.raw.commit()
 
-    def rollback(self):
+    def rollback(self) -> None:
         self.raw.rollback()
 
-    def close(self):
+    def close(self) -> None:
         self.raw.close()
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         # psycopg2: 0 open, 1 closed, 2 found broken by the last operation.
         return bool(self.raw.closed)
 
     @property
-    def broken(self):
+    def broken(self) -> bool:
         return self.raw.closed == 2
 
     @property
-    def info(self):
+    def info(self) -> Any:
         if hasattr(self.raw, "info"):  # psycopg2 2.8 and later: libpq's answer
             return self.raw.info
         params = self.raw.get_dsn_parameters()

@@ -31,8 +31,23 @@ from __future__ import annotations
 
 import io
 import re
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Mapping,
+    MutableMapping,
+    NoReturn,
+    Optional,
+    Set,
+    Tuple,
+    TypedDict,
+)
 
-from .._common.arvados_release import parse_release
+from .._common.arvados_release import Release, parse_release
 from .._common.errors import ConfigError
 
 NEWEST_KNOWN = (3, 2)
@@ -56,10 +71,28 @@ HIDDEN = "<hidden>"
 # document start, so they are kept aside and put back as they were.
 PREAMBLE = re.compile(r"\A(?:[ \t]*(?:#[^\n]*)?\n)*---[^\n]*\n")
 
+# A key's place in a document: ("Containers", "SLURM", "SbatchArgumentsList").
+KeyPath = Tuple[str, ...]
+# ruamel.yaml's round-trip parser and the documents it loads: the package has no type
+# information (mypy.ini).
+RoundTripParser = Any
+
+
+class Setting(TypedDict, total=False):
+    """Where a role setting goes (see SETTINGS)."""
+
+    legacy: KeyPath
+    legacy_since: Release
+    cluster: KeyPath
+    cluster_since: Release
+    required_since: Release
+    secret: bool
+
+
 # The role's settings (dispatcher_config_<name>): where each one goes, from which
 # release on, and whether it is a secret. legacy: the key path in the dispatcher's
 # own file (1.x); cluster: the key path under Clusters.<id> (2.0 and later).
-SETTINGS = {
+SETTINGS: Dict[str, Setting] = {
     "api_host": {"legacy": ("Client", "APIHost")},
     "auth_token": {"legacy": ("Client", "AuthToken"), "secret": True},
     "insecure": {"legacy": ("Client", "Insecure"), "cluster": ("TLS", "Insecure")},
@@ -96,7 +129,7 @@ SETTINGS = {
 # controller so that a bad value is named before anything is written.
 DURATION = re.compile(r"^(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h))+)$")
 BYTE_SIZE = re.compile(r"^[0-9]+(\.[0-9]+)?\s*([KMGTPE]i?B?|B)?$", re.IGNORECASE)
-LEGACY_KINDS = {
+LEGACY_KINDS: Dict[KeyPath, str] = {
     ("Client", "APIHost"): "text",
     ("Client", "AuthToken"): "text",
     ("Client", "Insecure"): "bool",
@@ -109,7 +142,7 @@ LEGACY_KINDS = {
     ("ReserveExtraRAM",): "count",
     ("BatchSize",): "count",
 }
-CLUSTER_KINDS = {
+CLUSTER_KINDS: Dict[KeyPath, str] = {
     ("SystemRootToken",): "text",
     ("Services", "Controller", "ExternalURL"): "text",
     ("Services", "DispatchSLURM", "InternalURLs"): "mapping",
@@ -137,7 +170,7 @@ KIND_PROBLEMS = {
 }
 
 
-def _fits(kind, value):
+def _fits(kind: str, value: object) -> bool:
     if kind == "text":
         return isinstance(value, str) and bool(value.strip())
     if kind == "bool":
@@ -153,7 +186,7 @@ def _fits(kind, value):
     return isinstance(value, dict)
 
 
-def type_problems(document, kinds):
+def type_problems(document: Mapping[str, Any], kinds: Mapping[KeyPath, str]) -> List[str]:
     """'<key>: must be ...' for each key of the document Arvados would not read as its type."""
     problems = []
     for path, kind in sorted(kinds.items()):
@@ -163,7 +196,7 @@ def type_problems(document, kinds):
     return problems
 
 
-def _refuse_types(document, kinds, where):
+def _refuse_types(document: Mapping[str, Any], kinds: Mapping[KeyPath, str], where: str) -> None:
     problems = type_problems(document, kinds)
     if problems:
         raise ConfigError("%s: %s" % (where, "; ".join(problems)))
@@ -174,7 +207,7 @@ def _refuse_types(document, kinds, where):
 LEGACY_REQUIRED = ("api_host", "auth_token")
 
 
-def known_release(text):
+def known_release(text: object) -> Release:
     """(major, minor, patch) of a release this role knows, such as '3.2', '2.7.4' or a
     package's '2.7.4-1'."""
     release = parse_release(
@@ -191,21 +224,21 @@ def known_release(text):
     return release
 
 
-def release_format(release):
+def release_format(release: Release) -> str:
     """'legacy' (the dispatcher's own file, 1.x) or 'cluster' (config.yml, 2.0 and later)."""
     return "legacy" if release < (2, 0, 0) else "cluster"
 
 
-def release_text(release):
+def release_text(release: Release) -> str:
     return "%d.%d.%d" % release
 
 
-def default_sbatch_arguments(release):
+def default_sbatch_arguments(release: Release) -> List[str]:
     """The release's own SbatchArgumentsList default (empty before 3.2: extras only)."""
     return list(SBATCH_TEMPLATE_DEFAULT) if release >= SBATCH_TEMPLATE_SINCE else []
 
 
-def instance_type_template(release):
+def instance_type_template(release: Release) -> List[str]:
     """The release's template placing containers as 1.2.0 to 3.1.2 did with instance types:
     the instance type constraint where --mem, --cpus-per-task and --tmp were."""
     template = []
@@ -218,7 +251,7 @@ def instance_type_template(release):
     return template
 
 
-def sbatch_arguments(release, extras, by_instance_type=False):
+def sbatch_arguments(release: Release, extras: Iterable[str], by_instance_type: bool = False) -> List[str]:
     """The list to write for the operator's extra arguments: from 3.2 the release's
     template first (the operator's arguments after it win in sbatch), before 3.2 the
     extras alone (the dispatcher appends its own). by_instance_type: the template that
@@ -227,7 +260,7 @@ def sbatch_arguments(release, extras, by_instance_type=False):
     return base + [argument for argument in extras if argument not in base]
 
 
-def _instance_type_constraint(release, value):
+def _instance_type_constraint(release: Release, value: object) -> bool:
     """Whether to write the instance type template; refused where it does not apply."""
     if value is None or value is False:
         return False
@@ -244,7 +277,7 @@ def _instance_type_constraint(release, value):
     return True
 
 
-def instance_type_problem(release, arguments, instance_types):
+def instance_type_problem(release: Release, arguments: Iterable[str], instance_types: object) -> Optional[str]:
     """Why the instance type constraint in these arguments would not place containers, or None.
 
     From 3.2 %I is empty without InstanceTypes (3.2.1 crunch-dispatch-slurm_test.go,
@@ -274,7 +307,7 @@ def instance_type_problem(release, arguments, instance_types):
     return None
 
 
-def instance_type_warnings(release, arguments, instance_types):
+def instance_type_warnings(release: Release, arguments: Iterable[str], instance_types: object) -> List[str]:
     """What an operator must hear though nothing is refused: from 3.2, InstanceTypes
     configured and a template without %I, so containers are placed by --mem/--cpus/--tmp
     alone and no longer on a node of their instance type, as they were up to 3.1."""
@@ -289,7 +322,7 @@ def instance_type_warnings(release, arguments, instance_types):
     ]
 
 
-def job_name_problem(release, arguments):
+def job_name_problem(release: Release, arguments: Iterable[str]) -> Optional[str]:
     """Why Slurm jobs would not be named after the container with these arguments, or None.
 
     Before 3.2 the dispatcher appends ``--job-name=<uuid>`` after them, so nothing the
@@ -327,7 +360,7 @@ OTHERS_ACCESS = 0o007
 FILE_MODE = re.compile(r"^0?[0-7]{3,4}$")
 
 
-def private_mode(mode):
+def private_mode(mode: object) -> str:
     """The mode of a file with secrets: its own mode (as stat gives it, '0644') without any
     access for other users ('0640')."""
     text = str(mode).strip()
@@ -336,17 +369,19 @@ def private_mode(mode):
     return "%04o" % (int(text, 8) & ~OTHERS_ACCESS)
 
 
-def _not_for_release(name, release, where):
+def _not_for_release(name: str, release: Release, where: str) -> NoReturn:
     raise ConfigError(
         "dispatcher_config_%s is set, but Arvados %s has no such setting (%s)" % (name, release_text(release), where)
     )
 
 
-def legacy_document(release, settings, extra_settings=None):
+def legacy_document(
+    release: Release, settings: Mapping[str, Any], extra_settings: Optional[Mapping[str, Any]] = None
+) -> Dict[str, Any]:
     """The dispatcher's own file for a 1.x release: only the keys that release reads."""
     settings = dict(settings)
     _instance_type_constraint(release, settings.pop(INSTANCE_TYPE_SETTING, None))
-    document = {"Client": {}}
+    document: Dict[str, Any] = {"Client": {}}
     for name in LEGACY_REQUIRED:
         if not settings.get(name):
             raise ConfigError(
@@ -372,17 +407,19 @@ def legacy_document(release, settings, extra_settings=None):
     return document
 
 
-def _is_unset(value):
+def _is_unset(value: object) -> bool:
     return value is None or value == [] or value == {} or value == ""
 
 
-def cluster_settings(release, settings, extra_settings=None):
+def cluster_settings(
+    release: Release, settings: Mapping[str, Any], extra_settings: Optional[Mapping[str, Any]] = None
+) -> Dict[KeyPath, Any]:
     """{key path under Clusters.<id>: value} to set for a 2.0-or-later release."""
     settings = dict(settings)
     by_instance_type = _instance_type_constraint(release, settings.pop(INSTANCE_TYPE_SETTING, None))
     if by_instance_type and _is_unset(settings.get("sbatch_arguments")):
         # The release's default lacks the constraint: the template is written even without extras.
-        wanted = {SETTINGS["sbatch_arguments"]["cluster"]: sbatch_arguments(release, [], True)}
+        wanted: Dict[KeyPath, Any] = {SETTINGS["sbatch_arguments"]["cluster"]: sbatch_arguments(release, [], True)}
     else:
         wanted = {}
     for name, value in settings.items():
@@ -404,7 +441,7 @@ def cluster_settings(release, settings, extra_settings=None):
     return wanted
 
 
-def secret_paths():
+def secret_paths() -> Set[KeyPath]:
     return {spec["cluster"] for spec in SETTINGS.values() if spec.get("secret") and "cluster" in spec}
 
 
@@ -413,11 +450,11 @@ def secret_paths():
 SECRET_KEY_NAME = re.compile(r"(?i)(token|privatekey|password|secret)")
 
 
-def is_secret(path, secrets):
+def is_secret(path: KeyPath, secrets: Set[KeyPath]) -> bool:
     return path in secrets or any(SECRET_KEY_NAME.search(str(part)) for part in path)
 
 
-def required_problems(release, cluster):
+def required_problems(release: Release, cluster: Mapping[str, Any]) -> List[str]:
     """The keys this release's dispatcher cannot start without, missing from the result."""
     missing = []
     for name, spec in SETTINGS.items():
@@ -427,7 +464,7 @@ def required_problems(release, cluster):
     return missing
 
 
-def _leaves(mapping, prefix):
+def _leaves(mapping: Mapping[str, Any], prefix: KeyPath) -> Iterator[Tuple[KeyPath, Any]]:
     for key, value in mapping.items():
         if isinstance(value, dict) and value:
             yield from _leaves(value, prefix + (key,))
@@ -435,7 +472,7 @@ def _leaves(mapping, prefix):
             yield prefix + (key,), value
 
 
-def _merge(base, extra):
+def _merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> Dict[str, Any]:
     merged = dict(base)
     for key, value in extra.items():
         if isinstance(value, dict) and isinstance(merged.get(key), dict):
@@ -445,7 +482,7 @@ def _merge(base, extra):
     return merged
 
 
-def _get_path(mapping, path):
+def _get_path(mapping: Any, path: KeyPath) -> Any:
     for key in path:
         if not isinstance(mapping, dict) or key not in mapping:
             return None
@@ -453,7 +490,12 @@ def _get_path(mapping, path):
     return mapping
 
 
-def _set_path(mapping, path, value, new_mapping=dict):
+def _set_path(
+    mapping: MutableMapping[str, Any],
+    path: KeyPath,
+    value: Any,
+    new_mapping: Callable[[], MutableMapping[str, Any]] = dict,
+) -> None:
     for key in path[:-1]:
         if not isinstance(mapping.get(key), dict):
             mapping[key] = new_mapping()
@@ -461,7 +503,7 @@ def _set_path(mapping, path, value, new_mapping=dict):
     mapping[path[-1]] = value
 
 
-def plain(value):
+def plain(value: Any) -> Any:
     """Plain dicts, lists, str, bool, int and float: out of ruamel's round-trip types and
     the tagged subclasses a caller may hand in, which a YAML dumper cannot represent."""
     if isinstance(value, dict):
@@ -474,11 +516,11 @@ def plain(value):
     return value
 
 
-def shown(path, value, secrets):
+def shown(path: KeyPath, value: Any, secrets: Set[KeyPath]) -> Any:
     return HIDDEN if value is not None and is_secret(path, secrets) else value
 
 
-def _round_trip_yaml():
+def _round_trip_yaml() -> Callable[..., RoundTripParser]:
     try:
         from ruamel.yaml import YAML  # pylint: disable=import-outside-toplevel
     except ImportError:
@@ -492,7 +534,7 @@ def _round_trip_yaml():
 LAYOUTS = ((2, 4, 2), (2, 2, 0), (4, 4, 0), (4, 6, 2), (2, 3, 1), (3, 3, 0), (4, 4, 2))
 
 
-def _loader_for(text):
+def _loader_for(text: str) -> Tuple[RoundTripParser, Any]:
     """A round-trip parser set to the file's own indentation, and the parsed file."""
     yaml_class = _round_trip_yaml()
     for mapping, sequence, offset in LAYOUTS:
@@ -510,13 +552,15 @@ def _loader_for(text):
     )
 
 
-def _dump(parser, document):
+def _dump(parser: RoundTripParser, document: Any) -> str:
     stream = io.StringIO()
     parser.dump(document, stream)
     return stream.getvalue()
 
 
-def merge_cluster_text(text, cluster_id, release, wanted):
+def merge_cluster_text(
+    text: Optional[str], cluster_id: Optional[str], release: Release, wanted: Mapping[KeyPath, Any]
+) -> Tuple[Optional[str], str, Dict[str, Any], Dict[str, Any], List[str]]:
     """Sets the wanted keys of Clusters.<cluster_id> in config.yml's text.
 
     Returns (new_text, cluster_id, before, after, warnings): before/after map each of the
@@ -553,7 +597,9 @@ def merge_cluster_text(text, cluster_id, release, wanted):
     if cluster is None:
         cluster = clusters[cluster_id] = type(document)()
     secrets = secret_paths()
-    before, after, changed = {}, {}, False
+    before: Dict[str, Any] = {}
+    after: Dict[str, Any] = {}
+    changed = False
     for path, value in sorted(wanted.items()):
         current = plain(_get_path(cluster, path))
         key = ".".join(path)
@@ -582,7 +628,7 @@ def merge_cluster_text(text, cluster_id, release, wanted):
     return new_text, cluster_id, before, after, warnings
 
 
-def _styled_like(current, value):
+def _styled_like(current: Any, value: Any) -> Any:
     """A new list written in the style of the one it replaces: a flow list
     (``[a, b]``) stays on its line, as Arvados' own config.default.yml writes them."""
     style = getattr(current, "fa", None)
@@ -595,12 +641,12 @@ def _styled_like(current, value):
     return value
 
 
-def _effective_sbatch_list(release, cluster):
+def _effective_sbatch_list(release: Release, cluster: Mapping[str, Any]) -> List[str]:
     configured = _get_path(cluster, SETTINGS["sbatch_arguments"]["cluster"])
     return default_sbatch_arguments(release) if configured is None else configured
 
 
-def _only_cluster(clusters):
+def _only_cluster(clusters: Mapping[str, Any]) -> str:
     if len(clusters) == 1:
         return next(iter(clusters))
     raise ConfigError(

@@ -17,7 +17,7 @@ runs (task_arguments).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set
 
 from .._common.errors import RecoveryError, shown
 from .._common.options import check_given_numbers
@@ -32,10 +32,10 @@ def canonical_params(params: Mapping[str, Any], options: Mapping[str, Any]) -> D
     return {name: params[name] for name in options if name in params}
 
 
-def secret_values(params: Mapping[str, Any], options: Mapping[str, Mapping[str, Any]]) -> list:
+def secret_values(params: Mapping[str, Any], options: Mapping[str, Mapping[str, Any]]) -> List[str]:
     """The values of the no_log options given, longest first (so that a secret holding
     another is masked whole)."""
-    values = set()
+    values: Set[str] = set()
     for name, spec in options.items():
         value = params.get(name)
         if spec.get("no_log") and isinstance(value, str) and value:
@@ -43,7 +43,7 @@ def secret_values(params: Mapping[str, Any], options: Mapping[str, Mapping[str, 
     return sorted(values, key=len, reverse=True)
 
 
-def without_secrets(text: str, secrets) -> str:
+def without_secrets(text: str, secrets: Iterable[str]) -> str:
     """`text` with every secret masked and every control character escaped: a failure's
     message then says why (a wrong password, say) without the secret, and the task need
     not hide its whole result with no_log."""

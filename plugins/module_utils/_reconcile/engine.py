@@ -80,7 +80,7 @@ import operator
 import re
 from collections import deque
 from itertools import compress, repeat
-from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Match, NamedTuple, Optional, Sequence, Set, Tuple
 
 from .._common.errors import ConfigError
 from .._common.uuids import CONTAINER_INFIX, JOB_INFIX, check_prefix
@@ -206,7 +206,7 @@ def kind_of(name: str) -> Optional[str]:
     return KIND_OF_INFIX.get(name[6:11]) if len(name) == 27 else None
 
 
-def name_matcher(prefix: Optional[str], kinds: Iterable[str]):
+def name_matcher(prefix: Optional[str], kinds: Iterable[str]) -> Callable[[str], Optional[Match[str]]]:
     """A test for 'this Slurm job name is a UUID of one of `kinds`', of the cluster
     `prefix` (None: of any cluster). Exact patterns: `^...-8i9sb-[0-9a-z]{15}$`."""
     infixes = "|".join(INFIX_OF[kind] for kind in kinds)

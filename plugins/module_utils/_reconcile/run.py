@@ -45,7 +45,7 @@ import operator
 import os
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Type, TypeVar
 
 from .._cleanup.checks import BLOCKS_READS, lock_holders
 from .._common.arvados_release import Release, parse_release
@@ -54,7 +54,7 @@ from .._common.option_bounds import MAX_BATCH_SIZE, MAX_PG_TIMEOUT_SECONDS, MAX_
 from .._common.options import Option, count, option_fields, optional_match, parse, seconds
 from .._common.uuids import check_prefix
 from .._database.connect import connect, redact
-from .._database.driver import SQLSTATE_LOCK_TIMEOUT, connection_lost, error_text, load_driver, sqlstate_of
+from .._database.driver import SQLSTATE_LOCK_TIMEOUT, Connection, connection_lost, error_text, load_driver, sqlstate_of
 from .._database.settings import CONNECTION_OPTIONS, DEFAULT_DB_WAIT, cluster_setting, resolve_database_settings
 from .._dispatcher.state import lock_expected
 from .._slurm.nodes import parse_show_node, scontrol_environment, show_node_command, unavailable
@@ -62,6 +62,7 @@ from .._slurm.queue import JOB_NODES_LISTING, client_environment, read_listing, 
 from .._slurm.runner import (
     COMMAND_TIMEOUT_OPTION,
     Clock,
+    ProcessHandle,
     Runner,
     SubprocessRunner,
     SystemClock,
@@ -246,12 +247,12 @@ class SlurmLister:
         self.env = client_environment(environ)
         self.calls = 0
 
-    def start(self):
+    def start(self) -> ProcessHandle:
         """Start one squeue; the caller works meanwhile and then calls finish()."""
         self.calls += 1
         return self.runner.start(self.argv, self.env)
 
-    def finish(self, handle, prefix: str, kinds) -> Listing:
+    def finish(self, handle: ProcessHandle, prefix: str, kinds: Sequence[str]) -> Listing:
         stdout = finish_command(handle, "squeue", self.timeout)
         return listing_of(read_listing(stdout, JOB_NODES_LISTING), prefix, kinds)
 
@@ -270,14 +271,16 @@ class NodeLister:
         self.env = scontrol_environment(environ)
         self.calls = 0
 
-    def start(self):
+    def start(self) -> ProcessHandle:
         self.calls += 1
         return self.runner.start(self.argv, self.env)
 
-    def finish(self, handle) -> List[Dict[str, Any]]:
+    def finish(self, handle: ProcessHandle) -> List[Dict[str, Any]]:
         return unavailable(parse_show_node(finish_command(handle, "scontrol show node", self.timeout)))
 
 
+# What a timed database call returns.
+_T = TypeVar("_T")
 _uuid_of_entry = operator.itemgetter("uuid")
 _overdue_of_entry = operator.itemgetter("overdue")
 # The result's lists, counted in its `counts`.
@@ -323,8 +326,8 @@ class Reconciler:
     def __init__(
         self,
         options: ReconcileOptions,
-        db,
-        lister,
+        db: DatabaseReader,
+        lister: SlurmLister,
         clock: Clock,
         server: str = "of this connection",
         nodes: Optional[NodeLister] = None,
@@ -412,13 +415,13 @@ class Reconciler:
         scontrol = self.nodes.start() if self.nodes else None
         read = {kind: self._timed_db(self._read_records, kind) for kind in self.options.kinds}
         first = self._finish_listing(squeue, began, prefix)
-        nodes = self._finish_nodes(self.nodes, scontrol, began) if self.nodes else []
+        nodes = self._finish_nodes(self.nodes, scontrol, began) if self.nodes and scontrol is not None else []
         searches = {
             kind: OrphanSearch(kind, versions, spared, first) for kind, (versions, spared, _entries) in read.items()
         }
         return first, searches, {kind: entries for kind, (_versions, _spared, entries) in read.items()}, nodes
 
-    def _finish_nodes(self, nodes: NodeLister, handle, began: float) -> List[Dict[str, Any]]:
+    def _finish_nodes(self, nodes: NodeLister, handle: ProcessHandle, began: float) -> List[Dict[str, Any]]:
         try:
             return nodes.finish(handle)
         finally:
@@ -483,7 +486,7 @@ class Reconciler:
         prefix = self._timed_db(self.db.cluster_prefix)
         return prefix, "the database's system user %s-tpzed-000000000000000" % prefix
 
-    def _finish_listing(self, handle, began: float, prefix: str) -> Listing:
+    def _finish_listing(self, handle: ProcessHandle, began: float, prefix: str) -> Listing:
         try:
             return self.lister.finish(handle, prefix, self.options.kinds)
         finally:
@@ -549,7 +552,7 @@ class Reconciler:
             # Made as such (orphan_entry_maker): with their age, and whether overdue.
             result["jobs_awaiting_retry"] = entries
 
-    def _timed_db(self, function, *arguments):
+    def _timed_db(self, function: Callable[..., _T], *arguments: Any) -> _T:
         began = self.clock.now()
         try:
             return function(*arguments)
@@ -612,7 +615,7 @@ def _drafts(entries: List[Dict[str, Any]], candidates: Mapping[str, Any]) -> Lis
 
 
 @contextlib.contextmanager
-def _no_cyclic_gc():
+def _no_cyclic_gc() -> Iterator[None]:
     """Python's cycle collector off for the run: a run creates a few objects per live
     record (100,000s, none in a cycle), and each collection of the oldest generation walks
     them all again. Measured on 110,000 live records: 0.13 s of a 1.1 s run."""
@@ -641,7 +644,7 @@ def dispatch_limit(params: Mapping[str, Any], release: Optional[Tuple[int, int, 
     return default_limit(release) if release else UNKNOWN_LIMIT
 
 
-def _server(conn) -> str:
+def _server(conn: Connection) -> str:
     """The server this connection reached (libpq's answer, defaults and environment applied)."""
     info = conn.info
     return "%s:%s (database %s)" % (info.host, info.port, info.dbname)
@@ -649,7 +652,7 @@ def _server(conn) -> str:
 
 def run_reconcile(
     params: Mapping[str, Any],
-    connect_db=connect,
+    connect_db: Callable[..., Connection] = connect,
     runner: Optional[Runner] = None,
     clock: Optional[Clock] = None,
     environ: Optional[Mapping[str, str]] = None,
@@ -687,7 +690,13 @@ SQLSTATE_QUERY_CANCELED = "57014"
 TABLES_READ = ("jobs", "containers", "users")
 
 
-def database_error_message(conn, error, query_timeout: float, password: Optional[str], driver_error=Exception) -> str:
+def database_error_message(
+    conn: Connection,
+    error: BaseException,
+    query_timeout: float,
+    password: Optional[str],
+    driver_error: Type[BaseException] = Exception,
+) -> str:
     """One line for a database error. A read stopped by query_timeout names the option and,
     when the wait was for a table another session holds (issue 34: a read takes ACCESS
     SHARE, which waits only behind ACCESS EXCLUSIVE), the table and that session."""

@@ -35,7 +35,7 @@ import os
 import subprocess
 import sys
 import time
-from typing import IO, Any, Callable, Dict, List, Mapping, Optional
+from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from .._common import command_output, options_file
 from .._common.errors import RecoveryError
@@ -221,7 +221,7 @@ def down_or_drained_nodes(result: Mapping[str, Any]) -> Optional[List[Dict[str, 
     return [{"state": node["state"], "reason": node.get("reason")} for node in listed]
 
 
-def write_json(result: Mapping[str, Any], json_file: Optional[str], stdout) -> None:
+def write_json(result: Mapping[str, Any], json_file: Optional[str], stdout: IO[str]) -> None:
     # One line: without `indent` json encodes in C (indented, the text took longer than the
     # read itself on the 1,000,000-job benchmark); and in pieces, since the text built whole
     # was half again the read's heap (bench/README.md, "The watch's JSON written in pieces").
@@ -307,7 +307,11 @@ def _default_directory_missing(given: Mapping[str, Any], params: Mapping[str, An
 
 
 def main(
-    argv=None, stdout=None, reporter=None, check: Callable[[Mapping[str, Any]], Any] = check_params, **engine
+    argv: Optional[Sequence[str]] = None,
+    stdout: Optional[IO[str]] = None,
+    reporter: Optional[Reporter] = None,
+    check: Callable[[Mapping[str, Any]], Any] = check_params,
+    **engine: Callable[..., Any],
 ) -> int:
     """`check` is every check of the read's options that asks nothing of Slurm or the
     database (_reconcile.run.check_params), run first so that its refusals write nothing."""
@@ -373,7 +377,7 @@ def _gauges_note(error: BaseException, metrics_file: str) -> str:
     return " (the last good gauges are kept, %s is 1)" % read_failed
 
 
-def _write_result(result: Mapping[str, Any], json_file: Optional[str], stdout, reporter: Reporter) -> bool:
+def _write_result(result: Mapping[str, Any], json_file: Optional[str], stdout: IO[str], reporter: Reporter) -> bool:
     try:
         write_json(result, json_file, stdout)
     except (OSError, RecoveryError) as error:
@@ -382,7 +386,7 @@ def _write_result(result: Mapping[str, Any], json_file: Optional[str], stdout, r
     return True
 
 
-def _write_failure_json(message: str, json_file: Optional[str], stdout, reporter: Reporter) -> None:
+def _write_failure_json(message: str, json_file: Optional[str], stdout: IO[str], reporter: Reporter) -> None:
     """What the module returns when it fails, so that one parser reads both."""
     _write_result(command_output.failure_result(message), json_file, stdout, reporter)
 

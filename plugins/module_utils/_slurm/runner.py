@@ -20,7 +20,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from typing import Any, Mapping, Optional, Protocol, Sequence, Tuple, Type
+from typing import IO, Any, Mapping, Optional, Protocol, Sequence, Tuple, Type
 
 from .._common.errors import ConfigError, RecoveryError
 from .._common.option_bounds import MAX_SLEEP_SECONDS
@@ -148,7 +148,7 @@ class _PopenHandle:
     # Output goes to temporary files, not pipes: an scancel given hundreds of
     # ids can print more errors than a pipe holds, and would then block
     # forever while we only poll it.
-    def __init__(self, process: subprocess.Popen, stdout_file, stderr_file) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], stdout_file: IO[bytes], stderr_file: IO[bytes]) -> None:
         self._process = process
         self._stdout_file = stdout_file
         self._stderr_file = stderr_file
@@ -217,7 +217,7 @@ def _wait_for_exit(pid: int, timeout: float) -> Optional[bool]:
         os.close(descriptor)
 
 
-def _read_and_close(file) -> str:
+def _read_and_close(file: IO[bytes]) -> str:
     if file.closed:
         return ""
     file.seek(0)
