@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optio
 
 from .._common.errors import ConfigError, RecoveryError
 from .._common.uuids import USER_INFIX, is_valid_prefix
-from .._database.driver import SQL_NOW_UTC, pipeline_of, server_version, streams_in_chunks
+from .._database.driver import SQL_NOW_UTC, Connection, pipeline_of, server_version, streams_in_chunks
 from .engine import CONTAINERS, DEFAULT_ORPHAN_GRACE, JOBS, LiveRow, Record, inconsistent_of
 from .locked_containers import LockToken
 
@@ -109,7 +109,7 @@ SQL_IN_RECOVERY = "SELECT pg_is_in_recovery()"
 class DatabaseReader:
     """The reads a reconciliation makes, each ending its transaction; counts statements."""
 
-    def __init__(self, conn, batch_size: int, orphan_grace: float = DEFAULT_ORPHAN_GRACE) -> None:
+    def __init__(self, conn: Connection, batch_size: int, orphan_grace: float = DEFAULT_ORPHAN_GRACE) -> None:
         self.conn = conn
         self.batch_size = batch_size
         self.grace = {"grace": orphan_grace}
@@ -125,7 +125,7 @@ class DatabaseReader:
         self.conn.commit()
         return standby
 
-    def live(self, kind: str) -> Iterator[LiveRow]:
+    def read_records(self, kind: str) -> Iterator[LiveRow]:
         """The live records of `kind`, rows in Record's field order as the server sends them
         (stream_live); the transaction ends with the last."""
         self.statements += 1
@@ -133,7 +133,7 @@ class DatabaseReader:
         self.conn.commit()
 
     @contextlib.contextmanager
-    def pipeline(self):
+    def pipeline(self) -> Iterator[None]:
         """Statements sent within are answered while Python works on (libpq's pipeline
         mode, libpq 14 and later; elsewhere each is answered as it is sent). The transaction
         ends with the block."""
@@ -141,14 +141,16 @@ class DatabaseReader:
             yield
         self.conn.commit()
 
-    def send_reread(self, kind: str, candidates: Mapping[str, Any], live: int) -> Callable[[], Iterator[List[tuple]]]:
+    def send_reread(
+        self, kind: str, candidates: Mapping[str, Any], record_count: int
+    ) -> Callable[[], Iterator[List[tuple]]]:
         """Asks for the candidates' row versions now; returns the call that waits for them,
         (UUID, version) rows in chunks of REREAD_CHUNK_ROWS (reconcile.unconfirmed). By UUID,
         or, when they are most of the live records, through one scan of the unfinished live
         records (a gone or finished one is then absent), plus by UUID the few candidates
         whose finished_at was set (reconcile.inconsistent_of: the candidates are a
         reconcile.Candidates, or UUIDs to Records)."""
-        if len(candidates) <= REREAD_BY_UUID_UP_TO * live:
+        if len(candidates) <= REREAD_BY_UUID_UP_TO * record_count:
             return self._send_chunks_by_uuid(SQL_VERSIONS_BY_UUID[kind], candidates)
         scanned = self._send_chunks(SQL_VERSIONS_UNFINISHED[kind])
         inconsistent = inconsistent_of(candidates)
@@ -235,7 +237,7 @@ class DatabaseReader:
 NO_JIT_SINCE = 110000
 
 
-def make_read_only(conn) -> None:
+def make_read_only(conn: Connection) -> None:
     """Read-only, timestamps as text in ISO 8601 whatever the server's DateStyle, no JIT."""
     conn.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
     conn.execute("SET DateStyle = ISO")
@@ -248,12 +250,12 @@ def make_read_only(conn) -> None:
 LIVE_CHUNK_ROWS = 2000
 
 
-def read_live(conn, statement: str, params: Mapping[str, Any]) -> List[Record]:
+def read_live(conn: Connection, statement: str, params: Mapping[str, Any]) -> List[Record]:
     """The live records `statement` (one of SQL_LIVE) reads, all at once."""
     return list(map(Record._make, stream_live(conn, statement, params)))
 
 
-def stream_live(conn, statement: str, params: Mapping[str, Any]) -> Iterator[LiveRow]:
+def stream_live(conn: Connection, statement: str, params: Mapping[str, Any]) -> Iterator[LiveRow]:
     """The live records `statement` reads, in one pass of the server, yielded as they come:
     the driver's rows, in Record's field order (reconcile.LiveRow).
 
@@ -280,7 +282,7 @@ def refuse_standby(server: str) -> RecoveryError:
     )
 
 
-def cluster_prefix_from_users(conn) -> str:
+def cluster_prefix_from_users(conn: Connection) -> str:
     """The prefix of the one system user in `users`, or a ConfigError asking for it."""
     with conn.cursor() as cursor:
         cursor.execute(SQL_SYSTEM_USERS, {"pattern": "_____-%s-000000000000000" % USER_INFIX})

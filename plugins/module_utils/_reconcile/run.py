@@ -507,7 +507,7 @@ class Reconciler:
         versions = Candidates()
         spared: List[Record] = []
         entries: List[Dict[str, Any]] = []
-        rows = iter(self.db.live(kind))
+        rows = iter(self.db.read_records(kind))
         chunk = list(islice(rows, LIVE_CHUNK_ROWS))
         while chunk:
             versions.update(zip(map(uuid_of, chunk), map(version_of, chunk)))

@@ -99,7 +99,7 @@ class FakeDatabase:
         self.statements += 1
         return self.standby
 
-    def live(self, kind):
+    def read_records(self, kind):
         self.statements += 1
         states = ("Running",) if kind == JOBS else ("Locked", "Running")
         for row in list(self.rows.values()):
@@ -116,7 +116,7 @@ class FakeDatabase:
     def pipeline():
         return contextlib.nullcontext()
 
-    def send_reread(self, kind, candidates, live):
+    def send_reread(self, kind, candidates, record_count):
         versions = [(uuid, row.version) for uuid, row in self.by_uuid(kind, candidates).items()]
         # In chunks of two, as _reconcile.db yields them in chunks.
         return lambda: iter([versions[start : start + 2] for start in range(0, len(versions), 2)])
@@ -666,9 +666,11 @@ def _reader(rows):
     return DatabaseReader(conn=conn, batch_size=10), conn
 
 
-def _reread(reader, candidates, live):
+def _reread(reader, candidates, record_count):
     with reader.pipeline():
-        return {uuid: version for chunk in reader.send_reread(JOBS, candidates, live)() for uuid, version in chunk}
+        return {
+            uuid: version for chunk in reader.send_reread(JOBS, candidates, record_count)() for uuid, version in chunk
+        }
 
 
 def test_candidates_are_reread_by_uuid_while_few_else_by_a_second_scan():
@@ -679,8 +681,8 @@ def test_candidates_are_reread_by_uuid_while_few_else_by_a_second_scan():
 
     rows = {uuid: job(uuid)._replace(version=str(n)) for n, uuid in enumerate((JOB_C, JOB_A, JOB_B))}
     reader, conn = _reader(rows)
-    assert _reread(reader, {JOB_A: rows[JOB_A]}, live=3) == {JOB_A: "1"}
-    versions = _reread(reader, {JOB_B: rows[JOB_B], JOB_A: rows[JOB_A]}, live=3)
+    assert _reread(reader, {JOB_A: rows[JOB_A]}, record_count=3) == {JOB_A: "1"}
+    versions = _reread(reader, {JOB_B: rows[JOB_B], JOB_A: rows[JOB_A]}, record_count=3)
     assert versions == {JOB_A: "1", JOB_B: "2", JOB_C: "0"}
     assert conn.executed == [SQL_VERSIONS_BY_UUID[JOBS], SQL_VERSIONS_UNFINISHED[JOBS]]
     assert reader.statements == 2
@@ -699,7 +701,7 @@ def test_a_live_candidate_with_finished_at_is_reread_by_uuid_beside_the_scan():
         JOB_C: job(JOB_C)._replace(version="9"),
     }
     reader, conn = _reader(rows)
-    versions = _reread(reader, dict(rows), live=3)
+    versions = _reread(reader, dict(rows), record_count=3)
     assert versions == {JOB_A: "7", JOB_B: "8", JOB_C: "9"}
     assert conn.executed == [SQL_VERSIONS_UNFINISHED[JOBS], SQL_VERSIONS_BY_UUID[JOBS]]
 
@@ -751,9 +753,9 @@ def test_the_cycle_collector_is_off_during_a_run_and_back_on_after_it():
     seen = []
 
     class WatchedDatabase(FakeDatabase):
-        def live(self, kind):
+        def read_records(self, kind):
             seen.append(gc.isenabled())
-            return super().live(kind)
+            return super().read_records(kind)
 
     assert gc.isenabled()
     reconcile(WatchedDatabase([job(JOB_A)]), [[line("1", JOB_A)]] * 2)
