@@ -32,7 +32,7 @@ import re
 import sys
 import traceback
 from datetime import datetime
-from typing import Any
+from typing import Any, Dict, List, Match, Optional, Tuple
 
 from .._common.errors import RecoveryError
 
@@ -253,12 +253,12 @@ LIST_NULL = "\x1e"
 SPLIT_LIST = "string_to_array(%%(%s)s, chr(31), chr(30))%s"
 
 
-def joined_list(value):
+def joined_list(value: object) -> Optional[str]:
     """`value`, a list of texts, naive datetimes and Nones, as SPLIT_LIST's one text; None
     when it is no such list, or when an element could be read back as another."""
     if not isinstance(value, list) or value == [""]:
         return None
-    texts = []
+    texts: List[str] = []
     for element in value:
         if element is None:
             texts.append(LIST_NULL)
@@ -271,14 +271,14 @@ def joined_list(value):
     return LIST_SEPARATOR.join(texts)
 
 
-def psycopg2_query(query, params=None):
+def psycopg2_query(query: object, params: Any = None) -> Tuple[object, Any]:
     """(query, params) for psycopg2: psycopg 3's binary placeholders as psycopg2's, an
     array-cast list among them joined as SPLIT_LIST takes it (`params` itself unchanged)."""
     if not isinstance(query, str):
         return query, params
-    joined = {}
+    joined: Dict[str, str] = {}
 
-    def placeholder(match):
+    def placeholder(match: Match[str]) -> str:
         name, cast = match.group(1), match.group(2) or ""
         if not name:
             return match.group(0)
