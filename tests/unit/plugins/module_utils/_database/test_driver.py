@@ -6,6 +6,7 @@ both, and the same connection-failure text whichever answered."""
 from __future__ import annotations
 
 import types
+from datetime import datetime, timezone
 
 import pytest
 
@@ -237,11 +238,50 @@ def test_execute_runs_on_a_new_cursor_and_returns_it():
 
 def test_binary_placeholders_reach_psycopg2_as_its_own():
     conn, raw = wrapped()
-    conn.execute("SELECT %(texts)b::text[], %(uuids)s::text[]", {"texts": ['a"b'], "uuids": []})
+    conn.execute("SELECT %(texts)b, %(uuids)s::text[]", {"texts": ['a"b'], "uuids": []})
     # psycopg2 has no binary parameters: it reads %(name)b as %(name)s
-    assert raw.cursors[0].executed == [("SELECT %(texts)s::text[], %(uuids)s::text[]", {"texts": ['a"b'], "uuids": []})]
+    assert raw.cursors[0].executed == [("SELECT %(texts)s, %(uuids)s::text[]", {"texts": ['a"b'], "uuids": []})]
     # an escaped % stays one, whatever follows it
-    assert database_driver.psycopg2_placeholders("%(a)b, %(_b1)b, %%(c)b, %%%(d)b") == "%(a)s, %(_b1)s, %%(c)b, %%%(d)s"
+    query, params = database_driver.psycopg2_query("%(a)b, %(_b1)b, %%(c)b, %%%(d)b", {"a": 1})
+    assert (query, params) == ("%(a)s, %(_b1)s, %%(c)b, %%%(d)s", {"a": 1})
+
+
+def test_binary_array_lists_reach_psycopg2_as_one_joined_text():
+    conn, raw = wrapped()
+    made = datetime(2026, 12, 5, 8, 0, 0, 123456)
+    params = {"texts": ['{"a": "b"}', None, ""], "made": [made, None], "none": [], "uuids": ["x"]}
+    conn.execute("SELECT %(texts)b::text[], %(made)b::timestamp[], %(none)b::text[], %(uuids)s::text[]", params)
+    split = "string_to_array(%({})s, chr(31), chr(30))::{}[]"
+    assert raw.cursors[0].executed == [
+        (
+            "SELECT %s, %s, %s, %%(uuids)s::text[]"
+            % (split.format("texts", "text"), split.format("made", "timestamp"), split.format("none", "text")),
+            {
+                "texts": '{"a": "b"}\x1f\x1e\x1f',
+                "made": "2026-12-05T08:00:00.123456\x1f\x1e",
+                "none": "",
+                "uuids": ["x"],
+            },
+        )
+    ]
+    # the caller's parameters are its own
+    assert params["texts"] == ['{"a": "b"}', None, ""]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        ["a\x1fb"],  # the separator inside an element
+        ["\x1e"],  # an element that is the NULL mark
+        [""],  # one empty text: joined, it would read back as no element
+        [datetime(2026, 12, 5, tzinfo=timezone.utc)],  # psycopg2's cast would move it to the session's zone
+        [1],
+        "not a list",
+    ],
+)
+def test_a_list_the_joined_text_would_change_goes_as_psycopg2_adapts_it(value):
+    query, params = database_driver.psycopg2_query("SELECT %(v)b::text[]", {"v": value})
+    assert (query, params) == ("SELECT %(v)s::text[]", {"v": value})
 
 
 def test_named_cursors_keep_their_name_and_hold():
