@@ -11,6 +11,9 @@ PGPASSWORD, PGDATABASE: the scenario sets them to the api container's address).
                                 third of them, each Running job's token and decoys
     cluster_db.py report UUID.. JSON: each job's state, finish time and log rows, each
                                 token's expiry (job and token UUIDs, mixed), all log rows
+    cluster_db.py start N       mark N of the seeded Queued jobs Running from now, as
+                                crunch-dispatch.rb does when their Slurm jobs start;
+                                print their UUIDs (JSON)
 
 Run with the project virtualenv's Python from the repository root (it imports lab/).
 """
@@ -98,6 +101,21 @@ def report(uuids: list) -> dict:
     return {"jobs": jobs, "tokens": tokens, "log_rows": log_rows, "running": running}
 
 
+def start(count: int) -> list:
+    """The heal rounds' work on the rebooted node: Queued jobs taken to Running now, the
+    first by UUID (none is Running after seed: every Running job there has a role)."""
+    with psycopg.connect("") as conn:
+        started = conn.execute(
+            "UPDATE jobs SET state = 'Running', running = true, started_at = (now() AT TIME ZONE 'UTC'), "
+            "modified_at = (now() AT TIME ZONE 'UTC') WHERE uuid IN "
+            "(SELECT uuid FROM jobs WHERE state = 'Queued' ORDER BY uuid LIMIT %s) RETURNING uuid",
+            (count,),
+        ).fetchall()
+    if len(started) != count:
+        raise SystemExit("%d Queued jobs left, %d asked for" % (len(started), count))
+    return sorted(uuid for (uuid,) in started)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -105,8 +123,15 @@ def main(argv=None) -> int:
     seed_parser.add_argument("--seed", type=int, default=12)
     report_parser = commands.add_parser("report")
     report_parser.add_argument("uuids", nargs="+")
+    start_parser = commands.add_parser("start")
+    start_parser.add_argument("count", type=int)
     args = parser.parse_args(argv)
-    result = seed(args.seed) if args.command == "seed" else report(args.uuids)
+    if args.command == "seed":
+        result = seed(args.seed)
+    elif args.command == "start":
+        result = start(args.count)
+    else:
+        result = report(args.uuids)
     json.dump(result, sys.stdout, indent=2, sort_keys=True)
     sys.stdout.write("\n")
     return 0
