@@ -41,7 +41,7 @@ WITH changed AS (
     UPDATE jobs AS j SET state = 'Failed', running = false, success = false,
         finished_at = COALESCE(j.finished_at, {now}), modified_at = {now}, updated_at = {now},
         modified_by_user_uuid = {system_user}, modified_by_client_uuid = NULL
-    FROM (SELECT * FROM jobs WHERE state = 'Running' AND started_at < %(threshold)s FOR UPDATE) AS o
+    FROM (SELECT * FROM jobs WHERE state = 'Running' AND started_at < %(before)s FOR UPDATE) AS o
     WHERE j.uuid = o.uuid
     RETURNING o.uuid, o.owner_uuid, j.modified_at, {properties} AS properties
 ), written AS (
@@ -115,7 +115,7 @@ def plain_sql_cleanup(lab, database, threshold, tokens, message):
         began = time.monotonic()
         for setting, kilobytes in BULK_SETTINGS_KB:
             conn.execute("SELECT set_config(%s, %s, true)", (setting, "%dkB" % kilobytes))
-        params = {"threshold": threshold, "message": message, "tokens": tokens, "loaded_keys": [], "loaded_values": []}
+        params = {"before": threshold, "message": message, "tokens": tokens, "loaded_keys": [], "loaded_values": []}
         logged = conn.execute(SQL_JOBS, params).fetchone()[0]
         conn.execute(SQL_TOKENS, params)
         conn.execute("SELECT gin_clean_pending_list('jobs_trgm_text_search_idx'::regclass)")

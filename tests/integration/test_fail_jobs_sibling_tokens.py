@@ -51,7 +51,7 @@ OWNERS_TOKEN_BY_TOKEN = """
       AND NOT (o.state = 'Running'
                AND (%(run_uuids)s::text[] IS NULL OR o.uuid = ANY(%(run_uuids)s::text[]))
                AND (%(every_row)s OR o.finished_at IS NULL)
-               AND (%(threshold)s::timestamp IS NULL OR o.started_at < %(threshold)s::timestamp))
+               AND (%(before)s::timestamp IS NULL OR o.started_at < %(before)s::timestamp))
       AND NOT EXISTS (SELECT 1 FROM logs l WHERE l.object_uuid = o.uuid AND l.event_type = 'dispatch'
                       AND l.owner_uuid = o.owner_uuid AND l.summary NOT LIKE 'dispatching to %%'
                       AND l.created_at >= t.made)
@@ -345,7 +345,7 @@ def rule_owners(cluster, cleanup, tokens, batch=()):
             "batch": list(batch),
             "run_uuids": cleanup.uuids,
             "every_row": cleanup.uuids is not None or cleanup.full_scan,
-            "threshold": cleanup.db_threshold,
+            "before": cleanup.db_before,
         },
     ).fetchall()
     cluster.conn.commit()
@@ -412,7 +412,7 @@ def run_jobs(cluster, cleanup):
     if uuids is None:
         where = "state = 'Running'" + ("" if cleanup.full_scan else " AND finished_at IS NULL")
         uuids = [row[0] for row in cluster.conn.execute("SELECT uuid FROM jobs WHERE " + where).fetchall()]
-    rows = cluster.conn.execute(SQL_BATCH_JOBS, {"uuids": uuids, "threshold": cleanup.db_threshold}).fetchall()
+    rows = cluster.conn.execute(SQL_BATCH_JOBS, {"uuids": uuids, "before": cleanup.db_before}).fetchall()
     cluster.conn.commit()
     return [BatchJob(*row) for row in rows]
 

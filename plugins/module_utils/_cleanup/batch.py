@@ -296,7 +296,7 @@ class BatchTransaction:
         return self._audit_params(
             {
                 "uuids": uuids,
-                "threshold": self.options.db_threshold,
+                "before": self.options.db_before,
                 "system_user": system_user_uuid(uuids[0][:5]),
             }
         )

@@ -613,7 +613,7 @@ class JobCleaner:
 
     def _still_qualifying(self, uuids: List[str]) -> List[str]:
         """Those of `uuids` that still qualify as committed: locked, not changed."""
-        params = {"uuids": uuids, "threshold": self.options.db_threshold}
+        params = {"uuids": uuids, "before": self.options.db_before}
         found = [row[0] for row in self.conn.execute(SQL_STILL_QUALIFYING, params).fetchall()]
         self.conn.rollback()
         return found

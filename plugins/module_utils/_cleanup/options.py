@@ -149,8 +149,8 @@ class CleanupOptions:
         return JOB_STATE_QUEUED if self.retry else JOB_STATE_FAILED
 
     @property
-    def db_threshold(self) -> Optional[datetime]:
-        """`before` as the statements' `threshold` parameter (NULL: no `before`)."""
+    def db_before(self) -> Optional[datetime]:
+        """`before` as the statements' `before` parameter (NULL: no `before`)."""
         return None if self.before is None else self.before.to_db_timestamp()
 
 

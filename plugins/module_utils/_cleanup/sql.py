@@ -61,7 +61,7 @@ SQL_FIRST_PAGE = "{running}    LIMIT %(page_limit)s\n"
 # was listed drops out here.
 SQL_QUALIFYING = """
     j.uuid = ANY(%(uuids)s::text[]) AND j.state = 'Running'
-    AND (%(threshold)s::timestamp IS NULL OR j.started_at < %(threshold)s::timestamp)
+    AND (%(before)s::timestamp IS NULL OR j.started_at < %(before)s::timestamp)
 """
 
 
@@ -182,7 +182,7 @@ SQL_ENDED_BY_RUN = """
     o.state = 'Running'
     AND (%(run_uuids)s::text[] IS NULL OR o.uuid = ANY(%(run_uuids)s::text[]))
     AND (%(every_row)s OR o.finished_at IS NULL)
-    AND (%(threshold)s::timestamp IS NULL OR o.started_at < %(threshold)s::timestamp)
+    AND (%(before)s::timestamp IS NULL OR o.started_at < %(before)s::timestamp)
 """
 
 # A token in a cleaned job's window may be another job's: the dispatcher made each job's

@@ -350,7 +350,7 @@ def run_params(options: CleanupOptions) -> Dict[str, Any]:
     return {
         "run_uuids": options.uuids,
         "every_row": options.uuids is not None or options.full_scan,
-        "threshold": options.db_threshold,
+        "before": options.db_before,
     }
 
 

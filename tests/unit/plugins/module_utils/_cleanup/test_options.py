@@ -35,7 +35,7 @@ JOB = "zzzzz-8i9sb-%015d"
 
 def test_the_defaults():
     options = CleanupOptions()
-    assert options.before is None and options.db_threshold is None
+    assert options.before is None and options.db_before is None
     assert options.uuids is None
     assert (options.retry, options.revoke_tokens, options.check_mode, options.diff) == (False, True, False, False)
     assert options.message == DEFAULT_FAIL_MESSAGE
@@ -91,7 +91,7 @@ def test_an_empty_message_is_none_given():
 def test_the_threshold_goes_to_the_database_as_naive_utc():
     instant = datetime(2026, 12, 4, 10, 30, tzinfo=timezone(timedelta(hours=2)))
     options = CleanupOptions(before=Before(instant, "given", "2026-12-04T10:30+02:00"))
-    assert options.db_threshold == datetime(2026, 12, 4, 8, 30)
+    assert options.db_before == datetime(2026, 12, 4, 8, 30)
 
 
 def test_a_summary_up_to_the_index_bound_is_taken():

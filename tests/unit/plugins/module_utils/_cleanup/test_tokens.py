@@ -83,7 +83,7 @@ def test_the_run_judges_its_users_tokens_in_one_statement_and_keeps_only_the_own
     # The same tokens as judged: the run's users', made from the earliest window on.
     assert kept == {"user_uuids": [USER % 1, USER % 2], "first_made": T0}
     assert len(owners.kept) == 3 and owners.kept.read_up_to == 9
-    assert scope == {"run_uuids": None, "every_row": False, "threshold": None}
+    assert scope == {"run_uuids": None, "every_row": False, "before": None}
     # As a batch asks, with no batch of its own (the run's jobs are all still Running), for
     # the tokens of the run's users made from the earliest window to now.
     assert judged["user_uuids"] == [USER % 1, USER % 2] and judged["batch"] == []
@@ -206,7 +206,7 @@ def test_other_owners_asks_once_for_all_tokens_with_their_users_and_span():
             "batch": [JOB % 1],
             "run_uuids": [JOB % 1, JOB % 2],
             "every_row": True,
-            "threshold": None,
+            "before": None,
             "attempt_summary": "dispatching to %",
         }
     ]
