@@ -264,7 +264,7 @@ CONTENDERS = {
 }
 # The contenders that write the same rows (plain_sql_cleanup.rows_left).
 SAME_ROWS = "ape"
-# The driver each command contender runs under (pg_driver.py: psycopg 3 wherever it is
+# The driver each command contender runs under (_database/driver.py: psycopg 3 wherever it is
 # installed, unless told otherwise).
 COMMAND_DRIVERS = {"a": "psycopg", "r": "psycopg", "p": "psycopg2"}
 DEFAULT_CONTENDERS = "abcde"

@@ -16,7 +16,7 @@ live containers, finished containers and unknown UUIDs:
 (c) (b) with its rows streamed in chunks as (a) reads them, to tell what (a) gains from
     the fetch alone.
 
-With `--psycopg2`, (a) also runs through psycopg2 (pg_driver's psycopg2 path: no pipeline,
+With `--psycopg2`, (a) also runs through psycopg2 (database_driver's psycopg2 path: no pipeline,
 the live records fetched whole) as (a2), and the report says by how much it is slower.
 
 With `--watch` (issue 24), the watch against the module, given the same options (the lab
@@ -64,7 +64,7 @@ from bench.results import ratio_summary, write_json
 from lab import datagen, labctl
 from lab.files import render_arvados_config, write_private_file
 from plugins.module_utils._common import uuids
-from plugins.module_utils._database import driver as pg_driver
+from plugins.module_utils._database import driver as database_driver
 from plugins.module_utils._reconcile import watch_cli
 from plugins.module_utils._reconcile.db import LIVE_CHUNK_ROWS, SQL_LIVE, DatabaseReader, make_read_only
 from plugins.module_utils._reconcile.engine import CONTAINERS, JOBS
@@ -214,7 +214,7 @@ def options() -> ReconcileOptions:
 
 def contender_reconcile(lab, name: str, env, traced: bool, driver: str = "psycopg") -> dict[str, object]:
     opts = options()
-    connector = pg_driver.load_driver({pg_driver.DRIVER_ENV: driver})
+    connector = database_driver.load_driver({database_driver.DRIVER_ENV: driver})
     if traced:
         tracemalloc.start()
     began = time.monotonic()
@@ -511,7 +511,7 @@ def report_watch(rounds) -> None:
 def psycopg2_version(rounds) -> str:
     if "reconcile_psycopg2" not in rounds:
         return ""
-    return ", " + pg_driver.load_driver({pg_driver.DRIVER_ENV: "psycopg2"}).describe()
+    return ", " + database_driver.load_driver({database_driver.DRIVER_ENV: "psycopg2"}).describe()
 
 
 def table_row(label: str, timed: list[dict[str, object]], traced: dict[str, object], calls, statements) -> str:

@@ -96,7 +96,7 @@ trap stop_lab EXIT
 # busy machine (load 8-14), too much for the stage; these 34 took 331 s there (about 3 min
 # on a quiet one, by make test's busy/quiet ratio). It leaves out the SIGKILL loop and the
 # reconcile tests that exercise Slurm or a standby rather than the driver
-# (tests/integration/test_pg_driver.py compares both drivers statement by statement in the
+# (tests/integration/test_both_drivers.py compares both drivers statement by statement in the
 # first pass).
 PSYCOPG2_TESTS=(
   tests/integration/test_arvados_fail_jobs.py
