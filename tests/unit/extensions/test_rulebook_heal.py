@@ -8,6 +8,8 @@ and that the rule telling the rest leaves out exactly the findings healed."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -65,3 +67,29 @@ def test_the_rule_that_tells_the_rest_leaves_out_exactly_the_findings_healed():
     )
     assert left_out, tell["condition"]
     assert sorted(re.findall(r'"(\w+)"', left_out.group(1))) == sorted(remedies())
+
+
+def test_the_remedies_decide_on_localhost_within_the_limit_the_rulebook_gives(tmp_path):
+    """ansible-rulebook runs each remedy with --limit set to its ruleset's hosts; the remedies'
+    gate and decision plays run on localhost, which an operator's inventory seldom names."""
+    (ruleset,) = yaml.safe_load(RULEBOOK.read_text())
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"api1": {"ansible_host": "192.0.2.1"}}}}))
+    playbook = tmp_path / "decide.yml"
+    playbook.write_text(
+        yaml.safe_dump(
+            [{"name": "Decide", "hosts": "localhost", "gather_facts": False, "tasks": [{"ansible.builtin.ping": {}}]}]
+        )
+    )
+    ansible_playbook = Path(sys.executable).parent / "ansible-playbook"
+    run = subprocess.run(
+        [str(ansible_playbook), "-i", str(inventory), "--limit", ruleset["hosts"], str(playbook)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert re.search(r"^localhost\s+: ok=1 ", run.stdout, re.M), run.stdout
+    for name in ("nodes", "orphans"):
+        plays = yaml.safe_load((REPO_ROOT / "playbooks" / "heal" / ("%s.yml" % name)).read_text())
+        assert any(play.get("hosts") == "localhost" for play in plays), name
