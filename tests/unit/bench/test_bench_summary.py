@@ -33,7 +33,12 @@ def passing_results():
             },
             "same_rows": {"compared": ["a", "e", "p"], "same": True},
             "peak_rss_mib": 70.0,
-            "noop": {"command_s": [0.3, 0.2, 0.21], "engine_s": [0.03] * 3, "changed": [False] * 3},
+            "noop": {
+                "command_s": [0.3, 0.2, 0.21],
+                "engine_s": [0.03] * 3,
+                "changed": [False] * 3,
+                "command_index_s": [0.2, 0.18, 0.19],
+            },
         },
         "P6": {"ratios": {"a/b": fake_ratio(1.25)}},
         "P5": {
@@ -41,7 +46,10 @@ def passing_results():
                 "live": {"p99_during_before": fake_ratio(1.8, 0.009, 0.005), "seconds_per_100000_jobs": [540.0, 560.0]}
             }
         },
-        "P3": {"ratios": {"engine/plain, cold": fake_ratio(1.15)}},
+        "P3": {
+            "ratios": {"engine/plain, cold": fake_ratio(1.15)},
+            "seconds": {"engine_index_cold": [0.08, 0.09, 0.12]},
+        },
     }
 
 
@@ -96,10 +104,13 @@ def test_target_shows_its_limit_or_its_label():
 
 def test_every_row_holds_on_passing_numbers():
     rows = summary.all_rows(passing_results())
-    assert [row.number for row in rows] == ["P2"] * 6 + ["P6"] + ["P5"] * 2 + ["P3"] * 2
+    assert [row.number for row in rows] == ["P2"] * 6 + ["P6"] + ["P5"] * 2 + ["P3"] * 4
     assert summary.all_hold(rows)
     # (a)/(c) is shown for reference: no target, judged neither way.
-    assert [row.comparison for row in rows if row.holds is None] == ["(a) / (c) a bare UPDATE (for reference)"]
+    assert [row.comparison for row in rows if row.holds is None] == [
+        "(a) / (c) a bare UPDATE (for reference)",
+        "no-op, warm: the command, process start included (for reference)",
+    ]
 
 
 def test_a_row_past_its_target_fails_the_whole():
@@ -131,13 +142,15 @@ def test_values_without_a_floor_are_judged_on_themselves():
     data = passing_results()
     data["P2"]["peak_rss_mib"] = 120.0
     data["P5"]["contenders"]["live"]["seconds_per_100000_jobs"] = [900.0]
-    data["P2"]["noop"]["command_s"] = [0.3, 0.3, 0.2]
+    data["P2"]["noop"]["command_index_s"] = [0.3, 0.3, 0.2]
+    data["P3"]["seconds"]["engine_index_cold"] = [0.2, 0.11, 0.05]
     rows = by_comparison(summary.all_rows(data))
     assert rows["peak RSS of the command"].measured == "120 MiB"
     assert rows["peak RSS of the command"].holds is False
     pace = rows["the live default's pace, projected to 100,000 jobs"]
     assert (pace.measured, pace.holds) == ("15.0 min", False)
-    assert rows["no-op, warm: the command, process start included"].holds is False
+    assert rows["no-op, warm, --no-full-scan: the command, process start included"].holds is False
+    assert rows["no-op, cold, --no-full-scan: the engine"].holds is False
 
 
 def test_p5_shows_the_p99s_in_milliseconds():
@@ -188,7 +201,7 @@ def test_main_prints_the_table_and_exits_by_whether_all_hold(monkeypatch, capsys
     assert summary.main(["--log-dir", str(tmp_path)]) == status
     out = capsys.readouterr().out
     assert "commit abc1234, quick sizes" in out
-    assert out.count("\n| P") == 11
+    assert out.count("\n| P") == 13
     assert [key for key, _module, _argv in calls] == ["P2", "P6", "P5", "P3"]
     # P2 runs the contenders its targets compare, at the quick sizes.
     assert calls[0][2][:2] == ["--contenders", "abcep"] and "20000" in calls[0][2]
