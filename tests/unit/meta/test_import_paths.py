@@ -63,6 +63,12 @@ def source_files() -> dict[str, Path]:
     }
 
 
+FULL_NAME = (
+    "%s line %d imports the collection by its full name: import relatively (from .x, from ..room.x), "
+    "as the boot-time commands carry these files under another package name"
+)
+
+
 def imported_files(name: str, path: Path, known: set[str]) -> set[str]:
     """The files of plugins/module_utils that file `name` imports, found from its
     relative imports; an import of the collection's code by its full name is refused (the
@@ -71,11 +77,11 @@ def imported_files(name: str, path: Path, known: set[str]) -> set[str]:
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            assert not any(alias.name.startswith(COLLECTION) for alias in node.names), (name, node.lineno)
+            assert not any(alias.name.startswith(COLLECTION) for alias in node.names), FULL_NAME % (name, node.lineno)
         if not isinstance(node, ast.ImportFrom):
             continue
         if node.level == 0:
-            assert not (node.module or "").startswith(COLLECTION), (name, node.lineno)
+            assert not (node.module or "").startswith(COLLECTION), FULL_NAME % (name, node.lineno)
             continue
         assert node.level - 1 <= len(package), "%s line %d imports above plugins/module_utils" % (name, node.lineno)
         base = package[: len(package) - node.level + 1] + (node.module.split(".") if node.module else [])
@@ -158,3 +164,36 @@ def test_the_boot_time_commands_carry_every_room():
     """roles/boot_recovery globs each room's directory (fileglob does not glob directories)."""
     variables = yaml.safe_load((REPO_ROOT / "roles" / "boot_recovery" / "vars" / "main.yml").read_text())
     assert sorted(variables["__boot_recovery_code_dirs"]) == sorted(LAYER)
+
+
+def ansible_imports(path: Path) -> list[str]:
+    """The modules of Ansible itself (not of a collection) that `path` imports."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names = [node.module]
+        else:
+            continue
+        found += [name for name in names if name == "ansible" or name.startswith("ansible.")]
+    return found
+
+
+def test_the_engines_import_nothing_of_ansible():
+    """The engines are shared by the modules and the boot-time commands, which run where
+    Ansible is not installed: only plugins/modules and the modules' frame (_modules, which
+    imports it inside the call that fails a module) may import it."""
+    importing = {name: ansible_imports(path) for name, path in source_files().items()}
+    assert {name: modules for name, modules in importing.items() if modules} == {
+        "_modules.support": ["ansible.module_utils"]
+    }
+
+
+def test_ansible_imports_are_found_however_written(tmp_path):
+    source = tmp_path / "source.py"
+    source.write_text(
+        "import os\nimport ansible.module_utils.basic\nfrom ansible.module_utils import six\n"
+        "from ansible_collections.x.y import z\nfrom . import sibling\n"
+    )
+    assert ansible_imports(source) == ["ansible.module_utils.basic", "ansible.module_utils"]
