@@ -7,6 +7,7 @@ fake connections that keep the SQL and the parameters they are sent."""
 
 from __future__ import annotations
 
+import datetime
 import re
 import types
 from typing import List
@@ -16,18 +17,24 @@ import pytest
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._common.errors import ConfigError
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._database.driver import SQL_NOW_UTC
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.db import (
+    DISPATCH_LOCK_KEY,
     SQL_BY_UUID,
+    SQL_DISPATCH_LOCK,
     SQL_IN_RECOVERY,
     SQL_LIVE,
+    SQL_LOCK_TOKENS,
+    SQL_SYSTEM_USERS,
     SQL_VERSIONS_BY_UUID,
     SQL_VERSIONS_UNFINISHED,
     DatabaseReader,
     choose_prefix,
+    cluster_prefix_from_users,
     make_read_only,
     read_live,
 )
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.engine import CONTAINERS, JOBS, Record
-from tests.unit.plugins.module_utils._reconcile.conftest import JOB_A, JOB_B, JOB_C, job
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.locked_containers import LockToken
+from tests.unit.plugins.module_utils._reconcile.conftest import CTR_A, CTR_B, JOB_A, JOB_B, JOB_C, P, job
 
 
 def test_the_prefix_must_be_unambiguous():
@@ -183,3 +190,84 @@ def test_the_read_only_session_has_no_jit_where_the_server_has_one():
         )
         make_read_only(conn)
         assert statements == ["SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY", "SET DateStyle = ISO"] + jit
+
+
+class _AnswersConnection:
+    """A connection whose cursors answer each statement with the rows `answers` gives it;
+    it keeps the (statement, parameters) sent and counts the transactions ended."""
+
+    def __init__(self, answers):
+        self.answers = answers
+        self.sent = []
+        self.commits = 0
+
+    def cursor(self):
+        conn = self
+
+        class Cursor:
+            rows: List[tuple] = []
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                return False
+
+            def execute(self, statement, params=None):
+                conn.sent.append((statement, params))
+                self.rows = list(conn.answers[statement])
+
+            def fetchall(self):
+                return self.rows
+
+        return Cursor()
+
+    def commit(self):
+        self.commits += 1
+
+
+def test_the_lock_holders_come_as_the_report_names_them():
+    started = datetime.datetime(2026, 12, 5, 9, 0, tzinfo=datetime.timezone.utc)
+    conn = _AnswersConnection(
+        {SQL_DISPATCH_LOCK: [(41, "", "10.0.0.5/32", started), (42, "crunch-dispatch-slurm", None, None)]}
+    )
+    reader = DatabaseReader(conn, batch_size=10)
+    holders = reader.send_lock_holders()()
+    assert conn.sent == [(SQL_DISPATCH_LOCK, {"key": DISPATCH_LOCK_KEY})] and reader.statements == 1
+    assert holders == [
+        # libpq's empty application_name is none given.
+        {"pid": 41, "application_name": None, "client_addr": "10.0.0.5/32", "backend_start": started.isoformat()},
+        {"pid": 42, "application_name": "crunch-dispatch-slurm", "client_addr": None, "backend_start": None},
+    ]
+
+
+def test_the_locks_of_many_containers_are_read_in_one_statement_by_uuid():
+    theirs = LockToken(CTR_B, 3, True, P + "-tpzed-a", "2026-11-01T00:00:00", True)
+    conn = _AnswersConnection({SQL_LOCK_TOKENS: [tuple(theirs), (CTR_A, 1, False, None, None, False)]})
+    reader = DatabaseReader(conn, batch_size=1)
+    tokens = reader.send_lock_tokens([CTR_B, CTR_A])()
+    # One statement whatever batch_size says, its UUIDs sorted into one bound text.
+    assert conn.sent == [(SQL_LOCK_TOKENS, {"uuids": "%s,%s" % (CTR_A, CTR_B)})] and reader.statements == 1
+    assert tokens == {CTR_A: LockToken(CTR_A, 1, False, None, None, False), CTR_B: theirs}
+
+
+def test_the_cluster_prefix_is_the_one_valid_system_user_s():
+    system = P + "-tpzed-000000000000000"
+    conn = _AnswersConnection({SQL_SYSTEM_USERS: [(system,), ("ZZ-!!-tpzed-000000000000000",)]})
+    reader = DatabaseReader(conn, batch_size=10)
+    assert reader.cluster_prefix() == P
+    assert conn.sent == [(SQL_SYSTEM_USERS, {"pattern": "_____-tpzed-000000000000000"})]
+    assert (reader.statements, conn.commits) == (1, 1)
+    federation = _AnswersConnection({SQL_SYSTEM_USERS: [(system,), ("yyyyy-tpzed-000000000000000",)]})
+    with pytest.raises(ConfigError, match="system users of zzzzz, yyyyy"):
+        cluster_prefix_from_users(federation)
+
+
+def test_the_live_records_are_streamed_and_their_transaction_ends_with_the_last():
+    rows = [tuple(job(uuid)) for uuid in (JOB_A, JOB_B)]
+    conn = _AnswersConnection({SQL_LIVE[JOBS]: rows})
+    reader = DatabaseReader(conn, batch_size=10, orphan_grace=5.0)
+    records = reader.read_records(JOBS)
+    assert next(records) == rows[0] and conn.commits == 0
+    assert list(records) == rows[1:] and conn.commits == 1
+    assert conn.sent == [(SQL_LIVE[JOBS], {"grace": 5.0})] and reader.statements == 1

@@ -23,6 +23,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.en
     Record,
 )
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.locked_containers import (
+    UNKNOWN_LIMIT,
     DispatchLimit,
     LockToken,
 )
@@ -880,3 +881,80 @@ def test_a_read_stopped_by_query_timeout_names_the_option_the_table_and_its_hold
     assert slow.startswith("a read ran past query_timeout (3 s), nothing was changed: canceling statement")
     other = reconcile_run.database_error_message(_LocksConnection([]), _Canceled("42501"), 3.0, None)
     assert other.startswith("database error (nothing was changed): ")
+
+
+# -- from the module's parameters: check_params, dispatch_limit, run_reconcile ----------------
+
+NO_FILES = {"config_file": "", "database_yml": "", "db_name": "arvados_test", "squeue_path": "/bin/true"}
+
+
+def test_the_parameters_give_the_database_settings_and_the_checked_options():
+    settings, opts = reconcile_run.check_params(dict(NO_FILES, db_host="db.example", settle=3, kinds=["containers"]))
+    assert (settings.dbname, settings.host) == ("arvados_test", "db.example")
+    assert (opts.settle, opts.kinds) == (3.0, (CONTAINERS,))
+    with pytest.raises(ConfigError, match="option settle must be at least 0"):
+        reconcile_run.check_params(dict(NO_FILES, settle=-1))
+
+
+def cluster_config(tmp_path, containers):
+    path = tmp_path / "config.yml"
+    path.write_text(
+        "Clusters:\n  zzzzz:\n    Containers:\n%s    PostgreSQL: {}\n"
+        % "".join("      %s: %s\n" % item for item in containers.items())
+    )
+    return str(path)
+
+
+def test_the_dispatch_limit_is_config_yml_s_else_the_release_s_default_else_unknown(tmp_path):
+    told = {"config_file": cluster_config(tmp_path, {"MaxDispatchAttempts": 7})}
+    assert reconcile_run.dispatch_limit(told, (2, 7, 4)) == DispatchLimit(
+        7, "config_file %s, Clusters.zzzzz.Containers.MaxDispatchAttempts" % told["config_file"]
+    )
+    # A value that is no count is Arvados' default, as if config.yml did not set it.
+    for containers in ({}, {"MaxDispatchAttempts": "many"}):
+        silent = {"config_file": cluster_config(tmp_path, containers)}
+        assert reconcile_run.dispatch_limit(silent, (2, 7, 4)) == DispatchLimit(10, "Arvados 2.7.4's default")
+        assert reconcile_run.dispatch_limit(silent, (2, 6, 3)) == DispatchLimit(5, "Arvados 2.6.3's default")
+        assert reconcile_run.dispatch_limit(silent, None) == UNKNOWN_LIMIT
+
+
+class _RefusingConnection:
+    """A connection whose every statement fails with the driver's error, quoting a secret."""
+
+    closed = broken = False
+
+    def __init__(self, error):
+        self.error = error
+        self.closes = 0
+
+    def execute(self, statement, params=None):
+        raise self.error
+
+    def close(self):
+        self.closes += 1
+
+
+def test_a_run_checks_every_option_before_it_connects():
+    def connect(*args, **kwargs):
+        raise AssertionError("connected")
+
+    with pytest.raises(ConfigError, match="option batch_size must be at least 1"):
+        reconcile_run.run_reconcile(dict(NO_FILES, batch_size=0), connect_db=connect)
+
+
+def test_a_run_s_database_error_is_one_line_without_the_password_and_the_connection_closed():
+    driver = reconcile_run.load_driver()
+    conn = _RefusingConnection(driver.Error("permission denied for the password s3cret"))
+    asked = []
+
+    def connect(kwargs, wait, driver):
+        asked.append((kwargs, wait))
+        return conn
+
+    params = dict(NO_FILES, db_password="s3cret", query_timeout=2.5, db_wait=4)
+    with pytest.raises(RecoveryError) as raised:
+        reconcile_run.run_reconcile(params, connect_db=connect, runner=_Runner(None), environ={})
+    assert str(raised.value) == "database error (nothing was changed): permission denied for the password ********"
+    assert conn.closes == 1
+    ((kwargs, wait),) = asked
+    assert (kwargs["dbname"], kwargs["options"], wait) == ("arvados_test", "-c statement_timeout=2500", 4.0)
