@@ -100,7 +100,8 @@ def _base36_15(number: int) -> str:
 class RandomSource(Protocol):
     """What ``random_part`` draws from: ``random.Random(seed)`` and the like."""
 
-    def randrange(self, stop: int, /) -> int: ...
+    def randrange(self, stop: int, /) -> int:
+        """A whole number from 0 up to ``stop``, ``stop`` excluded."""
 
 
 def random_part(rng: Optional[RandomSource] = None) -> str:
