@@ -4,7 +4,7 @@
 PYTHON := .venv/bin/python
 LABCTL := $(PYTHON) lab/labctl.py
 
-.PHONY: help deps venv test unit integration integration-cores examples sanity versions lint molecule releases molecule-releases build-check demo \
+.PHONY: help deps venv test unit integration integration-cores examples sanity versions lint molecule releases molecule-releases build-check release-check demo \
         bench bench-full lab-start lab-stop lab-status clean
 
 help:
@@ -18,6 +18,7 @@ help:
 	@echo "                  integration-cores: the recovery playbooks on the lab with ansible-core 2.16 and 2.21;"
 	@echo "                  examples: every fenced example of README.md, playbooks/ and roles/ run on the lab)"
 	@echo "make molecule-releases  the cluster scenario's full verify on Debian 11 and 13 (not in make test)"
+	@echo "make release-check  before a release's tag (RELEASING.md): changelog, version everywhere, artifact"
 	@echo "make bench        every benchmark comparison in one table, quick sizes (a few minutes; starts/stops the lab)"
 	@echo "make bench-full   the same at the sizes of issue 40 (1,000,000 jobs: an hour or more)"
 	@echo "make lab-start | lab-stop | lab-status                  the lab by hand"
@@ -40,6 +41,10 @@ integration integration-cores examples sanity versions lint molecule releases mo
 
 build-check: deps
 	@scripts/run-tests.sh build
+
+# RELEASING.md: what must hold before a release's tag is pushed.
+release-check: venv
+	@scripts/release-check.sh
 
 demo: deps
 	@scripts/demo.sh

@@ -29,7 +29,7 @@ run() {
 
 # Settings in ruff.toml; every Python file of the project, the roles' helpers and the
 # Molecule scenarios' included.
-python_dirs=(plugins lab bench tests extensions roles)
+python_dirs=(plugins lab bench tests extensions roles scripts)
 run "ruff check" "$venv_bin/ruff" check --no-cache "${python_dirs[@]}"
 run "ruff format --check" "$venv_bin/ruff" format --check --no-cache "${python_dirs[@]}"
 # Settings in mypy.ini: the collection as Ansible imports it, through the development link.
