@@ -7,7 +7,9 @@
 # them) run in three lanes at once, because the lab and cluster stages spend much of their
 # time waiting for Slurm, PostgreSQL and systemd in containers, with a core idle:
 #   lab lane:     integration, integration-cores (the recovery playbooks on ansible-core
-#                 2.16 and 2.21), examples (every fenced example of the user docs, run)
+#                 2.16 and 2.21), examples (every fenced example of the user docs, run),
+#                 then docs (the documentation site, scripts/docs.sh: needs no lab, and
+#                 this lane has been the shortest since release_* left it)
 #   tools lane:   unit, sanity, versions, lint, build, then the one-host Molecule scenarios
 #                 but release_*
 #   cluster lane: Molecule's cluster scenario on Debian 12, its installer scenario (the
@@ -27,7 +29,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
-ALL_STAGES=(unit integration integration-cores examples sanity versions lint build molecule releases)
+ALL_STAGES=(unit integration integration-cores examples docs sanity versions lint build molecule releases)
 NAMED_STAGES=(molecule-releases)
 # The releases besides bookworm (the `molecule` stage's) that the cluster scenario runs on;
 # the roles' meta/main.yml claim them (tests/unit/meta/test_role_platforms.py).
@@ -159,6 +161,7 @@ run_stage() {
     versions)    versions_stage ;;
     lint)        scripts/lint.sh ;;
     build)       scripts/build-check.sh ;;
+    docs)        scripts/docs.sh ;;
     molecule)    scripts/molecule.sh ;;
     molecule:*)  local scenarios; IFS=, read -ra scenarios <<<"${1#molecule:}"; scripts/molecule.sh "${scenarios[@]}" ;;
     releases)    releases_stage ;;
@@ -237,14 +240,14 @@ if [ "$lanes" = yes ]; then
     scripts/build-molecule-image.sh base
   fi
   lab_scenarios=$(one_host_scenarios 'release_*') tools_scenarios=$(one_host_scenarios '!release_*')
-  echo "== three lanes: integration, integration-cores and examples here; alongside,"
+  echo "== three lanes: integration, integration-cores, examples and docs here; alongside,"
   echo "   unit, sanity, versions, lint, build and molecule:$tools_scenarios; molecule:cluster,"
   echo "   releases and molecule:$lab_scenarios (logs in $LOG_DIR)"
   run_lane "$results.tools" yes unit sanity versions lint build "molecule:$tools_scenarios" &
   tools_lane=$!
   cluster_lane "$results.cluster" "$lab_scenarios" &
   cluster_lane=$!
-  run_lane "$results.lab" no integration integration-cores examples
+  run_lane "$results.lab" no integration integration-cores examples docs
   echo "== waiting for the other lanes"
   wait "$tools_lane" "$cluster_lane"
   cat "$results.lab" "$results.tools" "$results.cluster" >"$results"

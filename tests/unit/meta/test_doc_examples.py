@@ -207,6 +207,11 @@ def test_an_rst_marker_with_no_code_block_after_it_is_a_problem(tmp_path):
     assert collected.problems == ["page.rst:1: example marker(s) not followed by a code-block"]
 
 
+def test_the_guide_pages_are_among_the_docs_the_stage_reads():
+    files = doc_examples.doc_files()
+    assert (REPO_ROOT / "docs" / "docsite" / "rst" / "guide_after_reboot.rst") in files
+
+
 # ------------------------------------------------------------ the stage tables
 
 
