@@ -40,8 +40,8 @@ WRITTEN_VERSIONS: dict[Path, list[str]] = {
         r"recovery\.git,(%s)$" % ANY,
         r"^    version: (%s)   #" % ANY,
         r"arvados_ops-recovery-(%s)\.tar\.gz" % ANY,
-        r"arvados-fail-jobs (%s) \(arvados_ops\.recovery\)" % ANY,
     ],
+    Path("docs/docsite/rst/guide_roles.rst"): [r"arvados-fail-jobs (%s) \(arvados_ops\.recovery\)" % ANY],
     PROMETHEUS_SAMPLE: [r'arvados_recovery_build_info\{version="(%s)"' % ANY],
 }
 VERSION_ADDED = re.compile(r"""^\s*version_added:\s*["']?([^"'\s]+)""", re.MULTILINE)

@@ -8,8 +8,8 @@
 # time waiting for Slurm, PostgreSQL and systemd in containers, with a core idle:
 #   lab lane:     integration, integration-cores (the recovery playbooks on ansible-core
 #                 2.16 and 2.21), examples (every fenced example of the user docs, run)
-#   tools lane:   unit, sanity, versions, lint, build, then the one-host Molecule scenarios
-#                 but release_*
+#   tools lane:   unit, sanity, versions, lint, build, docs (the documentation site,
+#                 scripts/docs.sh), then the one-host Molecule scenarios but release_*
 #   cluster lane: Molecule's cluster scenario on Debian 12, its installer scenario (the
 #                 playbooks on the inventory of Arvados' own installer), then `releases` (Slurm 24.11's
 #                 scancel --ctld, the cluster scenario's light verify on Debian 11 and 13),
@@ -27,7 +27,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
-ALL_STAGES=(unit integration integration-cores examples sanity versions lint build molecule releases)
+ALL_STAGES=(unit integration integration-cores examples docs sanity versions lint build molecule releases)
 NAMED_STAGES=(molecule-releases)
 # The releases besides bookworm (the `molecule` stage's) that the cluster scenario runs on;
 # the roles' meta/main.yml claim them (tests/unit/meta/test_role_platforms.py).
@@ -159,6 +159,7 @@ run_stage() {
     versions)    versions_stage ;;
     lint)        scripts/lint.sh ;;
     build)       scripts/build-check.sh ;;
+    docs)        scripts/docs.sh ;;
     molecule)    scripts/molecule.sh ;;
     molecule:*)  local scenarios; IFS=, read -ra scenarios <<<"${1#molecule:}"; scripts/molecule.sh "${scenarios[@]}" ;;
     releases)    releases_stage ;;
@@ -238,9 +239,9 @@ if [ "$lanes" = yes ]; then
   fi
   lab_scenarios=$(one_host_scenarios 'release_*') tools_scenarios=$(one_host_scenarios '!release_*')
   echo "== three lanes: integration, integration-cores and examples here; alongside,"
-  echo "   unit, sanity, versions, lint, build and molecule:$tools_scenarios; molecule:cluster,"
+  echo "   unit, sanity, versions, lint, build, docs and molecule:$tools_scenarios; molecule:cluster,"
   echo "   releases and molecule:$lab_scenarios (logs in $LOG_DIR)"
-  run_lane "$results.tools" yes unit sanity versions lint build "molecule:$tools_scenarios" &
+  run_lane "$results.tools" yes unit sanity versions lint build docs "molecule:$tools_scenarios" &
   tools_lane=$!
   cluster_lane "$results.cluster" "$lab_scenarios" &
   cluster_lane=$!

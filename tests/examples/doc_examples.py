@@ -12,6 +12,10 @@ in short, HTML comments on the lines just above a fence (blank lines allowed bet
     <!-- example: expect 3: TEXT -->      command 3's output contains TEXT
     (TEXT written /like this/ is a regular expression, searched line by line)
 
+The docs site's pages (docs/docsite/rst/*.rst) say the same in RST: a block is a
+`.. code-block:: LANGUAGE` directive, and its markers are RST comments just above it,
+`.. example: skip: REASON` and so on, which the site does not show.
+
 Every block is run unless marked skip. A block the stage cannot run (a YAML mapping, a
 ```text block, a block without a language) must be marked, or the stage fails.
 """
@@ -20,15 +24,15 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-# The user-facing docs, as globs from the repository root (the docs site's pages join
-# this list once there is one).
-DOC_GLOBS = ("README.md", "playbooks/README.md", "roles/*/README.md")
+# The user-facing docs, as globs from the repository root: the Markdown ones and the docs
+# site's pages (RST).
+DOC_GLOBS = ("README.md", "playbooks/README.md", "roles/*/README.md", "docs/docsite/rst/*.rst")
 
 SHELL_LANGUAGES = frozenset({"sh", "bash", "shell", "console"})
 YAML_LANGUAGES = frozenset({"yaml", "yml"})
@@ -39,6 +43,8 @@ _FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`]*)$"
 _SKIP = re.compile(r"^skip(?:\s+(?P<commands>\d+(?:\s*,\s*\d+)*))?\s*:\s*(?P<reason>\S.*)$")
 _EXPECT = re.compile(r"^expect(?:\s+(?P<command>\d+))?\s*:\s*(?P<text>\S.*)$")
 _CHECK = re.compile(r"^check(?:\s*:\s*(?P<why>.*))?$")
+_RST_MARKER = re.compile(r"^\s*\.\.\s+example:\s*(?P<body>.*?)\s*$")
+_RST_CODE_BLOCK = re.compile(r"^(?P<indent>\s*)\.\.\s+(?:code-block|code|sourcecode)::\s*(?P<language>\S*)\s*$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,9 +178,66 @@ def parse_marker(body: str, markers: Markers) -> str | None:
 
 
 def extract(path: Path, root: Path = REPO_ROOT) -> Collected:
-    """Every fenced block of one Markdown file, with the markers just above it."""
+    """Every fenced block of one Markdown file (or code-block of an RST page), with the
+    markers just above it."""
     relative = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
     lines = path.read_text(encoding="utf-8").splitlines()
+    if path.suffix == ".rst":
+        return _extract(relative, lines, (_RST_MARKER, None), _read_code_block, "code-block")
+    return _extract(relative, lines, (_MARKER, _MARKER_START), _read_fence, "fenced block")
+
+
+# A block read at a line: its language, its text and the index of the line after it.
+ReadBlock = Callable[[list[str], int], "tuple[str, str, int] | None"]
+
+
+def _read_fence(lines: list[str], index: int) -> tuple[str, str, int] | None:
+    """The Markdown fenced block opening at lines[index], if one does."""
+    fence = _FENCE.match(lines[index])
+    if not fence:
+        return None
+    closing = re.compile(r"^\s*" + re.escape(fence.group("fence")[0]) + "{%d,}\\s*$" % len(fence.group("fence")))
+    end = index + 1
+    while end < len(lines) and not closing.match(lines[end]):
+        end += 1
+    body = [line[len(fence.group("indent")) :] for line in lines[index + 1 : end]]
+    language = fence.group("info").strip().split(" ")[0].lower() if fence.group("info").strip() else ""
+    return language, "\n".join(body) + "\n", end + 1
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _read_code_block(lines: list[str], index: int) -> tuple[str, str, int] | None:
+    """The RST code-block directive at lines[index], if there is one: its options
+    (`:caption:`), then its body, every line indented deeper than the directive, blank
+    ones included, up to the first line that is not."""
+    directive = _RST_CODE_BLOCK.match(lines[index])
+    if not directive:
+        return None
+    indent = len(directive.group("indent"))
+    end = index + 1
+    while end < len(lines) and lines[end].strip().startswith(":") and _indent(lines[end]) > indent:
+        end += 1
+    first = end
+    while end < len(lines) and (not lines[end].strip() or _indent(lines[end]) > indent):
+        end += 1
+    body = list(lines[first:end])
+    while body and not body[-1].strip():
+        body.pop()
+    while body and not body[0].strip():
+        body.pop(0)
+    depth = min((_indent(line) for line in body if line.strip()), default=0)
+    return directive.group("language").lower(), "\n".join(line[depth:] for line in body) + "\n", end
+
+
+def _extract(
+    relative: str, lines: list[str], markers: tuple[re.Pattern, re.Pattern | None], read_block: ReadBlock, what: str
+) -> Collected:
+    """The blocks `read_block` finds in `lines`, each with the markers just above it; `markers`:
+    a marker line, and the start of one (a Markdown comment may run on, a marker may not)."""
+    marker_line, marker_start = markers
     blocks: list[Block] = []
     problems: list[str] = []
     pending = Markers()
@@ -182,36 +245,29 @@ def extract(path: Path, root: Path = REPO_ROOT) -> Collected:
     index = 0
     while index < len(lines):
         line = lines[index]
-        marker = _MARKER.match(line)
-        fence = _FENCE.match(line)
+        marker = marker_line.match(line)
+        block = None if marker else read_block(lines, index)
         if marker:
             problem = parse_marker(marker.group("body"), pending)
             if problem:
                 problems.append("%s:%d: %s" % (relative, index + 1, problem))
             pending_line = pending_line or index + 1
-        elif _MARKER_START.match(line):
+        elif marker_start and marker_start.match(line):
             problems.append("%s:%d: an example marker must be one line: <!-- example: ... -->" % (relative, index + 1))
-        elif fence:
-            start = index
-            closing = re.compile(
-                r"^\s*" + re.escape(fence.group("fence")[0]) + "{%d,}\\s*$" % len(fence.group("fence"))
-            )
-            index += 1
-            body: list[str] = []
-            while index < len(lines) and not closing.match(lines[index]):
-                body.append(lines[index][len(fence.group("indent")) :])
-                index += 1
-            language = fence.group("info").strip().split(" ")[0].lower() if fence.group("info").strip() else ""
-            blocks.append(Block(relative, start + 1, language, "\n".join(body) + "\n", pending))
+        elif block:
+            language, text, after = block
+            blocks.append(Block(relative, index + 1, language, text, pending))
             pending, pending_line = Markers(), None
+            index = after
+            continue
         elif line.strip() and pending_line is not None:
-            problems.append("%s:%s: example marker(s) not followed by a fenced block" % (relative, pending_line))
+            problems.append("%s:%s: example marker(s) not followed by a %s" % (relative, pending_line, what))
             pending, pending_line = Markers(), None
         index += 1
     if pending_line is not None:
-        problems.append("%s:%s: example marker(s) not followed by a fenced block" % (relative, pending_line))
-    for block in blocks:
-        problems.extend(block_problems(block))
+        problems.append("%s:%s: example marker(s) not followed by a %s" % (relative, pending_line, what))
+    for block_found in blocks:
+        problems.extend(block_problems(block_found))
     return Collected(blocks, problems)
 
 

@@ -149,6 +149,69 @@ def test_a_script_reports_each_command_and_stops_at_the_first_failure():
     assert "never" not in output
 
 
+FIXTURE_PAGE = """.. _ansible_collections.arvados_ops.recovery.docsite.page:
+
+A page
+======
+
+.. example: skip 2: stops the lab
+.. example: expect 1: /^hello$/
+
+.. code-block:: sh
+
+   echo hello   # prints hello
+
+   make lab-stop
+
+1. An item.
+
+   .. example: check
+
+   .. code-block:: yaml
+      :caption: a play
+
+      - name: A play
+        hosts: localhost
+        tasks: []
+
+   Its text goes on.
+
+.. code-block:: text
+
+   not runnable
+"""
+
+
+def test_an_rst_pages_code_blocks_and_their_comment_markers(tmp_path):
+    collected = doc_examples.extract(write(tmp_path, FIXTURE_PAGE, "page.rst"), tmp_path)
+    shell, play, text = collected.blocks
+    assert (shell.line, shell.kind, shell.commands()) == (
+        9,
+        "commands",
+        ["echo hello   # prints hello", "make lab-stop"],
+    )
+    assert shell.markers.skip_commands == {2: "stops the lab"}
+    assert shell.markers.expects == [doc_examples.Expect("/^hello$/", 1)]
+    # Indented in a list item, with an option: the body dedented, the item's text left out.
+    assert (play.kind, play.markers.check) == ("play", True)
+    assert play.text == "- name: A play\n  hosts: localhost\n  tasks: []\n"
+    assert collected.problems == [
+        "page.rst:28: a ```text block, which the examples stage cannot run: "
+        "mark it <!-- example: skip: REASON --> (CONTRIBUTING.md, The docs' examples)"
+    ]
+
+
+def test_an_rst_marker_with_no_code_block_after_it_is_a_problem(tmp_path):
+    page = ".. example: skip: why\n\nA paragraph.\n"
+    collected = doc_examples.extract(write(tmp_path, page, "page.rst"), tmp_path)
+    assert collected.problems == ["page.rst:1: example marker(s) not followed by a code-block"]
+
+
+def test_the_guide_pages_are_among_the_docs_the_stage_reads():
+    files = doc_examples.doc_files()
+    assert (REPO_ROOT / "docs" / "docsite" / "rst" / "guide_after_reboot.rst") in files
+
+
 # ------------------------------------------------------------ the stage tables
 
 

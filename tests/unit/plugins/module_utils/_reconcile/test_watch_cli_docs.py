@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""What README.md, the role's README and `arvados-recovery-watch --help` say of the
+"""What the guide's watch page, the role's README and `arvados-recovery-watch --help` say of the
 watch's options, against the one table that defines them (watch_cli.ALL_OPTIONS; issue 42
 item 5)."""
 
@@ -11,24 +11,21 @@ import re
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import watch_cli
 from tests.examples.doc_examples import REPO_ROOT
 
-SECTION = "### Watched, for Prometheus"
+WATCH_PAGE = REPO_ROOT / "docs" / "docsite" / "rst" / "guide_watch.rst"
 
 
 def watch_section() -> str:
-    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    start = text.index(SECTION)
-    end = text.find("\n#", start + len(SECTION))
-    return text[start : end if end != -1 else len(text)]
+    return WATCH_PAGE.read_text(encoding="utf-8")
 
 
 def stated_defaults(text: str) -> dict:
-    """`name` (default `value` ... as the README writes an option's default."""
-    return dict(re.findall(r"`(\w+)`\s+\(default\s+`([^`]*)`", text))
+    """``name`` (default ``value`` ... as the guide (RST) writes an option's default."""
+    return dict(re.findall(r"``(\w+)``\s+\(default\s+``([^`]*)``", text))
 
 
-def test_readme_states_each_of_the_watch_options_defaults_as_the_table_has_it():
+def test_the_watch_page_states_each_of_the_watch_options_defaults_as_the_table_has_it():
     stated = stated_defaults(watch_section())
-    assert set(watch_cli.WATCH_OPTIONS) <= set(stated), "README.md's watch section gives no default for %s" % sorted(
+    assert set(watch_cli.WATCH_OPTIONS) <= set(stated), "guide_watch.rst gives no default for %s" % sorted(
         set(watch_cli.WATCH_OPTIONS) - set(stated)
     )
     for name, value in stated.items():
