@@ -88,14 +88,11 @@ from .engine import (
     Listing,
     OrphanSearch,
     Record,
-    is_finished,
     is_recent,
     listing_of,
     orphan_entry_maker,
     strays_of,
     unconfirmed,
-    uuid_of,
-    version_of,
 )
 from .locked_containers import (
     MAX_DISPATCH_ATTEMPTS_KEY,
@@ -510,8 +507,7 @@ class Reconciler:
         rows = iter(self.db.read_records(kind))
         chunk = list(islice(rows, LIVE_CHUNK_ROWS))
         while chunk:
-            versions.update(zip(map(uuid_of, chunk), map(version_of, chunk)))
-            versions.inconsistent.extend(map(uuid_of, filter(is_finished, chunk)))
+            versions.add_rows(chunk)
             spared.extend(map(Record._make, filter(is_recent, chunk)))
             entries.extend(map(entry_of, chunk))
             chunk = list(islice(rows, LIVE_CHUNK_ROWS))
