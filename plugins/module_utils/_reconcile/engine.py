@@ -80,21 +80,7 @@ import operator
 import re
 from collections import deque
 from itertools import chain, compress, repeat
-from typing import (
-    Any,
-    Callable,
-    Dict,
-    Iterable,
-    Iterator,
-    List,
-    Mapping,
-    Match,
-    NamedTuple,
-    Optional,
-    Sequence,
-    Set,
-    Tuple,
-)
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Match, NamedTuple, Optional, Sequence, Set, Tuple
 
 from .._common.errors import ConfigError
 from .._common.uuids import CONTAINER_INFIX, JOB_INFIX, check_prefix
@@ -414,7 +400,7 @@ def unconfirmed(candidates: Mapping[str, Any], chunks: Iterable[Sequence[Sequenc
 
 def _read_again_in_order(
     candidates: Mapping[str, Any], chunks: Iterable[Sequence[Sequence[Any]]]
-) -> Tuple[int, Iterator[Sequence[Sequence[Any]]]]:
+) -> Tuple[int, Iterable[Sequence[Sequence[Any]]]]:
     """How many of the first read's unfinished rows (a Candidates' `read_uuids`, none for
     another mapping) the chunks give first, in that order and each with its version; and
     the chunks from the first that does not."""
