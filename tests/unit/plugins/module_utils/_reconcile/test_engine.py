@@ -13,6 +13,7 @@ import pytest
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.engine import (
     CONTAINERS,
     JOBS,
+    Candidates,
     stray_reason,
     unconfirmed,
 )
@@ -102,3 +103,54 @@ def test_a_candidate_is_confirmed_only_with_the_version_of_its_first_read():
     # A row read again that was no candidate (its Slurm job was listed) confirms nothing.
     assert unconfirmed({JOB_A: "5"}, [[(JOB_B, "5")]]) == {JOB_A}
     assert first == {JOB_C: "5", JOB_A: "5", JOB_B: "5"}
+
+
+def _candidates(rows, taken_out=()):
+    """A Candidates filled as the first read fills it: rows of (UUID, version, finished)
+    in Record's field order, then the listed ones taken out (OrphanSearch)."""
+    found = Candidates()
+    found.add_rows(
+        [(uuid, "Running", None, None, None, finished, False, 600.0, version) for uuid, version, finished in rows]
+    )
+    for uuid in taken_out:
+        del found[uuid]
+    return found
+
+
+def test_the_first_read_keeps_its_unfinished_rows_in_order_and_its_finished_ones_apart():
+    found = _candidates([(JOB_C, "5", False), (JOB_A, "6", True), (JOB_B, "7", False)])
+    assert found == {JOB_C: "5", JOB_A: "6", JOB_B: "7"}
+    assert (found.read_uuids, found.read_versions, found.inconsistent) == ([JOB_C, JOB_B], ["5", "7"], [JOB_A])
+
+
+@pytest.mark.parametrize(
+    "chunks, expected",
+    [
+        # The same rows in the same order, in other chunks: every candidate confirmed.
+        ([[(JOB_C, "5")], [(OTHER, "1"), (JOB_B, "5")]], set()),
+        ([[(JOB_C, "5"), (OTHER, "1"), (JOB_B, "5")]], set()),
+        # A new live row after them changes nothing.
+        ([[(JOB_C, "5"), (OTHER, "1")], [(JOB_B, "5"), (JOB_A, "1")]], set()),
+        # Updated: the rest compared one by one, what came before still confirmed.
+        ([[(JOB_C, "5")], [(OTHER, "1"), (JOB_B, "6")]], {JOB_B}),
+        ([[(JOB_C, "6")], [(OTHER, "1"), (JOB_B, "5")]], {JOB_C}),
+        # Gone, or in another order.
+        ([[(JOB_C, "5")], [(OTHER, "1")]], {JOB_B}),
+        ([[(JOB_B, "5"), (OTHER, "1"), (JOB_C, "5")]], set()),
+        ([], {JOB_C, JOB_B}),
+    ],
+)
+def test_a_re_read_in_the_first_read_s_order_confirms_the_same_as_one_compared_row_by_row(chunks, expected):
+    # OTHER was read with its Slurm job listed: no candidate, yet read again by the scan.
+    found = _candidates([(JOB_C, "5", False), (OTHER, "1", False), (JOB_B, "5", False)], taken_out=[OTHER])
+    assert unconfirmed(found, chunks) == expected
+    assert unconfirmed(dict(found), chunks) == expected
+
+
+def test_a_candidate_read_live_with_finished_at_set_is_confirmed_only_by_its_own_re_read():
+    # The scan of the unfinished rows cannot see JOB_A; its version comes read by UUID, after.
+    found = _candidates([(JOB_C, "5", False), (JOB_A, "6", True), (JOB_B, "7", False)])
+    scanned = [[(JOB_C, "5"), (JOB_B, "7")]]
+    assert unconfirmed(found, scanned) == {JOB_A}
+    assert unconfirmed(found, scanned + [[(JOB_A, "6")]]) == set()
+    assert unconfirmed(found, scanned + [[(JOB_A, "8")]]) == {JOB_A}

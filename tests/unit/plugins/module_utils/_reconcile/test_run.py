@@ -531,14 +531,27 @@ def test_each_listing_is_one_squeue_of_every_user_s_jobs_with_their_nodes():
 def test_the_candidates_entries_are_found_by_identity_else_by_their_text():
     entries = [{"uuid": uuid} for uuid in (JOB_C, JOB_A, JOB_B)]
     # The search's own UUIDs: the same objects, in the same order, a few taken out.
-    assert _drafts(entries, dict.fromkeys([entries[0]["uuid"], entries[2]["uuid"]])) == [
+    assert _drafts(entries, dict.fromkeys([entries[0]["uuid"], entries[2]["uuid"]])).entries == [
         {"uuid": JOB_B},
         {"uuid": JOB_C},
     ]
     # Equal texts in other objects (or another order): each entry's UUID asked instead.
     copies = dict.fromkeys("".join(list(uuid)) for uuid in (JOB_B, JOB_C))
-    assert _drafts(entries, copies) == [{"uuid": JOB_B}, {"uuid": JOB_C}]
-    assert _drafts(entries, {}) == []
+    assert _drafts(entries, copies).entries == [{"uuid": JOB_B}, {"uuid": JOB_C}]
+    assert _drafts(entries, {}).entries == []
+
+
+def test_the_drafts_count_their_overdue_entries_and_only_theirs():
+    entries = [
+        {"uuid": JOB_C, "overdue": True},
+        {"uuid": JOB_A, "overdue": True},
+        {"uuid": JOB_B, "overdue": False},
+    ]
+    # JOB_A was taken out (listed, say): its entry is neither reported nor counted.
+    drafts = _drafts(entries, dict.fromkeys([entries[0]["uuid"], entries[2]["uuid"]]))
+    assert drafts == ([{"uuid": JOB_B, "overdue": False}, {"uuid": JOB_C, "overdue": True}], 1)
+    # A container's entry has no "overdue": never counted.
+    assert _drafts([{"uuid": CTR_A}], dict.fromkeys([CTR_A])).overdue == 0
 
 
 def test_the_confirmed_orphans_come_by_uuid():
