@@ -26,6 +26,7 @@ import dataclasses
 import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -188,7 +189,9 @@ def extract(path: Path, root: Path = REPO_ROOT) -> Collected:
 
 
 # A block read at a line: its language, its text and the index of the line after it.
-ReadBlock = Callable[[list[str], int], "tuple[str, str, int] | None"]
+# Only for the annotations: Python 3.8 (the version stage's) cannot subscript Callable.
+if TYPE_CHECKING:
+    ReadBlock = Callable[[list[str], int], tuple[str, str, int] | None]
 
 
 def _read_fence(lines: list[str], index: int) -> tuple[str, str, int] | None:
