@@ -32,6 +32,11 @@ from lab import datagen
 # Running jobs: this many started before the boot, AFTER_BOOT after it.
 STALE = 4
 AFTER_BOOT = 6
+# Queued jobs for `start`: one per heal round (three), then the check-mode gate's three
+# (tasks/heal_gate.yml). The generator makes them last: with FINISHED kept, the rows
+# before them are those of a seed with fewer.
+QUEUED = 6
+FINISHED = 27
 
 
 def seed(seed_value: int) -> dict:
@@ -39,9 +44,9 @@ def seed(seed_value: int) -> dict:
         boot_time=datagen.host_boot_time(),
         now=datagen.utc_now(),
         prefix="zzzzz",
-        jobs=40,
+        jobs=FINISHED + STALE + AFTER_BOOT + QUEUED,
         running=STALE + AFTER_BOOT,
-        queued=3,
+        queued=QUEUED,
         running_after_boot=AFTER_BOOT,
         users=4,
         idle_users=1,
