@@ -32,6 +32,11 @@ from lab import datagen
 # Running jobs: this many started before the boot, AFTER_BOOT after it.
 STALE = 4
 AFTER_BOOT = 6
+# Queued jobs for `start`: one per heal round (three), then the check-mode gate's three
+# (tasks/heal_gate.yml). The generator makes them last: with FINISHED kept, the rows
+# before them are those of a seed with fewer.
+QUEUED = 6
+FINISHED = 27
 
 
 def seed(seed_value: int) -> dict:
@@ -39,9 +44,9 @@ def seed(seed_value: int) -> dict:
         boot_time=datagen.host_boot_time(),
         now=datagen.utc_now(),
         prefix="zzzzz",
-        jobs=40,
+        jobs=FINISHED + STALE + AFTER_BOOT + QUEUED,
         running=STALE + AFTER_BOOT,
-        queued=3,
+        queued=QUEUED,
         running_after_boot=AFTER_BOOT,
         users=4,
         idle_users=1,
@@ -51,6 +56,15 @@ def seed(seed_value: int) -> dict:
     summary, _timings = datagen.load_cluster("", spec, replace=True, generation_workers=1)
     after_boot = summary.running_after_boot
     with psycopg.connect("") as conn:
+        # Submitted after every token the seed made. The generator spreads the Queued jobs
+        # over the last hour, among the jobs started after a boot less than an hour ago:
+        # a Queued job's window (from its creation, with no end) then holds the tokens its
+        # user made for a later job too, and the cleanup leaves a token two windows hold
+        # (seen: step 3 left a failed job's token live on a host booted 20 minutes before).
+        conn.execute(
+            "UPDATE jobs SET created_at = (now() AT TIME ZONE 'UTC'), modified_at = (now() AT TIME ZONE 'UTC'), "
+            "updated_at = (now() AT TIME ZONE 'UTC') WHERE state = 'Queued'"
+        )
         started = dict(conn.execute("SELECT uuid, started_at FROM jobs WHERE uuid = ANY(%s)", (after_boot,)).fetchall())
     second, third = started[after_boot[1]], started[after_boot[2]]
     if not second < third:
