@@ -33,7 +33,7 @@ from lab import datagen
 STALE = 4
 AFTER_BOOT = 6
 # Queued jobs for `start`: one per heal round (three), then the check-mode gate's three
-# (tasks/heal_gate.yml). The generator makes them last: with FINISHED kept, the rows
+# (tasks/heal_check_gate.yml). The generator makes them last: with FINISHED kept, the rows
 # before them are those of a seed with fewer.
 QUEUED = 6
 FINISHED = 27
