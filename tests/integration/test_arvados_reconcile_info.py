@@ -12,11 +12,12 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+import psycopg
 import pytest
 from psycopg import sql
 
 from tests.integration import reconcile_helpers as rh
-from tests.integration.slurm_helpers import logged_calls, logging_client, wait_for
+from tests.integration.slurm_helpers import finished_calls, logged_calls, logging_client, wait_for
 
 
 @pytest.fixture
@@ -24,9 +25,12 @@ def config(fresh_db, tmp_path):
     return fresh_db.write_arvados_config(tmp_path / "config.yml")
 
 
-def between_the_listings(lab_env, tmp_path, config, action, settle=8):
-    """Run the module with `action` done once its first squeue has run (a logging squeue
-    tells when); (the result, the number of squeue calls)."""
+def between_the_listings(lab_env, tmp_path, config, fresh_db, action, settle=8):
+    """Run the module with `action` done between its two polls: once its first squeue has
+    ended and its first read of the records has ended its transaction; (the result, the
+    number of squeue calls). The first poll starts squeue, then reads the records while it
+    runs: done at squeue's start, on a busy machine, the action could come before the read
+    and be in the first poll's view as well as in the second's."""
     squeue, log = logging_client(tmp_path / "bin", "squeue")
     outcome = {}
 
@@ -40,11 +44,25 @@ def between_the_listings(lab_env, tmp_path, config, action, settle=8):
     thread = threading.Thread(target=reconcile)
     thread.start()
     try:
-        assert wait_for(lambda: len(logged_calls(log)) >= 1, 60), "the first squeue never ran"
+        assert wait_for(lambda: finished_calls(log) >= 1, 60), "the first squeue never ended"
+        assert wait_for(lambda: not transaction_open(fresh_db), 30), "the first read never ended"
+        assert len(logged_calls(log)) == 1, "the second poll began before the action"
         action()
     finally:
         thread.join(120)
     return outcome["result"], len(logged_calls(log))
+
+
+def transaction_open(fresh_db) -> bool:
+    """Whether a session of another process is in a statement or a transaction on the test's
+    database: the module's, which reads the records right after it starts its first squeue
+    and ends that read's transaction before it waits for the second poll."""
+    with psycopg.connect(**fresh_db.connection, autocommit=True) as conn:
+        return conn.execute(
+            "SELECT count(*) > 0 FROM pg_stat_activity"
+            " WHERE datname = current_database() AND backend_type = 'client backend'"
+            " AND pid <> pg_backend_pid() AND state <> 'idle'"
+        ).fetchone()[0]
 
 
 def test_live_work_is_left_alone_and_lost_work_is_orphaned(lab_env, slurm, fresh_db, records, config, tmp_path):
@@ -180,11 +198,13 @@ def test_a_running_slurm_job_shows_its_node(lab_env, slurm, records, config, tmp
     assert [(entry["job_id"], entry["state"], entry["nodes"]) for entry in stray] == [(job_id, "RUNNING", rh.LAB_NODE)]
 
 
-def test_a_slurm_job_submitted_between_the_polls_is_not_orphaned(lab_env, slurm, records, config, tmp_path):
+def test_a_slurm_job_submitted_between_the_polls_is_not_orphaned(lab_env, slurm, fresh_db, records, config, tmp_path):
     witness = records.job("Running")
     late = records.job("Running")
     slurm.submit(witness, hold=True)
-    result, squeue_calls = between_the_listings(lab_env, tmp_path, config, lambda: slurm.submit(late, hold=True))
+    result, squeue_calls = between_the_listings(
+        lab_env, tmp_path, config, fresh_db, lambda: slurm.submit(late, hold=True)
+    )
     assert squeue_calls == 2
     assert late not in rh.names(result["orphaned_jobs"])
     assert result["orphaned_jobs"] == []
@@ -331,7 +351,7 @@ def test_without_evidence_orphans_are_withheld_unless_told(lab_env, records, con
     assert never["orphaned_jobs"] == [] and never["orphans_withheld"]["jobs"] == "orphans: never"
 
 
-def test_a_job_that_finished_before_the_reread_is_not_orphaned(lab_env, slurm, records, config, tmp_path):
+def test_a_job_that_finished_before_the_reread_is_not_orphaned(lab_env, slurm, fresh_db, records, config, tmp_path):
     witness = records.job("Running")
     finishing = records.job("Running")
     slurm.submit(witness, hold=True)
@@ -340,11 +360,13 @@ def test_a_job_that_finished_before_the_reread_is_not_orphaned(lab_env, slurm, r
         records.conn.execute("UPDATE jobs SET state = 'Complete' WHERE uuid = %s", (finishing,))
         records.conn.commit()
 
-    result, _calls = between_the_listings(lab_env, tmp_path, config, finish)
+    result, _calls = between_the_listings(lab_env, tmp_path, config, fresh_db, finish)
     assert result["orphaned_jobs"] == []
 
 
-def test_a_job_whose_row_is_updated_between_the_listings_is_not_orphaned(lab_env, slurm, records, config, tmp_path):
+def test_a_job_whose_row_is_updated_between_the_listings_is_not_orphaned(
+    lab_env, slurm, fresh_db, records, config, tmp_path
+):
     # Still Running, same start and lock: only its row version (xmin) tells that something
     # (a process at work, writing progress) updated it after the first read.
     witness = records.job("Running")
@@ -356,7 +378,7 @@ def test_a_job_whose_row_is_updated_between_the_listings_is_not_orphaned(lab_env
         records.conn.execute("UPDATE jobs SET modified_at = now() WHERE uuid = %s", (touched,))
         records.conn.commit()
 
-    result, _calls = between_the_listings(lab_env, tmp_path, config, touch)
+    result, _calls = between_the_listings(lab_env, tmp_path, config, fresh_db, touch)
     assert not result.get("failed"), result.get("msg")
     assert rh.names(result["orphaned_jobs"]) == [untouched]
 
