@@ -16,7 +16,8 @@
 #                 then the one-host scenarios of Arvados' releases (release_*: they use the
 #                 lab's PostgreSQL, which stays up until every lane is done)
 # (2026-12-03, a clean clone: lab lane 2,134 s, tools 2,230 s, cluster 1,950 s before
-# release_*'s 313 s moved to it from the lab lane, the longest then.)
+# release_*'s 313 s moved to it from the lab lane, the longest then; 2026-12-05, 3b8e657:
+# lab lane 2,408 s, tools 2,195 s, cluster 2,483 s, the whole `.ci/run` 2,509 s.)
 # The lab lane's output goes to the terminal, the others' to .build/test-logs/<stage>.log;
 # every stage's log is kept there, and the end of each failed stage's log is printed again
 # after the summary.
