@@ -296,10 +296,10 @@ class Candidates(dict):
         uuids = list(map(uuid_of, rows))
         versions = list(map(version_of, rows))
         self.update(zip(uuids, versions))
-        finished = list(compress(uuids, map(is_finished, rows)))
-        if finished:
-            self.inconsistent.extend(finished)
-            unfinished = list(map(operator.not_, map(is_finished, rows)))
+        finished_flags = list(map(is_finished, rows))
+        if any(finished_flags):
+            self.inconsistent.extend(compress(uuids, finished_flags))
+            unfinished = list(map(operator.not_, finished_flags))
             uuids = list(compress(uuids, unfinished))
             versions = list(compress(versions, unfinished))
         self.read_uuids.extend(uuids)
@@ -407,10 +407,12 @@ def _read_again_in_order(
     chunks = iter(chunks)
     uuids: List[str] = getattr(candidates, "read_uuids", [])
     versions: List[str] = getattr(candidates, "read_versions", [])
+    if not uuids:
+        return 0, chunks
     matched = 0
     for chunk in chunks:
         end = matched + len(chunk)
-        if not uuids or list(map(uuid_of, chunk)) != uuids[matched:end]:
+        if list(map(uuid_of, chunk)) != uuids[matched:end]:
             return matched, chain((chunk,), chunks)
         if list(map(version_of, chunk)) != versions[matched:end]:
             return matched, chain((chunk,), chunks)
