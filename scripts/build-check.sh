@@ -15,7 +15,7 @@ collection=arvados_ops.recovery
 work_dir="$(mktemp -d "${TMPDIR:-/tmp}/build-check.XXXXXX")"
 trap 'rm -rf "$work_dir"' EXIT
 
-version="$("$venv_bin/python" -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["version"])' galaxy.yml)"
+version="$("$venv_bin/python" scripts/release_check.py --print-version)"
 artifact="$dist_dir/arvados_ops-recovery-$version.tar.gz"
 
 echo "build-check: building $collection $version into ${dist_dir#"$repo_root"/}/"

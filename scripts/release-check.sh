@@ -17,7 +17,7 @@ echo "release-check: the version, the changelog and the places that write a vers
 "$venv_bin/python" scripts/release_check.py
 scripts/build-check.sh
 
-version="$("$venv_bin/python" -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["version"])' galaxy.yml)"
+version="$("$venv_bin/python" scripts/release_check.py --print-version)"
 if tagged="$(git rev-parse --verify --quiet "refs/tags/$version^{commit}")"; then
     if [[ "$tagged" != "$(git rev-parse HEAD)" ]]; then
         echo "release-check: tag $version exists and is not this commit ($tagged)" >&2

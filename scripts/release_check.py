@@ -172,8 +172,12 @@ def replace_group(match: re.Match, value: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--set-version", metavar="X.Y.Z", help="write X.Y.Z wherever the version is written, then stop")
+    parser.add_argument("--print-version", action="store_true", help="print galaxy.yml's version, then stop")
     parser.add_argument("--root", type=Path, default=REPO_ROOT, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.print_version:
+        print(galaxy_version(args.root))
+        return 0
     if args.set_version:
         for path in set_version(args.root, args.set_version):
             print("release-check: wrote %s in %s" % (args.set_version, path))

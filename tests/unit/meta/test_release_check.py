@@ -125,3 +125,11 @@ def test_set_version_writes_every_place_and_refuses_what_is_no_release(collectio
     assert release_check.written_version_problems(root, "2.3.4") == []
     with pytest.raises(ValueError, match="'2.3' is not MAJOR.MINOR.PATCH"):
         release_check.set_version(root, "2.3")
+
+
+def test_the_scripts_read_the_version_galaxy_yml_gives(released, capsys):
+    # release-check.sh and build-check.sh name the tag and the artifact by this line.
+    assert release_check.main(["--print-version", "--root", str(released)]) == 0
+    assert capsys.readouterr().out == "7.1.0\n"
+    for script in ("release-check.sh", "build-check.sh"):
+        assert "scripts/release_check.py --print-version" in (REPO_ROOT / "scripts" / script).read_text()
