@@ -118,6 +118,16 @@ def warm(lab, name):
             conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table)))
 
 
+def analyze_cleaned_copy(lab, name):
+    """Before a no-op run on a cleaned copy: the copy's statistics are the template's, where
+    a tenth of the jobs lack finished_at, and autovacuum would not analyze it (99,990 rows
+    changed, its threshold 10% + 50 of 1,000,000), so the planner would read the whole table
+    for the index's query too. On a cluster the no-op rerun (the next boot) finds a table
+    analyzed since, with its few unfinished jobs; so does this one."""
+    with psycopg.connect(**lab.connection(name), autocommit=True) as conn:
+        conn.execute("ANALYZE jobs")
+
+
 def running_count(lab, name, threshold):
     with psycopg.connect(**lab.connection(name)) as conn:
         return conn.execute(
@@ -346,13 +356,7 @@ def run_contender(lab, contender, round_no, args, before, threshold, noops, shar
     if contender in SAME_ROWS:
         shared.rows_left.setdefault(contender, set()).add(plain_sql_cleanup.rows_left(lab, name, shared.first_new_log))
     if contender == "a":
-        # The copy's statistics are the template's, where a tenth of the jobs lack
-        # finished_at, and autovacuum would not analyze it (99,990 rows changed, its
-        # threshold 10% + 50 of 1,000,000): the planner would read the whole table for the
-        # index's query too. On a cluster the no-op rerun (the next boot) finds a table
-        # analyzed since, with its few unfinished jobs; so do these.
-        with psycopg.connect(**lab.connection(name), autocommit=True) as conn:
-            conn.execute("ANALYZE jobs")
+        analyze_cleaned_copy(lab, name)
         noop_wall, noop_out, rss_mib = run_command(lab, name, before, args.batch_size)
         shared.command_rss_mib.append(rss_mib)
         noop_engine, noop_changed = engine_only_noop(lab, name, before)

@@ -52,6 +52,7 @@ from psycopg import sql
 
 from bench.fail_jobs_bench import (
     TEMPLATE,
+    analyze_cleaned_copy,
     checkpoint,
     clone,
     command_line,
@@ -468,13 +469,7 @@ def run_noop(lab, args, before, threshold):
         argv, env, options_file = command_line(lab, name, before, None, extra=["--live", "false"])
         subprocess.run(argv, cwd=REPO, env=env, check=True, capture_output=True)
         os.unlink(options_file)
-        # The copy's statistics are the template's, where a tenth of the jobs lack finished_at,
-        # so the planner reads the whole table for the index's query too; and autovacuum
-        # would not analyze it (99,990 rows changed, its threshold 10% + 50 of 1,000,000).
-        # On a cluster, the rerun this measures (the next boot) finds a table analyzed
-        # since, with its few unfinished jobs: so is this copy.
-        with psycopg.connect(**lab.connection(name), autocommit=True) as conn:
-            conn.execute("ANALYZE jobs")
+        analyze_cleaned_copy(lab, name)
     # Once untimed: the process's first run imports modules (PyYAML, ...) that later
     # runs, and a boot's command, have loaded before the engine starts.
     engine_noop(lab, name, before, False)
