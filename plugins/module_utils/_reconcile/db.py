@@ -20,7 +20,17 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optio
 from .._common.errors import ConfigError, RecoveryError
 from .._common.uuids import USER_INFIX, is_valid_prefix
 from .._database.driver import SQL_NOW_UTC, Connection, pipeline_of, server_version, streams_in_chunks
-from .engine import CONTAINERS, DEFAULT_ORPHAN_GRACE, JOBS, LiveRow, Record, inconsistent_of
+from .engine import (
+    CONTAINERS,
+    DEFAULT_ORPHAN_GRACE,
+    JOBS,
+    REREAD_CHUNK_ROWS,
+    LiveRow,
+    ReadAgain,
+    Record,
+    VersionsText,
+    inconsistent_of,
+)
 from .locked_containers import LockToken
 
 # lib/controller/dblock/dblock.go (2.5.0 to 3.2.1): `Dispatch = &DBLocker{key: 10005}
@@ -72,9 +82,14 @@ SQL_BY_UUID = {kind: "SELECT %s FROM %s WHERE %s" % (columns, kind, _UUIDS) for 
 # its own btree index (index_jobs_on_finished_at, 1.4.3 to 3.2.1), which holds NULLs, so for
 # jobs this is an index scan over the unfinished jobs where SQL_LIVE is a scan of the whole
 # table. No ORDER BY: the server sorts the UUIDs on disk in the collation's order, slower
-# than Python sorts the confirmed records (bench/README.md, arvados_reconcile_info).
+# than Python sorts the confirmed records (bench/README.md, arvados_reconcile_info). The
+# rows come as two texts, UUIDs and versions each joined in the scan's order (both
+# aggregates take the rows in the same order): compared whole with the first read's
+# (reconcile.VersionsText), they spare 100,000s of rows made tuples.
 SQL_VERSIONS_UNFINISHED = {
-    kind: "SELECT uuid, xmin::text FROM %s WHERE %s AND finished_at IS NULL" % (kind, _LIVE[kind]) for kind in _COLUMNS
+    kind: "SELECT string_agg(uuid, ','), string_agg(xmin::text, ',') FROM %s WHERE %s AND finished_at IS NULL"
+    % (kind, _LIVE[kind])
+    for kind in _COLUMNS
 }
 SQL_VERSIONS_BY_UUID = {kind: "SELECT uuid, xmin::text FROM %s WHERE %s" % (kind, _UUIDS) for kind in _COLUMNS}
 # The candidates are read again by UUID while they are at most this share of the live
@@ -82,9 +97,6 @@ SQL_VERSIONS_BY_UUID = {kind: "SELECT uuid, xmin::text FROM %s WHERE %s" % (kind
 # index probes (measured: 100,000 live jobs among 1,000,000, a probe cost about twice a
 # scanned live row).
 REREAD_BY_UUID_UP_TO = 0.5
-# Rows of the re-read made Python tuples at a time: the candidates' versions are compared
-# chunk by chunk, never all held at once.
-REREAD_CHUNK_ROWS = 2000
 # The cluster's own system user, <prefix>-tpzed-000000000000000 (uuids.system_user_uuid);
 # a federation may hold other clusters' system users too.
 SQL_SYSTEM_USERS = "SELECT uuid FROM users WHERE uuid LIKE %(pattern)s ORDER BY uuid LIMIT 10"
@@ -143,16 +155,17 @@ class DatabaseReader:
 
     def send_reread(
         self, kind: str, candidates: Mapping[str, Any], record_count: int
-    ) -> Callable[[], Iterator[List[tuple]]]:
+    ) -> Callable[[], Iterator[ReadAgain]]:
         """Asks for the candidates' row versions now; returns the call that waits for them,
-        (UUID, version) rows in chunks of REREAD_CHUNK_ROWS (reconcile.unconfirmed). By UUID,
+        (UUID, version) rows in chunks of REREAD_CHUNK_ROWS, or a VersionsText for the
+        scan (reconcile.unconfirmed). By UUID,
         or, when they are most of the live records, through one scan of the unfinished live
         records (a gone or finished one is then absent), plus by UUID the few candidates
         whose finished_at was set (reconcile.inconsistent_of: the candidates are a
         reconcile.Candidates, or UUIDs to Records)."""
         if len(candidates) <= REREAD_BY_UUID_UP_TO * record_count:
             return self._send_chunks_by_uuid(SQL_VERSIONS_BY_UUID[kind], candidates)
-        scanned = self._send_chunks(SQL_VERSIONS_UNFINISHED[kind])
+        scanned = self._send_versions_text(SQL_VERSIONS_UNFINISHED[kind])
         inconsistent = inconsistent_of(candidates)
         if not inconsistent:
             return scanned
@@ -204,6 +217,18 @@ class DatabaseReader:
                 while chunk:
                     yield chunk
                     chunk = cursor.fetchmany(REREAD_CHUNK_ROWS)
+
+        return chunks
+
+    def _send_versions_text(self, statement: str) -> Callable[[], Iterator[VersionsText]]:
+        """As _send, for a statement of two aggregated texts (SQL_VERSIONS_UNFINISHED):
+        the call yields them as one VersionsText, or nothing when no row was read."""
+        rows = self._send(statement)
+
+        def chunks() -> Iterator[VersionsText]:
+            uuids, versions = rows()[0]
+            if uuids is not None:
+                yield VersionsText(uuids, versions)
 
         return chunks
 

@@ -80,7 +80,22 @@ import operator
 import re
 from collections import deque
 from itertools import chain, compress, repeat
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Match, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Mapping,
+    Match,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+    Union,
+)
 
 from .._common.errors import ConfigError
 from .._common.uuids import CONTAINER_INFIX, JOB_INFIX, check_prefix
@@ -182,6 +197,47 @@ is_finished = operator.itemgetter(Record._fields.index("finished"))
 is_recent = operator.itemgetter(Record._fields.index("recent"))
 # Not a version: a record the re-read did not find is never confirmed, whatever its own.
 _ABSENT = object()
+# Rows of the re-read made Python tuples at a time: the candidates' versions are compared
+# chunk by chunk, never all held at once.
+REREAD_CHUNK_ROWS = 2000
+
+
+class VersionsText:
+    """The unfinished live rows of a kind read again as two texts: their UUIDs and their
+    versions, each joined by commas in the order the server read them (_reconcile.db).
+    Where that is the first read's order (both follow the table), one comparison of two
+    texts confirms every row: 100,000 rows made tuples cost 30 ms more than the whole
+    comparison. Arvados makes its UUIDs of [0-9a-z] and dashes, and a version is a
+    number: neither holds a comma."""
+
+    __slots__ = ("uuids", "versions")
+
+    def __init__(self, uuids: str, versions: str) -> None:
+        self.uuids = uuids
+        self.versions = versions
+
+    def spells(self, uuids: List[str], versions: List[str]) -> bool:
+        """Whether these are the texts of exactly these rows, in this order."""
+        joined = ",".join(uuids)
+        # As many commas as separators: no UUID of the first read holds one, so equal
+        # texts are equal lists, and the server's rows are those very rows.
+        return joined.count(",") == len(uuids) - 1 and joined == self.uuids and ",".join(versions) == self.versions
+
+    def pair_chunks(self) -> Iterator[List[Tuple[str, str]]]:
+        """The (UUID, version) pairs, REREAD_CHUNK_ROWS at a time; none if a UUID held a
+        comma after all: its rows cannot be told apart, so none of them confirms a
+        candidate (an orphan unreported rather than one wrongly reported)."""
+        uuids = self.uuids.split(",")
+        versions = self.versions.split(",")
+        if len(uuids) != len(versions):
+            return
+        pairs = list(zip(uuids, versions))
+        for start in range(0, len(pairs), REREAD_CHUNK_ROWS):
+            yield pairs[start : start + REREAD_CHUNK_ROWS]
+
+
+# What the re-read gives, chunk by chunk: (UUID, version) pairs, or a VersionsText.
+ReadAgain = Union[Sequence[Sequence[Any]], VersionsText]
 
 
 class Listing:
@@ -366,17 +422,17 @@ class OrphanSearch:
         return None
 
 
-def unconfirmed(candidates: Mapping[str, Any], chunks: Iterable[Sequence[Sequence[Any]]]) -> Set[str]:
+def unconfirmed(candidates: Mapping[str, Any], chunks: Iterable[ReadAgain]) -> Set[str]:
     """The UUIDs of the `candidates` (UUID -> version of the first read) whose row, read
     again after the second listing, has not that version: `chunks` are lists of the
-    (UUID, version) pairs read again, as they come (a row not among them is gone, or no
-    longer live). Each UUID comes at most once: uuid is unique, and a row the re-read finds
+    (UUID, version) pairs read again, or VersionsTexts, as they come (a row not among them
+    is gone, or no longer live). Each UUID comes at most once: uuid is unique, and a row the re-read finds
     both by its scan and by UUID (_reconcile.db) has another version than the first read's.
 
     While the chunks hold exactly the unfinished rows of the first read in its order, with
     their versions (a Candidates' `read_uuids` and `read_versions`: the usual case, as both
-    reads follow the table), they are compared list to list, in C, and every candidate among
-    them is confirmed at once; from the first chunk that differs on (a row updated, gone or
+    reads follow the table), they are compared text to text or list to list, in C, and
+    every candidate among them is confirmed at once; from the first chunk that differs on (a row updated, gone or
     new, or another order), the confirmed ones are taken out of a copy of `candidates`
     chunk by chunk: no mapping of every version read again is built (20-28 MiB and 30-50 ms
     for 100,000 rows), and the look-ups follow the copy's own order, which keeps them in
@@ -399,14 +455,20 @@ def unconfirmed(candidates: Mapping[str, Any], chunks: Iterable[Sequence[Sequenc
 
 
 def _read_again_in_order(
-    candidates: Mapping[str, Any], chunks: Iterable[Sequence[Sequence[Any]]]
-) -> Tuple[int, Iterable[Sequence[Sequence[Any]]]]:
+    candidates: Mapping[str, Any], chunks: Iterable[ReadAgain]
+) -> Tuple[int, Iterator[Sequence[Sequence[Any]]]]:
     """How many of the first read's unfinished rows (a Candidates' `read_uuids`, none for
     another mapping) the chunks give first, in that order and each with its version; and
-    the chunks from the first that does not."""
+    the chunks, as (UUID, version) pairs, from the first that does not."""
     chunks = iter(chunks)
     uuids: List[str] = getattr(candidates, "read_uuids", [])
     versions: List[str] = getattr(candidates, "read_versions", [])
+    first = next(chunks, None)
+    if first is None:
+        return 0, iter([])
+    if uuids and isinstance(first, VersionsText) and first.spells(uuids, versions):
+        return len(uuids), _as_pairs(chunks)
+    chunks = _as_pairs(chain((first,), chunks))
     if not uuids:
         return 0, chunks
     matched = 0
@@ -418,6 +480,14 @@ def _read_again_in_order(
             return matched, chain((chunk,), chunks)
         matched = end
     return matched, chunks
+
+
+def _as_pairs(chunks: Iterable[ReadAgain]) -> Iterator[Sequence[Sequence[Any]]]:
+    for chunk in chunks:
+        if isinstance(chunk, VersionsText):
+            yield from chunk.pair_chunks()
+        else:
+            yield chunk
 
 
 def orphan_reason(kind: str, state: str, settle: float) -> str:

@@ -32,7 +32,12 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.db
     make_read_only,
     read_live,
 )
-from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.engine import CONTAINERS, JOBS, Record
+from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.engine import (
+    CONTAINERS,
+    JOBS,
+    Record,
+    VersionsText,
+)
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.locked_containers import LockToken
 from tests.unit.plugins.module_utils._reconcile.conftest import CTR_A, CTR_B, JOB_A, JOB_B, JOB_C, P, job
 
@@ -79,6 +84,10 @@ class _VersionsCursor:
         else:
             found = [row for row in self.conn.rows.values() if not row.finished]
         self.answer = [(row.uuid, row.version) for row in found]
+        if statement.startswith("SELECT string_agg("):
+            # One row of two texts, NULLs when no row is found, as string_agg answers.
+            texts = [",".join(column) for column in zip(*self.answer)] or [None, None]
+            self.answer = [tuple(texts)]
 
     def fetchall(self):
         return self.answer
@@ -95,9 +104,28 @@ def _reader(rows):
 
 def _reread(reader, candidates, record_count):
     with reader.pipeline():
-        return {
-            uuid: version for chunk in reader.send_reread(JOBS, candidates, record_count)() for uuid, version in chunk
-        }
+        chunks = list(reader.send_reread(JOBS, candidates, record_count)())
+    return {uuid: version for chunk in chunks for pairs in _pairs(chunk) for uuid, version in pairs}
+
+
+def _pairs(chunk):
+    return chunk.pair_chunks() if isinstance(chunk, VersionsText) else [chunk]
+
+
+def test_the_scan_s_rows_come_as_two_texts_in_its_order():
+    rows = {uuid: job(uuid)._replace(version=str(n)) for n, uuid in enumerate((JOB_C, JOB_A, JOB_B))}
+    reader, _conn = _reader(rows)
+    with reader.pipeline():
+        (chunk,) = reader.send_reread(JOBS, dict(rows), record_count=3)()
+    assert (chunk.uuids, chunk.versions) == (",".join((JOB_C, JOB_A, JOB_B)), "0,1,2")
+
+
+def test_a_scan_that_finds_no_row_gives_no_chunk():
+    rows = {JOB_A: job(JOB_A)._replace(finished=True, version="1")}
+    reader, conn = _reader({})
+    with reader.pipeline():
+        assert list(reader.send_reread(JOBS, {JOB_A: rows[JOB_A], JOB_B: job(JOB_B)}, record_count=2)()) == []
+    assert conn.executed == [SQL_VERSIONS_UNFINISHED[JOBS], SQL_VERSIONS_BY_UUID[JOBS]]
 
 
 def test_candidates_are_reread_by_uuid_while_few_else_by_a_second_scan():

@@ -13,7 +13,9 @@ import pytest
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.engine import (
     CONTAINERS,
     JOBS,
+    REREAD_CHUNK_ROWS,
     Candidates,
+    VersionsText,
     stray_reason,
     unconfirmed,
 )
@@ -145,6 +147,45 @@ def test_a_re_read_in_the_first_read_s_order_confirms_the_same_as_one_compared_r
     found = _candidates([(JOB_C, "5", False), (OTHER, "1", False), (JOB_B, "5", False)], taken_out=[OTHER])
     assert unconfirmed(found, chunks) == expected
     assert unconfirmed(dict(found), chunks) == expected
+    # The same rows as the scan gives them, two texts: the same answer.
+    texts = [_texts([pair for chunk in chunks for pair in chunk])] if chunks else []
+    assert unconfirmed(found, texts) == expected
+    assert unconfirmed(dict(found), texts) == expected
+
+
+def _texts(pairs):
+    return VersionsText(",".join(uuid for uuid, _ in pairs), ",".join(version for _, version in pairs))
+
+
+def test_texts_that_spell_the_first_read_confirm_it_whole_and_then_the_rows_read_by_uuid():
+    found = _candidates([(JOB_C, "5", False), (JOB_A, "6", True), (JOB_B, "7", False)])
+    scanned = _texts([(JOB_C, "5"), (JOB_B, "7")])
+    assert scanned.spells(found.read_uuids, found.read_versions)
+    assert unconfirmed(found, [scanned]) == {JOB_A}
+    assert unconfirmed(found, [scanned, [(JOB_A, "6")]]) == set()
+    assert unconfirmed(found, [scanned, [(JOB_A, "8")]]) == {JOB_A}
+
+
+def test_texts_give_their_rows_in_chunks_when_they_differ_from_the_first_read():
+    uuids = ["zzzzz-8i9sb-%015d" % n for n in range(REREAD_CHUNK_ROWS + 1)]
+    texts = _texts([(uuid, "5") for uuid in uuids])
+    chunks = list(texts.pair_chunks())
+    assert [len(chunk) for chunk in chunks] == [REREAD_CHUNK_ROWS, 1]
+    assert chunks[1] == [(uuids[-1], "5")]
+    assert not texts.spells(uuids, ["5"] * REREAD_CHUNK_ROWS + ["6"])
+    assert not texts.spells(uuids[1:], ["5"] * REREAD_CHUNK_ROWS)
+
+
+def test_a_uuid_with_a_comma_confirms_nothing_read_as_text():
+    # Arvados makes no such UUID; were there one, its texts could not be split row by row.
+    odd = JOB_A + ",x"
+    found = _candidates([(odd, "5", False), (JOB_B, "5", False)])
+    texts = _texts([(odd, "5"), (JOB_B, "5")])
+    assert not texts.spells(found.read_uuids, found.read_versions)
+    assert list(texts.pair_chunks()) == []
+    assert unconfirmed(found, [texts]) == {odd, JOB_B}
+    # Read as rows, the same UUID is confirmed as any other.
+    assert unconfirmed(found, [[(odd, "5"), (JOB_B, "5")]]) == set()
 
 
 def test_a_candidate_read_live_with_finished_at_set_is_confirmed_only_by_its_own_re_read():
