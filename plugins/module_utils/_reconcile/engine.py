@@ -216,12 +216,12 @@ class VersionsText:
         self.uuids = uuids
         self.versions = versions
 
-    def spells(self, uuids: List[str], versions: List[str]) -> bool:
-        """Whether these are the texts of exactly these rows, in this order."""
-        joined = ",".join(uuids)
+    def spells(self, uuids: str, versions: str, rows: int) -> bool:
+        """Whether these are the texts of exactly these `rows` rows, in this order (texts
+        joined as the server joins them: Candidates.read_texts)."""
         # As many commas as separators: no UUID of the first read holds one, so equal
         # texts are equal lists, and the server's rows are those very rows.
-        return joined.count(",") == len(uuids) - 1 and joined == self.uuids and ",".join(versions) == self.versions
+        return uuids.count(",") == rows - 1 and uuids == self.uuids and versions == self.versions
 
     def pair_chunks(self) -> Iterator[List[Tuple[str, str]]]:
         """The (UUID, version) pairs, REREAD_CHUNK_ROWS at a time; none if a UUID held a
@@ -346,6 +346,11 @@ class Candidates(dict):
         self.inconsistent: List[str] = []
         self.read_uuids: List[str] = []
         self.read_versions: List[str] = []
+        # The same, joined by commas a chunk at a time (as VersionsText compares them):
+        # joined as the rows come, the texts are in the processor's caches; joined all at
+        # once on the run's path, after the sort, each UUID was a cache miss.
+        self._uuid_texts: List[str] = []
+        self._version_texts: List[str] = []
 
     def add_rows(self, rows: Sequence[LiveRow]) -> None:
         """Takes the versions of these live rows, as they come (a chunk of the first read)."""
@@ -360,6 +365,13 @@ class Candidates(dict):
             versions = list(compress(versions, unfinished))
         self.read_uuids.extend(uuids)
         self.read_versions.extend(versions)
+        if uuids:
+            self._uuid_texts.append(",".join(uuids))
+            self._version_texts.append(",".join(versions))
+
+    def read_texts(self) -> Tuple[str, str]:
+        """`read_uuids` and `read_versions`, each joined by commas."""
+        return ",".join(self._uuid_texts), ",".join(self._version_texts)
 
 
 def inconsistent_of(candidates: Mapping[str, Any]) -> List[str]:
@@ -466,7 +478,12 @@ def _read_again_in_order(
     first = next(chunks, None)
     if first is None:
         return 0, iter([])
-    if uuids and isinstance(first, VersionsText) and first.spells(uuids, versions):
+    if (
+        isinstance(first, VersionsText)
+        and isinstance(candidates, Candidates)
+        and uuids
+        and first.spells(*candidates.read_texts(), len(uuids))
+    ):
         return len(uuids), _as_pairs(chunks)
     chunks = _as_pairs(chain((first,), chunks))
     if not uuids:

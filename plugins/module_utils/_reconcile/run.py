@@ -306,6 +306,18 @@ COUNTED = (
 )
 
 
+class _Read(NamedTuple):
+    """One kind's first read, as the run keeps it (Reconciler._read_records)."""
+
+    versions: Candidates
+    # The records modified within the orphan grace.
+    spared: List[Record]
+    # The report entry of every live record, in the order read.
+    entries: List[Dict[str, Any]]
+    # How many of the entries say they are overdue.
+    overdue: int
+
+
 class _Drafts(NamedTuple):
     """The report entries of one kind's candidates, by UUID, and how many are overdue."""
 
@@ -372,9 +384,9 @@ class Reconciler:
             raise refuse_standby(self.server)
         prefix, prefix_source = self._prefix()
         first_began = self.clock.now()
-        first, searches, drafts, nodes = self._first_poll(prefix)
+        first, searches, read, nodes = self._first_poll(prefix)
         self.clock.sleep(max(0.0, first_began + options.settle - self.clock.now()))
-        poll = self._second_poll(prefix, searches, drafts)
+        poll = self._second_poll(prefix, searches, read)
         second = poll.listing
         result: Dict[str, Any] = {
             "changed": False,
@@ -421,7 +433,7 @@ class Reconciler:
 
     def _first_poll(
         self, prefix: str
-    ) -> Tuple[Listing, Dict[str, OrphanSearch], Dict[str, List[Dict[str, Any]]], List[Dict[str, Any]]]:
+    ) -> Tuple[Listing, Dict[str, OrphanSearch], Dict[str, _Read], List[Dict[str, Any]]]:
         """(listing 1, the search of each kind, the report entry of each live record by
         kind, the nodes down or drained): its squeue and scontrol run while the live records
         are read, since they wait on different servers."""
@@ -431,10 +443,8 @@ class Reconciler:
         read = {kind: self._timed_db(self._read_records, kind) for kind in self.options.kinds}
         first = self._finish_listing(squeue, began, prefix)
         nodes = self._finish_nodes(self.nodes, scontrol, began) if self.nodes and scontrol is not None else []
-        searches = {
-            kind: OrphanSearch(kind, versions, spared, first) for kind, (versions, spared, _entries) in read.items()
-        }
-        return first, searches, {kind: entries for kind, (_versions, _spared, entries) in read.items()}, nodes
+        searches = {kind: OrphanSearch(kind, made.versions, made.spared, first) for kind, made in read.items()}
+        return first, searches, read, nodes
 
     def _finish_nodes(self, nodes: NodeLister, handle: ProcessHandle, began: float) -> List[Dict[str, Any]]:
         try:
@@ -443,7 +453,7 @@ class Reconciler:
             self.time.squeue += self.clock.now() - began
 
     def _send_lock_tokens(
-        self, entries: Mapping[str, List[Dict[str, Any]]], searches: Mapping[str, OrphanSearch]
+        self, read: Mapping[str, _Read], searches: Mapping[str, OrphanSearch]
     ) -> Callable[[], Dict[str, LockToken]]:
         """Asks for the lock of each Locked candidate container with the re-read, in one
         statement, none when there is none or no orphan can be reported: read after the
@@ -455,13 +465,13 @@ class Reconciler:
             return lambda: {}
         candidates = search.candidates
         locked = [
-            entry["uuid"] for entry in entries[CONTAINERS] if entry["state"] == "Locked" and entry["uuid"] in candidates
+            entry["uuid"]
+            for entry in read[CONTAINERS].entries
+            if entry["state"] == "Locked" and entry["uuid"] in candidates
         ]
         return self._timed_db(self.db.send_lock_tokens, locked) if locked else lambda: {}
 
-    def _second_poll(
-        self, prefix: str, searches: Mapping[str, OrphanSearch], entries: Dict[str, List[Dict[str, Any]]]
-    ) -> _SecondPoll:
+    def _second_poll(self, prefix: str, searches: Mapping[str, OrphanSearch], read: Dict[str, _Read]) -> _SecondPoll:
         """Listing 2 and what the database says as it is taken, in one pipeline (where libpq
         has one), so that the server and Python work at once: the candidates' versions are
         read again while the second squeue runs, and their entries sorted meanwhile; then the
@@ -476,8 +486,8 @@ class Reconciler:
                 kind: self._timed_db(self.db.send_reread, kind, search.candidates, search.record_count)
                 for kind, search in searches.items()
             }
-            tokens = self._send_lock_tokens(entries, searches)
-            drafts = {kind: _drafts(entries.pop(kind), search.candidates) for kind, search in searches.items()}
+            tokens = self._send_lock_tokens(read, searches)
+            drafts = {kind: _drafts(read.pop(kind), search.candidates) for kind, search in searches.items()}
             second = self._finish_listing(squeue, began, prefix)
             named = {kind: self._timed_db(self.db.send_by_uuid, kind, second.names(kind)) for kind in searches}
             holders = self._timed_db(self.db.send_lock_holders)
@@ -507,7 +517,7 @@ class Reconciler:
         finally:
             self.time.squeue += self.clock.now() - began
 
-    def _read_records(self, kind: str) -> Tuple[Candidates, List[Record], List[Dict[str, Any]]]:
+    def _read_records(self, kind: str) -> _Read:
         """The live records of `kind`: their versions by UUID, those modified within the
         orphan grace, and the report entry each would have as an orphan, made as the rows
         come: the server is still scanning meanwhile (the Python of the read waited for it
@@ -522,14 +532,18 @@ class Reconciler:
         versions = Candidates()
         spared: List[Record] = []
         entries: List[Dict[str, Any]] = []
+        overdue = 0
         rows = iter(self.db.read_records(kind))
         chunk = list(islice(rows, LIVE_CHUNK_ROWS))
         while chunk:
             versions.add_rows(chunk)
             spared.extend(map(Record._make, filter(is_recent, chunk)))
-            entries.extend(map(entry_of, chunk))
+            made = list(map(entry_of, chunk))
+            # Counted while the entries are in the processor's caches (_drafts).
+            overdue += _overdue_count(made)
+            entries.extend(made)
             chunk = list(islice(rows, LIVE_CHUNK_ROWS))
-        return versions, spared, entries
+        return _Read(versions, spared, entries, overdue)
 
     def _judge(self, kind: str, search: OrphanSearch, poll: _SecondPoll, result: Dict[str, Any]) -> int:
         """The stray Slurm jobs of `kind` in listing 2, and its orphans: the candidates
@@ -612,26 +626,31 @@ def _dispatcher(holders: List[Dict[str, Any]], expected: Optional[bool]) -> Dict
     }
 
 
-def _drafts(entries: List[Dict[str, Any]], candidates: Mapping[str, Any]) -> _Drafts:
+def _drafts(read: _Read, candidates: Mapping[str, Any]) -> _Drafts:
     """The entries of the candidates, by UUID, and how many are overdue. `candidates` holds
-    the UUIDs of `entries` themselves, the same objects in the same order
+    the UUIDs of the read's entries themselves, the same objects in the same order
     (Reconciler._read_records), but for the few taken out: one walk along both, comparing
     identities, finds them. Asking `candidates` for each entry's UUID instead probed its
     table at random, a miss of the processor's caches per entry (60-120 ms for 100,000
-    entries on the busy lab, against 10). The overdue ones are counted before the sort,
-    in the order the entries were made: after it, each look missed the caches too (13-33
-    ms for 97,500 entries, at the end of the run)."""
+    entries on the busy lab, against 10). The overdue ones were counted as the entries were
+    made, those taken out are subtracted: counted here, each look missed the caches too
+    (13-33 ms for 97,500 entries after the sort, 4-5 before it)."""
     wanted = iter(candidates)
     want = next(wanted, None)
     drafts = []
-    for entry in entries:
+    taken_out = []
+    for entry in read.entries:
         if entry["uuid"] is want:
             drafts.append(entry)
             want = next(wanted, None)
-    if len(drafts) != len(candidates):
+        else:
+            taken_out.append(entry)
+    if len(drafts) == len(candidates):
+        overdue = read.overdue - _overdue_count(taken_out)
+    else:
         # Not the same objects in the same order after all: asked one by one, then.
-        drafts = [entry for entry in entries if entry["uuid"] in candidates]
-    overdue = _overdue_count(drafts)
+        drafts = [entry for entry in read.entries if entry["uuid"] in candidates]
+        overdue = _overdue_count(drafts)
     drafts.sort(key=_uuid_of_entry)
     return _Drafts(drafts, overdue)
 

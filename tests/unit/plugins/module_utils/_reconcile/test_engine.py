@@ -160,7 +160,8 @@ def _texts(pairs):
 def test_texts_that_spell_the_first_read_confirm_it_whole_and_then_the_rows_read_by_uuid():
     found = _candidates([(JOB_C, "5", False), (JOB_A, "6", True), (JOB_B, "7", False)])
     scanned = _texts([(JOB_C, "5"), (JOB_B, "7")])
-    assert scanned.spells(found.read_uuids, found.read_versions)
+    assert found.read_texts() == (",".join((JOB_C, JOB_B)), "5,7")
+    assert scanned.spells(*found.read_texts(), 2)
     assert unconfirmed(found, [scanned]) == {JOB_A}
     assert unconfirmed(found, [scanned, [(JOB_A, "6")]]) == set()
     assert unconfirmed(found, [scanned, [(JOB_A, "8")]]) == {JOB_A}
@@ -172,8 +173,9 @@ def test_texts_give_their_rows_in_chunks_when_they_differ_from_the_first_read():
     chunks = list(texts.pair_chunks())
     assert [len(chunk) for chunk in chunks] == [REREAD_CHUNK_ROWS, 1]
     assert chunks[1] == [(uuids[-1], "5")]
-    assert not texts.spells(uuids, ["5"] * REREAD_CHUNK_ROWS + ["6"])
-    assert not texts.spells(uuids[1:], ["5"] * REREAD_CHUNK_ROWS)
+    assert texts.spells(",".join(uuids), ",".join(["5"] * len(uuids)), len(uuids))
+    assert not texts.spells(",".join(uuids), ",".join(["5"] * REREAD_CHUNK_ROWS + ["6"]), len(uuids))
+    assert not texts.spells(",".join(uuids[1:]), ",".join(["5"] * REREAD_CHUNK_ROWS), len(uuids) - 1)
 
 
 def test_a_uuid_with_a_comma_confirms_nothing_read_as_text():
@@ -181,7 +183,7 @@ def test_a_uuid_with_a_comma_confirms_nothing_read_as_text():
     odd = JOB_A + ",x"
     found = _candidates([(odd, "5", False), (JOB_B, "5", False)])
     texts = _texts([(odd, "5"), (JOB_B, "5")])
-    assert not texts.spells(found.read_uuids, found.read_versions)
+    assert not texts.spells(*found.read_texts(), 2)
     assert list(texts.pair_chunks()) == []
     assert unconfirmed(found, [texts]) == {odd, JOB_B}
     # Read as rows, the same UUID is confirmed as any other.

@@ -20,6 +20,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile im
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.engine import (
     CONTAINERS,
     JOBS,
+    Candidates,
     Listing,
     Record,
 )
@@ -34,6 +35,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.ru
     Reconciler,
     SlurmLister,
     _drafts,
+    _Read,
 )
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._slurm.queue import SlurmJob
 from tests.unit.plugins.module_utils._reconcile.conftest import (
@@ -528,17 +530,22 @@ def test_each_listing_is_one_squeue_of_every_user_s_jobs_with_their_nodes():
     assert runner.argv[-1] == "--clusters=east"
 
 
+def _read_of(entries):
+    """A first read's entries, with their overdue ones counted, as _read_records keeps them."""
+    return _Read(Candidates(), [], entries, sum(bool(entry.get("overdue")) for entry in entries))
+
+
 def test_the_candidates_entries_are_found_by_identity_else_by_their_text():
     entries = [{"uuid": uuid} for uuid in (JOB_C, JOB_A, JOB_B)]
     # The search's own UUIDs: the same objects, in the same order, a few taken out.
-    assert _drafts(entries, dict.fromkeys([entries[0]["uuid"], entries[2]["uuid"]])).entries == [
+    assert _drafts(_read_of(entries), dict.fromkeys([entries[0]["uuid"], entries[2]["uuid"]])).entries == [
         {"uuid": JOB_B},
         {"uuid": JOB_C},
     ]
     # Equal texts in other objects (or another order): each entry's UUID asked instead.
     copies = dict.fromkeys("".join(list(uuid)) for uuid in (JOB_B, JOB_C))
-    assert _drafts(entries, copies).entries == [{"uuid": JOB_B}, {"uuid": JOB_C}]
-    assert _drafts(entries, {}).entries == []
+    assert _drafts(_read_of(entries), copies).entries == [{"uuid": JOB_B}, {"uuid": JOB_C}]
+    assert _drafts(_read_of(entries), {}).entries == []
 
 
 def test_the_drafts_count_their_overdue_entries_and_only_theirs():
@@ -548,10 +555,13 @@ def test_the_drafts_count_their_overdue_entries_and_only_theirs():
         {"uuid": JOB_B, "overdue": False},
     ]
     # JOB_A was taken out (listed, say): its entry is neither reported nor counted.
-    drafts = _drafts(entries, dict.fromkeys([entries[0]["uuid"], entries[2]["uuid"]]))
+    drafts = _drafts(_read_of(entries), dict.fromkeys([entries[0]["uuid"], entries[2]["uuid"]]))
     assert drafts == ([{"uuid": JOB_B, "overdue": False}, {"uuid": JOB_C, "overdue": True}], 1)
+    # Found by their text, the same.
+    copies = dict.fromkeys("".join(list(uuid)) for uuid in (JOB_C, JOB_B))
+    assert _drafts(_read_of(entries), copies) == drafts
     # A container's entry has no "overdue": never counted.
-    assert _drafts([{"uuid": CTR_A}], dict.fromkeys([CTR_A])).overdue == 0
+    assert _drafts(_read_of([{"uuid": CTR_A}]), dict.fromkeys([CTR_A])).overdue == 0
 
 
 def test_the_confirmed_orphans_come_by_uuid():
