@@ -225,6 +225,8 @@ def contender_settings(contender):
 
 
 def apply_server_settings(lab, name, settings):
+    """ALTER SYSTEM for these settings (a value None: RESET), then a reload, or a restart of
+    the lab's PostgreSQL when one of them takes effect only so (shared_buffers, for one)."""
     with psycopg.connect(**lab.superuser_connection(name), autocommit=True) as conn:
         for key, value in settings.items():
             if value is None:
@@ -232,6 +234,12 @@ def apply_server_settings(lab, name, settings):
             else:
                 conn.execute(sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(key), sql.Literal(value)))
         conn.execute("SELECT pg_reload_conf()")
+        at_restart = conn.execute(
+            "SELECT name FROM pg_settings WHERE name = ANY(%s) AND context = 'postmaster'", (list(settings),)
+        ).fetchall()
+    if at_restart:
+        labctl.stop_postgres(lab, labctl.live_record(lab, "postgresql"))
+        labctl.write_record(lab, "postgresql", labctl.start_postgres(lab))
 
 
 def run_latency(lab, args, contender, before, threshold, today_dir):
@@ -240,10 +248,11 @@ def run_latency(lab, args, contender, before, threshold, today_dir):
     with psycopg.connect(**lab.connection(name), autocommit=True) as conn:
         add_log_rows(conn)
         chosen = targets(conn)
+    flags, settings = contender_settings(contender)
+    # Before the cache is warmed: a setting may restart the server.
+    apply_server_settings(lab, name, settings)
     warm(lab, name)
     jobs = running_count(lab, name, threshold)
-    flags, settings = contender_settings(contender)
-    apply_server_settings(lab, name, settings)
     checkpoint(lab)
     phase = ["before"]
     loads = [Load(lab, name, kind, chosen[kind], args.rate, phase) for kind in KINDS]
