@@ -156,13 +156,12 @@ class DatabaseReader:
     def send_reread(
         self, kind: str, candidates: Mapping[str, Any], record_count: int
     ) -> Callable[[], Iterator[ReadAgain]]:
-        """Asks for the candidates' row versions now; returns the call that waits for them,
-        (UUID, version) rows in chunks of REREAD_CHUNK_ROWS, or a VersionsText for the
-        scan (reconcile.unconfirmed). By UUID,
-        or, when they are most of the live records, through one scan of the unfinished live
-        records (a gone or finished one is then absent), plus by UUID the few candidates
-        whose finished_at was set (reconcile.inconsistent_of: the candidates are a
-        reconcile.Candidates, or UUIDs to Records)."""
+        """Asks for the candidates' row versions now; returns the call that waits for them
+        (reconcile.unconfirmed): by UUID, (UUID, version) rows in chunks of
+        REREAD_CHUNK_ROWS; or, when they are most of the live records, one scan of the
+        unfinished live records as a VersionsText (a gone or finished one is then absent),
+        then by UUID the few candidates whose finished_at was set (reconcile.inconsistent_of:
+        the candidates are a reconcile.Candidates, or UUIDs to Records)."""
         if len(candidates) <= REREAD_BY_UUID_UP_TO * record_count:
             return self._send_chunks_by_uuid(SQL_VERSIONS_BY_UUID[kind], candidates)
         scanned = self._send_versions_text(SQL_VERSIONS_UNFINISHED[kind])

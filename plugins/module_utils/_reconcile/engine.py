@@ -339,7 +339,8 @@ class Candidates(dict):
     And the UUIDs and versions of the unfinished ones in the order read (`read_uuids`,
     `read_versions`), which the caller fills: the re-read's scan of those rows usually
     gives them in the same order (both follow the table), so that `unconfirmed` can
-    compare them list to list, in C."""
+    compare them whole, in C: as texts (`read_texts`, against a VersionsText), or list to
+    list."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -438,14 +439,16 @@ def unconfirmed(candidates: Mapping[str, Any], chunks: Iterable[ReadAgain]) -> S
     """The UUIDs of the `candidates` (UUID -> version of the first read) whose row, read
     again after the second listing, has not that version: `chunks` are lists of the
     (UUID, version) pairs read again, or VersionsTexts, as they come (a row not among them
-    is gone, or no longer live). Each UUID comes at most once: uuid is unique, and a row the re-read finds
-    both by its scan and by UUID (_reconcile.db) has another version than the first read's.
+    is gone, or no longer live). Each UUID comes at most once: uuid is unique, and a row
+    the re-read finds both by its scan and by UUID (_reconcile.db) has another version than
+    the first read's.
 
     While the chunks hold exactly the unfinished rows of the first read in its order, with
     their versions (a Candidates' `read_uuids` and `read_versions`: the usual case, as both
     reads follow the table), they are compared text to text or list to list, in C, and
-    every candidate among them is confirmed at once; from the first chunk that differs on (a row updated, gone or
-    new, or another order), the confirmed ones are taken out of a copy of `candidates`
+    every candidate among them is confirmed at once; from the first chunk that differs on
+    (a row updated, gone or new, or another order), the confirmed ones are taken out of a
+    copy of `candidates`
     chunk by chunk: no mapping of every version read again is built (20-28 MiB and 30-50 ms
     for 100,000 rows), and the look-ups follow the copy's own order, which keeps them in
     the processor's caches (in UUID order they took three times as long).

@@ -434,9 +434,9 @@ class Reconciler:
     def _first_poll(
         self, prefix: str
     ) -> Tuple[Listing, Dict[str, OrphanSearch], Dict[str, _Read], List[Dict[str, Any]]]:
-        """(listing 1, the search of each kind, the report entry of each live record by
-        kind, the nodes down or drained): its squeue and scontrol run while the live records
-        are read, since they wait on different servers."""
+        """(listing 1, the search of each kind, the first read of each kind with the report
+        entry of each live record, the nodes down or drained): its squeue and scontrol run
+        while the live records are read, since they wait on different servers."""
         began = self.clock.now()
         squeue = self.lister.start()
         scontrol = self.nodes.start() if self.nodes else None
