@@ -154,7 +154,7 @@ def test_a_re_read_in_the_first_read_s_order_confirms_the_same_as_one_compared_r
 
 
 def _texts(pairs):
-    return VersionsText(",".join(uuid for uuid, _ in pairs), ",".join(version for _, version in pairs))
+    return VersionsText(",".join(pair[0] for pair in pairs), ",".join(pair[1] for pair in pairs))
 
 
 def test_texts_that_spell_the_first_read_confirm_it_whole_and_then_the_rows_read_by_uuid():
