@@ -6,7 +6,8 @@ loaded through `rule_files`. An alert fires and clears on what the file says: no
 all (ArvadosRecoveryWatchAbsent), then orphans (ArvadosOrphans, with the `cluster` label
 the scrape gives). Only the rules' `for:` durations are cut to nothing, so that the test
 takes seconds, not a quarter of an hour; the expressions are those installed. No lab: the
-file is written from a reconcile result, as the watch writes it. Ports 19090 and 19100."""
+file is written from a reconcile result, as the watch writes it. Two free ports, chosen when
+the test starts."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import time
 import urllib.request
@@ -26,8 +28,23 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile im
 from tests.integration.slurm_helpers import wait_for
 from tests.unit.roles.playbook_runs import collections_in, role_tasks_play, run
 
-PROMETHEUS_PORT = 19090
-NODE_EXPORTER_PORT = 19100
+
+def free_ports(count: int) -> list:
+    """Ports nothing listens on now, all different. Not fixed ones: make test runs the
+    Molecule default scenario, whose node_exporter listens on the host's 127.0.0.1:19100,
+    beside this test, and a node_exporter of ours that cannot bind leaves Prometheus
+    scraping the scenario's."""
+    probes = [socket.socket() for _number in range(count)]
+    try:
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [probe.getsockname()[1] for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()
+
+
+PROMETHEUS_PORT, NODE_EXPORTER_PORT = free_ports(2)
 CLUSTER = "zzzzz"
 CONTAINER = "zzzzz-dz642-0123456789abcde"
 # scripts/install-deps.sh installs both for make test; a machine without them skips, saying so.
@@ -142,6 +159,9 @@ def test_prometheus_alerts_on_the_watchs_textfile_and_clears(tmp_path):
     try:
         # No textfile yet: the watch is absent.
         wait_until(lambda: firing("ArvadosRecoveryWatchAbsent"), "ArvadosRecoveryWatchAbsent firing")
+        # Both still up: one that could not listen has exited by now, and said why.
+        for process, log in ((node_exporter, "node_exporter.log"), (prometheus, "prometheus.log")):
+            assert process.poll() is None, (tmp_path / log).read_text()[-2000:]
 
         write_textfile(textfile_dir / "arvados_recovery.prom", orphaned_containers=2)
         orphans = wait_until(lambda: firing("ArvadosOrphans"), "ArvadosOrphans firing")
