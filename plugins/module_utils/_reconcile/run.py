@@ -633,8 +633,8 @@ def _drafts(read: _Read, candidates: Mapping[str, Any]) -> _Drafts:
     identities, finds them. Asking `candidates` for each entry's UUID instead probed its
     table at random, a miss of the processor's caches per entry (60-120 ms for 100,000
     entries on the busy lab, against 10). The overdue ones were counted as the entries were
-    made, those taken out are subtracted: counted here, each look missed the caches too
-    (13-33 ms for 97,500 entries after the sort, 4-5 before it)."""
+    made, those taken out are subtracted: counted here after the sort, each look missed
+    the caches too (13-33 ms for 97,500 entries)."""
     wanted = iter(candidates)
     want = next(wanted, None)
     drafts = []
