@@ -12,7 +12,6 @@ import contextlib
 import os
 import pwd
 import shutil
-import socket
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from lab.postgres import pg
 from lab.processes import run
 from tests.integration import module_playbook
 from tests.integration.module_playbook import REPO_ROOT
+from tests.integration.ports import free_ports
 from tests.integration.slurm_helpers import wait_for
 
 MODULE = "arvados_ops.recovery.arvados_reconcile_info"
@@ -191,7 +191,7 @@ def standby_server(directory: Path) -> Iterator[dict[str, Any]]:
     postgres = pwd.getpwnam("postgres")
     os.chown(directory, postgres.pw_uid, postgres.pw_gid)
     primary, standby = directory / "primary", directory / "standby"
-    ports = [_free_port(), _free_port()]
+    ports = free_ports(2)
     run(
         [pg("initdb"), "-D", str(primary), "-U", "postgres", "--auth=trust", "--locale=C", "-E", "UTF8"],
         user="postgres",
@@ -235,9 +235,3 @@ def _start(data: Path, port: int, started: list[Path]) -> None:
         timeout=180,
     )
     started.append(data)
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import time
 from datetime import datetime, timedelta
 
@@ -21,6 +20,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup impo
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.before import ACCEPTED_FORMS
 from lab import datagen
 from tests.integration import fail_jobs_helpers as h
+from tests.integration.ports import free_port
 
 LOG_UUID_RE = re.compile(r"^zzzzz-57u5n-[0-9a-z]{15}$")
 SYSTEM_USER = "zzzzz-tpzed-000000000000000"
@@ -607,12 +607,6 @@ def test_a_run_that_cannot_get_the_advisory_lock_fails_and_writes_nothing(fresh_
 
 
 # -- 9. errors, nothing written -----------------------------------------------------------
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def test_the_database_options_by_community_postgresql_names(fresh_db, lab_env, tmp_path):

@@ -20,6 +20,7 @@ from ansible_collections.arvados_ops.recovery.plugins.module_utils._cleanup.befo
 from lab import datagen
 from tests.integration import fail_jobs_helpers as h
 from tests.integration.conftest import schema_database
+from tests.integration.ports import free_port
 
 SCHEMA_2017 = h.REPO_ROOT / "lab" / "schema" / "2017"
 
@@ -262,14 +263,6 @@ def test_a_command_line_it_cannot_understand_exits_2(fresh_db, lab_env, tmp_path
     )
     assert completed.returncode == 2
     assert "unrecognized arguments: --db-password" in completed.stderr
-
-
-def free_port():
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 # -- 8. SIGKILL at random moments -------------------------------------------------------

@@ -10,7 +10,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 from pathlib import Path
 
@@ -19,18 +18,12 @@ import pytest
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile.watch_cli import DEFAULT_METRICS_FILE
 from tests.integration import reconcile_helpers as rh
 from tests.integration.module_playbook import REPO_ROOT
+from tests.integration.ports import free_port
 from tests.unit.plugins.module_utils.prometheus_samples import samples
 
 PYTHON = REPO_ROOT / ".venv" / "bin" / "python"
 CLI = [str(PYTHON), "-m", "plugins.module_utils._reconcile.watch_cli"]
 P = "arvados_recovery_"
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on (bound and released)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def run_watch(lab_env, tmp_path: Path, options, *flags) -> subprocess.CompletedProcess:

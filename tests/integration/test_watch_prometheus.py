@@ -15,7 +15,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import time
 import urllib.request
@@ -25,26 +24,10 @@ import pytest
 import yaml
 
 from ansible_collections.arvados_ops.recovery.plugins.module_utils._reconcile import watch_metrics
+from tests.integration.ports import free_ports
 from tests.integration.slurm_helpers import wait_for
 from tests.unit.roles.playbook_runs import collections_in, role_tasks_play, run
 
-
-def free_ports(count: int) -> list:
-    """Ports nothing listens on now, all different. Not fixed ones: make test runs the
-    Molecule default scenario, whose node_exporter listens on the host's 127.0.0.1:19100,
-    beside this test, and a node_exporter of ours that cannot bind leaves Prometheus
-    scraping the scenario's."""
-    probes = [socket.socket() for _number in range(count)]
-    try:
-        for probe in probes:
-            probe.bind(("127.0.0.1", 0))
-        return [probe.getsockname()[1] for probe in probes]
-    finally:
-        for probe in probes:
-            probe.close()
-
-
-PROMETHEUS_PORT, NODE_EXPORTER_PORT = free_ports(2)
 CLUSTER = "zzzzz"
 CONTAINER = "zzzzz-dz642-0123456789abcde"
 # scripts/install-deps.sh installs both for make test; a machine without them skips, saying so.
@@ -58,15 +41,15 @@ pytestmark = [
 ]
 
 
-def api(path: str) -> dict:
-    with urllib.request.urlopen("http://127.0.0.1:%d%s" % (PROMETHEUS_PORT, path), timeout=5) as response:
+def api(port: int, path: str) -> dict:
+    with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=5) as response:
         return json.load(response)["data"]
 
 
-def firing(alert: str) -> list:
-    """The labels of each firing alert of that name, as Prometheus' API lists them."""
+def firing(port: int, alert: str) -> list:
+    """The labels of each firing alert of that name, as the Prometheus on `port` lists them."""
     try:
-        alerts = api("/api/v1/alerts")["alerts"]
+        alerts = api(port, "/api/v1/alerts")["alerts"]
     except OSError:
         return []
     return [entry["labels"] for entry in alerts if entry["labels"]["alertname"] == alert and entry["state"] == "firing"]
@@ -105,6 +88,7 @@ def write_textfile(path: Path, orphaned_containers: int) -> None:
 
 
 def test_prometheus_alerts_on_the_watchs_textfile_and_clears(tmp_path):
+    prometheus_port, node_exporter_port = free_ports(2)
     # The rules as the role installs them: promtool-checked, in their directory.
     rules_dir = tmp_path / "rules"
     run(
@@ -130,7 +114,7 @@ def test_prometheus_alerts_on_the_watchs_textfile_and_clears(tmp_path):
                     {
                         "job_name": "arvados_recovery",
                         "static_configs": [
-                            {"targets": ["127.0.0.1:%d" % NODE_EXPORTER_PORT], "labels": {"cluster": CLUSTER}}
+                            {"targets": ["127.0.0.1:%d" % node_exporter_port], "labels": {"cluster": CLUSTER}}
                         ],
                     }
                 ],
@@ -140,7 +124,7 @@ def test_prometheus_alerts_on_the_watchs_textfile_and_clears(tmp_path):
     node_exporter = started(
         [
             "prometheus-node-exporter",
-            "--web.listen-address=127.0.0.1:%d" % NODE_EXPORTER_PORT,
+            "--web.listen-address=127.0.0.1:%d" % node_exporter_port,
             "--collector.disable-defaults",
             "--collector.textfile",
             "--collector.textfile.directory=%s" % textfile_dir,
@@ -152,35 +136,37 @@ def test_prometheus_alerts_on_the_watchs_textfile_and_clears(tmp_path):
             "prometheus",
             "--config.file=%s" % config,
             "--storage.tsdb.path=%s" % (tmp_path / "data"),
-            "--web.listen-address=127.0.0.1:%d" % PROMETHEUS_PORT,
+            "--web.listen-address=127.0.0.1:%d" % prometheus_port,
         ],
         tmp_path / "prometheus.log",
     )
     try:
         # No textfile yet: the watch is absent.
-        wait_until(lambda: firing("ArvadosRecoveryWatchAbsent"), "ArvadosRecoveryWatchAbsent firing")
+        wait_until(lambda: firing(prometheus_port, "ArvadosRecoveryWatchAbsent"), "ArvadosRecoveryWatchAbsent firing")
         # Both still up: one that could not listen has exited by now, and said why.
         for process, log in ((node_exporter, "node_exporter.log"), (prometheus, "prometheus.log")):
             assert process.poll() is None, (tmp_path / log).read_text()[-2000:]
 
         write_textfile(textfile_dir / "arvados_recovery.prom", orphaned_containers=2)
-        orphans = wait_until(lambda: firing("ArvadosOrphans"), "ArvadosOrphans firing")
+        orphans = wait_until(lambda: firing(prometheus_port, "ArvadosOrphans"), "ArvadosOrphans firing")
         assert orphans == [
             {
                 "alertname": "ArvadosOrphans",
                 "cluster": CLUSTER,
-                "instance": "127.0.0.1:%d" % NODE_EXPORTER_PORT,
+                "instance": "127.0.0.1:%d" % node_exporter_port,
                 "kind": "container",
                 "severity": "warning",
             }
         ]
-        wait_until(lambda: not firing("ArvadosRecoveryWatchAbsent"), "ArvadosRecoveryWatchAbsent cleared")
-        build = api("/api/v1/query?query=arvados_recovery_build_info")["result"]
+        wait_until(
+            lambda: not firing(prometheus_port, "ArvadosRecoveryWatchAbsent"), "ArvadosRecoveryWatchAbsent cleared"
+        )
+        build = api(prometheus_port, "/api/v1/query?query=arvados_recovery_build_info")["result"]
         assert [entry["metric"]["version"] for entry in build] == [watch_metrics.COLLECTION_VERSION]
 
         # After the recovery the watch reads no orphan: the alert clears.
         write_textfile(textfile_dir / "arvados_recovery.prom", orphaned_containers=0)
-        wait_until(lambda: not firing("ArvadosOrphans"), "ArvadosOrphans cleared")
+        wait_until(lambda: not firing(prometheus_port, "ArvadosOrphans"), "ArvadosOrphans cleared")
     finally:
         stop(prometheus)
         stop(node_exporter)

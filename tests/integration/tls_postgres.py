@@ -13,7 +13,6 @@ import datetime
 import os
 import pwd
 import shutil
-import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ from cryptography.x509.oid import NameOID
 
 from lab import labctl
 from lab.postgres import clone_database, drop_database, ensure_databases, init_postgres_cluster
+from tests.integration.ports import free_port
 
 # The name the clients connect to, as a site's config names its database host.
 SERVER_NAME = "localhost"
@@ -120,7 +120,7 @@ class TlsPostgres:
 def tls_postgres() -> Iterator[TlsPostgres]:
     lab_dir = Path(tempfile.mkdtemp(prefix="arvlab-tls-", dir="/tmp"))
     lab_dir.chmod(0o755)
-    settings = labctl.lab_settings(environ={"LAB_DIR": str(lab_dir), "LAB_PG_PORT": str(_free_port())})
+    settings = labctl.lab_settings(environ={"LAB_DIR": str(lab_dir), "LAB_PG_PORT": str(free_port())})
     record = None
     try:
         labctl.prepare_directories(settings)
@@ -164,9 +164,3 @@ def _serve_tls(settings: labctl.LabSettings, ca: CertificateAuthority) -> None:
         path.chmod(mode)
     with open(settings.pg_data / "postgresql.conf", "a", encoding="utf-8") as conf:
         conf.write(f"ssl = on\nssl_cert_file = '{cert_file}'\nssl_key_file = '{key_file}'\n")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
