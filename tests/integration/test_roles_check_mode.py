@@ -25,6 +25,8 @@ REPO_ROOT = helpers.REPO_ROOT
 IMAGE = "localhost/arvados-recovery-molecule:bookworm"
 SITE = REPO_ROOT / "playbooks" / "site.yml"
 WANTS_LINK = "/etc/systemd/system/multi-user.target.wants/arvados-fail-jobs.service"
+# containers.podman.podman cannot pipeline: four podman processes a module task, against one.
+CONNECTION_PLUGINS = REPO_ROOT / "extensions" / "molecule" / "connection_plugins"
 COLLECTIONS = [REPO_ROOT / ".build" / "collections", REPO_ROOT / ".build" / "molecule-collections"]
 
 # The image has no Slurm clients, as an API host may not: the boot cleanup is told that
@@ -123,7 +125,8 @@ def write_inventory(path, containers: dict[str, str]):
                     "hosts": {
                         name: dict(
                             HOSTS[key][0],
-                            ansible_connection="containers.podman.podman",
+                            # Molecule's pipelining podman connection: one podman exec a task.
+                            ansible_connection="podman",
                             ansible_python_interpreter="/usr/bin/python3",
                             # site.yml becomes root; in the container the connection already is.
                             ansible_become=False,
@@ -146,6 +149,7 @@ def run_site(inventory, *options, succeeds=True):
         ANSIBLE_COLLECTIONS_PATH=":".join(map(str, COLLECTIONS)),
         ANSIBLE_NOCOLOR="1",
         ANSIBLE_PIPELINING="1",
+        ANSIBLE_CONNECTION_PLUGINS=str(CONNECTION_PLUGINS),
     )
     completed = run_ansible_playbook(["-i", inventory, SITE, *options], env=env, timeout=1800)
     run = Run(completed)

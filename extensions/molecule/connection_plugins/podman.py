@@ -11,6 +11,7 @@ the module's run, its removal; each one conmon and runc, a second or more on a l
 process per task. scripts/molecule.sh puts this directory first in
 ANSIBLE_CONNECTION_PLUGINS, so the short name `podman` that Molecule's inventory gives
 every host resolves here; the scenarios already set ANSIBLE_PIPELINING.
+tests/integration/test_roles_check_mode.py runs site.yml over it the same way.
 """
 
 from __future__ import annotations
