@@ -146,13 +146,13 @@ def close_listing(cursor: Any, conn: Connection) -> None:
 
 
 class JobCleaner:
-    """Runs one cleanup on two open connections (_database.driver's) to the same database.
+    """Runs one cleanup on one open connection (_database.driver's), two for a long list.
 
-    `listing_conn` (switched to autocommit) holds the list of Running jobs in a cursor
-    WITH HOLD, a page fetched per batch (see LISTING_CURSOR), while `conn` (autocommit off)
-    works through them a batch at a time, a transaction each. In place of `listing_conn`,
-    `open_listing()` may return it when the listing begins: run_fail_jobs opens it on a
-    thread meanwhile (_database.connect.ConnectionOnThread), beside the checks on `conn`.
+    `conn` (autocommit off) reads the first page of the Running jobs and works through
+    them a batch at a time, a transaction each. Only a list longer than a page needs
+    `listing_conn` (switched to autocommit): it holds the list in a cursor WITH HOLD, a page
+    fetched per batch (see LISTING_CURSOR). In place of `listing_conn`, `open_listing()`
+    may return it when such a list is found: run_fail_jobs opens it only then.
 
     `cancel_slurm(uuids, check_mode)` makes the Slurm jobs named after `uuids` absent and
     returns the Slurm engine's result as a dict; it raises to stop the run before the
@@ -439,20 +439,35 @@ class JobCleaner:
 
     def _running_jobs(self) -> Iterator[Tuple[str, Optional[datetime], Optional[datetime]]]:
         """(uuid, started_at, finished_at) of the Running jobs, a page at a time."""
-        conn = self._listing_connection()
-        conn.autocommit = True
         query, params = self._listing_query()
         size = self._batch_size()
-        self._set_up_session(conn)
-        first = self._listing_waits(
-            lambda: conn.execute(SQL_FIRST_PAGE.format(running=query), dict(params, page_limit=size + 1)).fetchall()
-        )
+        first = self._first_page(query, params, size)
         if len(first) <= size:
             yield from first
             return
-        # More than a page: read through the cursor, within what the wait above left.
-        conn.execute(self._lock_timeout_setting())
+        # More than a page: read through the listing's cursor, within what the wait above left.
+        conn = self._listing_connection()
+        conn.autocommit = True
+        self._set_up_session(conn)
         yield from self._running_jobs_by_cursor(conn, query, params)
+
+    def _first_page(
+        self, query: str, params: Dict[str, Any], size: int
+    ) -> List[Tuple[str, Optional[datetime], Optional[datetime]]]:
+        """At most a page and one row, as a plain query on the working connection: a page or
+        less is the whole list (a no-op rerun's), and the listing's connection is then never
+        opened, a backend's start saved (issue 40, P3). In a transaction of its own, rolled
+        back, so that its lock_timeout, what is left of the budget, stays its own."""
+        conn = self.conn
+        try:
+            conn.execute("SET LOCAL lock_timeout = %d" % self._lock_budget.lock_timeout_ms())
+            return self._listing_waits(
+                lambda: conn.execute(SQL_FIRST_PAGE.format(running=query), dict(params, page_limit=size + 1)).fetchall()
+            )
+        finally:
+            # Not on a dead session: that would raise in place of the error that says why.
+            if not connection_lost(conn):
+                conn.rollback()
 
     def _listing_waits(self, read: Callable[[], Item]) -> Item:
         """`read()`, whose wait behind an ACCESS EXCLUSIVE lock on jobs (a migration, a

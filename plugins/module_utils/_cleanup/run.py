@@ -23,7 +23,7 @@ from .._common.errors import ConfigError, RecoveryError
 from .._common.option_bounds import MAX_SLEEP_SECONDS
 from .._common.options import Option, auto_or_bool, option_fields, parse, seconds
 from .._common.uuids import JOB_INFIX, uuid_pattern
-from .._database.connect import ConnectionOnThread, connect, describe_user, redact
+from .._database.connect import connect, describe_user, redact
 from .._database.driver import error_text, load_driver, sqlstate_of
 from .._database.settings import CONNECTION_OPTIONS, DEFAULT_DB_WAIT, DatabaseSettings, resolve_database_settings
 from .._slurm.runner import SEARCHED, find_program, require_program
@@ -287,23 +287,24 @@ def run_fail_jobs(
     plan = prepare(params, check_mode, diff, keep_uuids)
     conn_kwargs = plan.settings.as_psycopg_kwargs()
     driver = load_driver()
-    # The listing's connection opens beside this one and the checks on it, not after them:
-    # a connection is most of a no-op's time (bench/README.md, issue 40).
-    listing = ConnectionOnThread(lambda: connect_db(conn_kwargs, wait=plan.db_wait, driver=driver))
-    try:
-        conn = connect_db(conn_kwargs, wait=plan.db_wait, driver=driver)
-    except BaseException:
-        listing.close()
-        raise
+    conn = connect_db(conn_kwargs, wait=plan.db_wait, driver=driver)
     cleaner = None
     try:
+        # A second connection only for a list longer than a page (JobCleaner._running_jobs):
+        # a connection is most of a no-op's time (bench/README.md, issue 40).
+        cleaner = JobCleaner(
+            conn,
+            None,
+            plan.options,
+            cancel_slurm=plan.slurm,
+            progress=progress,
+            open_listing=lambda: connect_db(conn_kwargs, wait=plan.db_wait, driver=driver),
+        )
         try:
-            cleaner = JobCleaner(
-                conn, None, plan.options, cancel_slurm=plan.slurm, progress=progress, open_listing=listing.get
-            )
             result = cleaner.run().to_dict()
         finally:
-            listing.close()
+            if cleaner.listing_conn is not None:
+                cleaner.listing_conn.close()
     except driver.Error as error:
         raise RecoveryError(
             database_error_message(

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import getpass
 import os
-import threading
 import time
 from typing import Any, Callable, Mapping, Optional
 
@@ -130,37 +129,3 @@ def connect(
                 ) from None
         sleep(delay)
         delay = min(delay * 2, 5.0)
-
-
-class ConnectionOnThread:
-    """A connection opened on a thread of its own, so that its round trips and the server's
-    start of its session go on beside the caller's work instead of before it.
-
-    `get()` waits for it and returns it, or raises what opening it raised; `close()` waits
-    too and closes it if it opened (unasked for, as after an error that ended the run
-    first: that error is the one told, not this one's).
-    """
-
-    def __init__(self, open_connection: Callable[[], Connection]) -> None:
-        self._conn: Optional[Connection] = None
-        self._error: Optional[BaseException] = None
-        self._thread = threading.Thread(target=self._open, args=(open_connection,), daemon=True)
-        self._thread.start()
-
-    def _open(self, open_connection: Callable[[], Connection]) -> None:
-        try:
-            self._conn = open_connection()
-        except BaseException as error:  # pylint: disable=broad-except
-            # Raised on the caller's thread, by get().
-            self._error = error
-
-    def get(self) -> Connection:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._conn
-
-    def close(self) -> None:
-        self._thread.join()
-        if self._conn is not None:
-            self._conn.close()

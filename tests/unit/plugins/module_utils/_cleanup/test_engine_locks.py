@@ -443,16 +443,34 @@ class ListingCursor:
             raise DbError("the connection is lost")
 
 
+class WorkingConnection(ScriptedConnection):
+    """The working connection, whose first page's query (SQL_FIRST_PAGE) gets at most
+    page_limit of `rows`."""
+
+    def __init__(self, rows, answers=()):
+        super().__init__(answers)
+        self.rows = rows
+
+    def execute(self, query, params=None):
+        if params and "page_limit" in params:
+            self.statements.append((query, params))
+            return Rows(self.rows[: params["page_limit"]])
+        return super().execute(query, params)
+
+
 class ListingConnection:
+    """The listing's connection: its cursor WITH HOLD reads `rows` a page at a time."""
+
     def __init__(self, rows):
         self.dead = self.closed = False
         self.autocommit = False
         self.cursor_made = None
         self.rows = rows
+        self.statements = []
 
     def execute(self, query, params=None):
-        # The first page's query (SQL_FIRST_PAGE): at most page_limit rows.
-        return Rows(self.rows[: params["page_limit"]] if params and "page_limit" in params else [])
+        self.statements.append((query, params))
+        return Rows([])
 
     def commit(self):
         pass
@@ -484,8 +502,9 @@ def test_a_run_killed_mid_batch_says_postgresqls_reason_once(monkeypatch):
     unraisable = []
     monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
     # No user has a token to judge before the first of the three batches.
-    conn = ScriptedConnection([(cleanup_sql.SQL_RUN_TOKEN_SCOPE, [([], None, T0)])])
-    listing = ListingConnection([(JOB % n, T0, None) for n in range(1, 6)])
+    jobs = [(JOB % n, T0, None) for n in range(1, 6)]
+    conn = WorkingConnection(jobs, [(cleanup_sql.SQL_RUN_TOKEN_SCOPE, [([], None, T0)])])
+    listing = ListingConnection(jobs)
     cleaner = JobCleaner(conn, listing, CleanupOptions(batch_size=2, live=False))
 
     sent_before_the_kill = []
@@ -505,20 +524,35 @@ def test_a_run_killed_mid_batch_says_postgresqls_reason_once(monkeypatch):
     assert sent_before_the_kill == [len(conn.statements)]
 
 
-def test_the_listings_connection_is_asked_for_after_the_checks_and_the_lock(monkeypatch):
+@pytest.mark.parametrize("jobs, opened", [(2, False), (3, True)])
+def test_the_listings_connection_opens_after_the_checks_and_the_lock_for_more_than_a_page(monkeypatch, jobs, opened):
     events = []
     monkeypatch.setattr(cleanup_engine, "read_server_facts", lambda *args: events.append("checks") or SERVER_FACTS)
     monkeypatch.setattr(cleanup_engine, "take_advisory_lock", lambda conn, wait: events.append("lock"))
-    listing = ListingConnection([])
+    rows = [(JOB % n, T0, None) for n in range(1, jobs + 1)]
+    listing = ListingConnection(rows)
 
     def open_listing():
         events.append("listing connection")
         return listing
 
-    cleaner = JobCleaner(ScriptedConnection(), None, CleanupOptions(live=False), open_listing=open_listing)
+    # No user has a token to judge before the first of several batches.
+    conn = WorkingConnection(rows, [(cleanup_sql.SQL_RUN_TOKEN_SCOPE, [([], None, T0)])])
+    cleaner = JobCleaner(conn, None, CleanupOptions(batch_size=2, live=False), open_listing=open_listing)
+    cleaner.transaction.write = lambda uuids: BatchOutcome(list(uuids), [])
     cleaner.run()
-    assert events == ["checks", "lock", "listing connection"]
-    assert cleaner.listing_conn is listing and listing.autocommit is True
+    # The first page is read on the working connection, in a transaction rolled back
+    # with its lock_timeout; a no-op rerun's short list needs no second backend.
+    first_page = [n for n, (query, params) in enumerate(conn.statements) if params and "page_limit" in params]
+    assert len(first_page) == 1
+    assert conn.statements[first_page[0] - 1][0].startswith("SET LOCAL lock_timeout = ")
+    assert conn.statements[first_page[0] + 1][0] == "ROLLBACK"
+    if opened:
+        assert events == ["checks", "lock", "listing connection"]
+        assert cleaner.listing_conn is listing and listing.autocommit is True
+        assert listing.cursor_made is not None and listing.cursor_made.closes == 1
+    else:
+        assert events == ["checks", "lock"] and cleaner.listing_conn is None
 
 
 def test_a_failed_check_takes_no_lock_and_lets_none_go(monkeypatch):
@@ -538,8 +572,9 @@ def test_a_failed_check_takes_no_lock_and_lets_none_go(monkeypatch):
 def test_a_list_of_a_page_or_less_is_read_without_a_cursor(monkeypatch, jobs, cursor):
     monkeypatch.setattr(cleanup_engine, "read_server_facts", lambda *args: SERVER_FACTS)
     monkeypatch.setattr(cleanup_engine, "take_advisory_lock", lambda conn, wait: None)
-    listing = ListingConnection([(JOB % n, T0, None) for n in range(1, jobs + 1)])
-    cleaner = JobCleaner(ScriptedConnection(), listing, CleanupOptions(batch_size=2, live=False))
+    rows = [(JOB % n, T0, None) for n in range(1, jobs + 1)]
+    listing = ListingConnection(rows)
+    cleaner = JobCleaner(WorkingConnection(rows), listing, CleanupOptions(batch_size=2, live=False))
     assert [uuid for uuid, _started, _finished in cleaner._running_jobs()] == [  # pylint: disable=protected-access
         JOB % n for n in range(1, jobs + 1)
     ]

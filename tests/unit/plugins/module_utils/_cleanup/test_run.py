@@ -8,7 +8,7 @@ from __future__ import annotations
 import io
 import json
 import os
-import threading
+import types
 
 import pytest
 
@@ -452,9 +452,10 @@ def test_the_message_of_held_jobs_names_the_option_its_value_the_users_and_the_s
     assert cleanup_run.held_message(held[:1], "crunch", check_mode=True).startswith("1 job(s) would be left Running")
 
 
-def test_the_listings_connection_is_closed_when_the_first_one_fails(monkeypatch):
-    """Both connections open at once; the first one's failure is the one told, and the
-    listing's, opened on its own thread, is closed, not left to the collector."""
+@pytest.mark.parametrize("more_than_a_page", [False, True])
+def test_the_listings_connection_opens_only_when_asked_for_and_is_closed(monkeypatch, more_than_a_page):
+    """A no-op rerun's list fits a page: the run opens one connection. A longer list's
+    second connection is closed by the run, after an error too, not left to the collector."""
     opened = []
 
     class Conn:
@@ -464,12 +465,24 @@ def test_the_listings_connection_is_closed_when_the_first_one_fails(monkeypatch)
             self.closed = True
 
     def connect_db(*_args, **_kwargs):
-        if threading.current_thread() is threading.main_thread():
-            raise RecoveryError("cannot connect: the database is starting")
         opened.append(Conn())
         return opened[-1]
 
-    monkeypatch.setattr(cleanup_run, "load_driver", lambda: None)
-    with pytest.raises(RecoveryError, match="the database is starting"):
+    class Cleaner:
+        def __init__(self, conn, listing_conn, options, cancel_slurm=None, progress=None, open_listing=None):
+            self.listing_conn, self.open_listing = listing_conn, open_listing
+
+        def run(self):
+            if more_than_a_page:
+                self.listing_conn = self.open_listing()
+            raise RecoveryError("squeue timed out")
+
+    class DriverError(Exception):
+        pass
+
+    monkeypatch.setattr(cleanup_run, "load_driver", lambda: types.SimpleNamespace(Error=DriverError))
+    monkeypatch.setattr(cleanup_run, "JobCleaner", Cleaner)
+    with pytest.raises(RecoveryError, match="squeue timed out"):
         cleanup_run.run_fail_jobs(dict(NO_FILES), connect_db=connect_db)
-    assert len(opened) == 1 and opened[0].closed
+    assert len(opened) == (2 if more_than_a_page else 1)
+    assert all(conn.closed for conn in opened)

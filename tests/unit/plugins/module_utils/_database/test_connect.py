@@ -116,34 +116,3 @@ def test_is_permanent_and_describe_target():
     assert login.endswith("(no user given: libpq's default, the login name)") and "None" not in login
     assert database_connect.redact("a pw b pw", "pw") == "a ******** b ********"
     assert database_connect.redact("text", None) == "text"
-
-
-# -- a connection opened on a thread -----------------------------------------------------------
-
-
-class Closable:
-    def __init__(self):
-        self.closed = False
-
-    def close(self):
-        self.closed = True
-
-
-def test_a_connection_on_a_thread_is_handed_over_and_closed_once_unasked_for():
-    conn = Closable()
-    opened = database_connect.ConnectionOnThread(lambda: conn)
-    assert opened.get() is conn and not conn.closed
-    unasked = Closable()
-    database_connect.ConnectionOnThread(lambda: unasked).close()
-    assert unasked.closed
-
-
-def test_a_connection_on_a_thread_raises_its_error_where_it_is_asked_for_only():
-    def refuse():
-        raise database_connect.DatabaseUnavailable("cannot connect to the database 'd'")
-
-    opened = database_connect.ConnectionOnThread(refuse)
-    with pytest.raises(database_connect.DatabaseUnavailable, match="cannot connect"):
-        opened.get()
-    # Closed after another error ended the run: nothing to close, nothing raised.
-    database_connect.ConnectionOnThread(refuse).close()
