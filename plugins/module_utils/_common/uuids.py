@@ -11,7 +11,6 @@ the lab's data generator share this one definition.
 from __future__ import annotations
 
 import re
-import secrets
 from typing import List, Optional, Protocol
 
 ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
@@ -111,6 +110,10 @@ def random_part(rng: Optional[RandomSource] = None) -> str:
     generated data becomes reproducible.
     """
     if rng is None:
+        # Imported here: secrets loads hashlib, hmac and OpenSSL's libcrypto, a few ms of
+        # every command's start-up, and a run that writes no row draws nothing (issue 40, P3).
+        import secrets  # pylint: disable=import-outside-toplevel
+
         return _base36_15(secrets.randbelow(_RANDOM_PART_RANGE))
     return _base36_15(rng.randrange(_RANDOM_PART_RANGE))
 
