@@ -14,7 +14,7 @@ help:
 	@echo "                  one stage alone"
 	@echo "                  (releases: scancel --ctld on Debian 13's Slurm, the cluster scenario's light verify"
 	@echo "                  on Debian 11 and 13)"
-	@echo "                  (versions: unit tests and sanity on ansible-core 2.16 to 2.21, Python 3.8 and the newest;"
+	@echo "                  (versions: the unit tests that run ansible-core, and sanity, on ansible-core 2.16 to 2.21, Python 3.8 and the newest;"
 	@echo "                  integration-cores: the recovery playbooks on the lab with ansible-core 2.16 and 2.21;"
 	@echo "                  examples: every fenced example of README.md, playbooks/, roles/ and docs/docsite/ run on the lab;"
 	@echo "                  docs: the documentation site into .build/docs/build/html, any Sphinx warning an error)"

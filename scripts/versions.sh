@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The version stage: what meta/runtime.yml and tests/config.yml claim, tested.
 #
-# - ansible-core 2.16 to 2.21: the unit tests and ansible-test sanity, each core in a
+# - ansible-core 2.16 to 2.21: the unit tests that run ansible-core's code (marked `cores`
+#   by tests/unit/conftest.py: the modules, filters, roles and playbooks; the rest import no
+#   Ansible and would run the same code again) and ansible-test sanity, each core in a
 #   virtualenv of its own under .build/versions/ (2.19 is the project's .venv, pinned in
 #   requirements-dev.txt; another ansible-core never goes into .venv).
 # - ansible-core 2.20 and 2.21 need a controller Python >= 3.12, which Debian 12 does not
@@ -219,7 +221,8 @@ run_core() {
     failed+=("ansible-core $series")
     return
   fi
-  step "ansible-core $series: unit tests" "${RUN[@]}" "$dir/bin/python" -m pytest -q -p no:cacheprovider tests/unit
+  step "ansible-core $series: unit tests marked cores" "${RUN[@]}" "$dir/bin/python" -m pytest -q -p no:cacheprovider \
+    -m cores tests/unit
   step "ansible-core $series: sanity" "${RUN[@]}" env "${sanity_env[@]}" SANITY_VENV="$dir" \
     SANITY_COPY_ROOT="$VERSIONS_DIR/$copy" scripts/sanity.sh
   if [ "$series" = "$NEWEST_CORE" ]; then
