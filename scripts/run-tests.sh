@@ -6,18 +6,22 @@
 # Named stages run one after the other. All of them (no argument, as `make test` runs
 # them) run in three lanes at once, because the lab and cluster stages spend much of their
 # time waiting for Slurm, PostgreSQL and systemd in containers, with a core idle:
-#   lab lane:     integration, integration-cores (the recovery playbooks on ansible-core
-#                 2.16 and 2.21), examples (every fenced example of the user docs, run)
+#   lab lane:     integration:lab (the integration tests but the container one below),
+#                 integration-cores (the recovery playbooks on ansible-core 2.16 and 2.21),
+#                 examples (every fenced example of the user docs, run), then the one-host
+#                 scenarios of Arvados' releases (release_*: they use the lab's PostgreSQL)
 #   tools lane:   unit, sanity, versions, lint, build, docs (the documentation site,
 #                 scripts/docs.sh), then the one-host Molecule scenarios but release_*
 #   cluster lane: Molecule's cluster scenario on Debian 12, its installer scenario (the
-#                 playbooks on the inventory of Arvados' own installer), then `releases` (Slurm 24.11's
-#                 scancel --ctld, the cluster scenario's light verify on Debian 11 and 13),
-#                 then the one-host scenarios of Arvados' releases (release_*: they use the
-#                 lab's PostgreSQL, which stays up until every lane is done)
-# (2026-12-03, a clean clone: lab lane 2,134 s, tools 2,230 s, cluster 1,950 s before
-# release_*'s 313 s moved to it from the lab lane, the longest then; 2026-12-05, 3b8e657:
-# lab lane 2,408 s, tools 2,195 s, cluster 2,483 s, the whole `.ci/run` 2,509 s.)
+#                 playbooks on the inventory of Arvados' own installer),
+#                 integration:containers (site.yml's check mode on fresh containers), then
+#                 `releases` (Slurm 24.11's scancel --ctld, the cluster scenario's light
+#                 verify on Debian 11 and 13)
+# (2026-12-05, 3b8e657: lab lane 2,408 s, tools 2,195 s, cluster 2,483 s, the whole `.ci/run`
+# 2,509 s; 2026-12-06, 0eff5bc: lab 2,595 s, tools 2,504 s, cluster 2,704 s, `.ci/run`
+# 2,730 s, over 45 minutes on a fresh machine: then the version stage's cores ran only the
+# unit tests that run ansible-core, the light verify lost its idempotence step, and
+# test_roles_check_mode.py and release_* changed lanes.)
 # The lab lane's output goes to the terminal, the others' to .build/test-logs/<stage>.log;
 # every stage's log is kept there, and the end of each failed stage's log is printed again
 # after the summary.
@@ -113,9 +117,21 @@ PSYCOPG2_SELECTION="not sigkill_at_random_moments and (not test_arvados_reconcil
 # the releases stage runs it, once that image is built.
 RELEASE_TESTS=tests/integration/test_slurm_release_ctld.py
 
+# test_roles_check_mode.py runs site.yml in containers of the Molecule base image and uses
+# nothing of the lab: make test runs it in the cluster lane (integration:containers, 137 s
+# alone, 280 s in make test), the rest in the lab lane (integration:lab).
+CONTAINER_TESTS=tests/integration/test_roles_check_mode.py
+
+# integration_stage [all|lab|containers]: the integration tests, all of them by default.
 integration_stage() {
-  local result=0
-  .venv/bin/pytest --durations=15 --ignore="$RELEASE_TESTS" tests/integration || result=1
+  local part=${1:-all} result=0 ignored=(--ignore="$RELEASE_TESTS")
+  case "$part" in
+    all) ;;
+    lab) ignored+=(--ignore="$CONTAINER_TESTS") ;;
+    containers) .venv/bin/pytest --durations=5 "$CONTAINER_TESTS"; return ;;
+    *) echo "unknown part of the integration stage '$part' (all, lab, containers)" >&2; return 2 ;;
+  esac
+  .venv/bin/pytest --durations=15 "${ignored[@]}" tests/integration || result=1
   echo "== integration: the database modules' tests again, under psycopg2"
   ARVADOS_RECOVERY_PG_DRIVER=psycopg2 .venv/bin/pytest --durations=5 -k "${PSYCOPG2_SELECTION//$'\n'/ }" \
     "${PSYCOPG2_TESTS[@]}" || result=1
@@ -134,9 +150,10 @@ molecule_releases_stage() {
 }
 
 # What make test runs on the Debian releases besides 12 (issue 23): scancel --ctld on
-# Debian 13's Slurm 24.11, then the cluster scenario's light verify (the two reboots and the
-# recovery playbooks, twice; not site.yml's changed settings nor cancel_slurm_jobs.yml,
-# which the full verify on Debian 12 runs) on each release of MOLECULE_RELEASES.
+# Debian 13's Slurm 24.11, then the cluster scenario's light verify (converge, the two
+# reboots and the recovery playbooks, twice; not idempotence, site.yml's changed settings
+# nor cancel_slurm_jobs.yml, which the full verify on Debian 12 runs) on each release of
+# MOLECULE_RELEASES.
 releases_stage() {
   local result=0
   if scripts/build-molecule-image.sh cluster trixie; then
@@ -149,11 +166,13 @@ releases_stage() {
 }
 
 # A stage, or `molecule:SCENARIO,SCENARIO` for some of Molecule's scenarios, or
-# `molecule-releases:RELEASE,RELEASE` for the cluster scenario on some releases.
+# `molecule-releases:RELEASE,RELEASE` for the cluster scenario on some releases, or
+# `integration:lab` and `integration:containers` for the two parts of the integration stage.
 run_stage() {
   case "$1" in
     unit)        .venv/bin/pytest -q tests/unit ;;
     integration) integration_stage ;;
+    integration:*) integration_stage "${1#integration:}" ;;
     integration-cores) scripts/integration-cores.sh ;;
     examples)    .venv/bin/pytest -rs tests/examples ;;
     sanity)      scripts/sanity.sh ;;
@@ -211,16 +230,16 @@ one_host_scenarios() {
 # build while the cluster scenario runs on Debian 12; trixie's first, for the releases
 # stage's first test. That stage builds an image still missing itself, its error in its log.
 cluster_lane() {
-  local results=$1 one_host=$2 images release
+  local results=$1 images release
   {
     for release in trixie "${MOLECULE_RELEASES[@]}"; do
       scripts/build-molecule-image.sh cluster "$release" || break
     done
   } >"$LOG_DIR/release-images.log" 2>&1 &
   images=$!
-  run_lane "$results" yes molecule:cluster molecule:installer
+  run_lane "$results" yes molecule:cluster molecule:installer integration:containers
   wait "$images"
-  run_lane "$results" yes releases "molecule:$one_host"
+  run_lane "$results" yes releases
 }
 
 scripts/link-collection.sh >/dev/null
@@ -239,14 +258,14 @@ if [ "$lanes" = yes ]; then
     scripts/build-molecule-image.sh base
   fi
   lab_scenarios=$(one_host_scenarios 'release_*') tools_scenarios=$(one_host_scenarios '!release_*')
-  echo "== three lanes: integration, integration-cores and examples here; alongside,"
-  echo "   unit, sanity, versions, lint, build, docs and molecule:$tools_scenarios; molecule:cluster,"
-  echo "   releases and molecule:$lab_scenarios (logs in $LOG_DIR)"
+  echo "== three lanes: integration:lab, integration-cores, examples and molecule:$lab_scenarios here;"
+  echo "   alongside, unit, sanity, versions, lint, build, docs and molecule:$tools_scenarios;"
+  echo "   molecule:cluster, molecule:installer, integration:containers and releases (logs in $LOG_DIR)"
   run_lane "$results.tools" yes unit sanity versions lint build docs "molecule:$tools_scenarios" &
   tools_lane=$!
-  cluster_lane "$results.cluster" "$lab_scenarios" &
+  cluster_lane "$results.cluster" &
   cluster_lane=$!
-  run_lane "$results.lab" no integration integration-cores examples
+  run_lane "$results.lab" no integration:lab integration-cores examples "molecule:$lab_scenarios"
   echo "== waiting for the other lanes"
   wait "$tools_lane" "$cluster_lane"
   cat "$results.lab" "$results.tools" "$results.cluster" >"$results"
