@@ -10,7 +10,7 @@ DOCUMENTATION = r"""
 ---
 module: arvados_fail_jobs
 short_description: Fail or requeue the Arvados jobs a reboot left Running, in PostgreSQL
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - After an Arvados API server crashed or rebooted, its database still calls crunch v1 jobs
     C(Running) that nothing runs or watches, Slurm may still hold jobs named after them, and

@@ -10,7 +10,7 @@ DOCUMENTATION = r"""
 ---
 module: arvados_reconcile_info
 short_description: Compare Slurm's queue with Arvados' database, for crunch v1 jobs and containers
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Reads Slurm's queue and Arvados' PostgreSQL database and reports where they disagree,
     after a compute node, the dispatcher's host or the API server rebooted. It changes

@@ -10,7 +10,7 @@ DOCUMENTATION = r"""
 ---
 module: slurm_job_cancel
 short_description: Make sure no Slurm job with the given names or ids is queued
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Makes the Slurm jobs named after Arvados UUIDs (or given by job id) absent from the queue,
     with the least load on C(slurmctld), and waits until they have left.

@@ -10,7 +10,7 @@ DOCUMENTATION = r"""
 ---
 module: slurm_node_resume
 short_description: Return to service the Slurm nodes taken down by an unexpected reboot, and no others
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - When a compute node comes back from a reboot Slurm did not order, C(slurmctld) sets it
     C(DOWN) with the reason C(Node unexpectedly rebooted) (unless C(ReturnToService=2)), and

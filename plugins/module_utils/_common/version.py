@@ -10,4 +10,4 @@ galaxy.yml is the source; tests/unit/plugins/module_utils/_common/test_version.p
 from __future__ import annotations
 
 COLLECTION = "arvados_ops.recovery"
-COLLECTION_VERSION = "0.1.0"
+COLLECTION_VERSION = "1.0.0"

@@ -45,6 +45,11 @@ def released(collection_copy, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("released") / "ansible_collections" / "arvados_ops" / "recovery"
     shutil.copytree(collection_copy, root)
     release_check.set_version(root, "7.1.0")
+    # RELEASING.md's step 4: each release has its summary (the copy may be at a release,
+    # its fragments all released).
+    fragments = root / "changelogs" / "fragments"
+    fragments.mkdir(parents=True, exist_ok=True)
+    (fragments / "release_summary.yml").write_text("release_summary: >-\n  A release made by the tests.\n")
     for path in release_check.documented_files(root):
         text = path.read_text()
         path.write_text(re.sub(r"(version_added:\s*['\"]?)[0-9.]+", r"\g<1>7.1.0", text))
