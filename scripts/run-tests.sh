@@ -8,23 +8,24 @@
 # time waiting for Slurm, PostgreSQL and systemd in containers, with a core idle:
 #   lab lane:     integration:lab (the integration tests but the container one below),
 #                 integration-cores (the recovery playbooks on ansible-core 2.16 and 2.21),
-#                 examples (every fenced example of the user docs, run)
+#                 examples (every fenced example of the user docs, run), then the one-host
+#                 scenarios of Arvados' releases (release_*: they use the lab's PostgreSQL)
 #   tools lane:   unit, sanity, versions, lint, build, docs (the documentation site,
 #                 scripts/docs.sh), then the one-host Molecule scenarios but release_*
 #   cluster lane: Molecule's cluster scenario on Debian 12, its installer scenario (the
 #                 playbooks on the inventory of Arvados' own installer),
 #                 integration:containers (site.yml's check mode on fresh containers), then
 #                 `releases` (Slurm 24.11's scancel --ctld, the cluster scenario's light
-#                 verify on Debian 11 and 13), then the one-host scenarios of Arvados'
-#                 releases (release_*: they use the lab's PostgreSQL, which stays up until
-#                 every lane is done)
+#                 verify on Debian 11 and 13)
 # (2026-12-05, 3b8e657: lab lane 2,408 s, tools 2,195 s, cluster 2,483 s, the whole `.ci/run`
 # 2,509 s; 2026-12-06, 0eff5bc: lab 2,595 s, tools 2,504 s, cluster 2,704 s, `.ci/run`
 # 2,730 s, over 45 minutes on a fresh machine: then the version stage's cores ran only the
 # unit tests that run ansible-core, the light verify lost its idempotence step, and
-# test_roles_check_mode.py went to the cluster lane. 0ca57ac, a clean clone while other work
-# loaded the machine: lab 2,813 s with release_* (178 s) in it, tools 2,730 s, cluster
-# 2,599 s, `.ci/run` 2,851 s; release_* went back to the cluster lane.)
+# test_roles_check_mode.py and release_* changed lanes. 76021f7, release_* in the cluster
+# lane again, on a quiet machine: integration:lab 2,055 s, integration-cores 183 s, then
+# examples; the cluster lane 1,796 s before releases (cluster 1,021, installer 515,
+# integration:containers 260), about 2,500 s before release_*'s 178: they stay in the lab
+# lane.)
 # The lab lane's output goes to the terminal, the others' to .build/test-logs/<stage>.log;
 # every stage's log is kept there, and the end of each failed stage's log is printed again
 # after the summary.
@@ -233,7 +234,7 @@ one_host_scenarios() {
 # build while the cluster scenario runs on Debian 12; trixie's first, for the releases
 # stage's first test. That stage builds an image still missing itself, its error in its log.
 cluster_lane() {
-  local results=$1 one_host=$2 images release
+  local results=$1 images release
   {
     for release in trixie "${MOLECULE_RELEASES[@]}"; do
       scripts/build-molecule-image.sh cluster "$release" || break
@@ -242,7 +243,7 @@ cluster_lane() {
   images=$!
   run_lane "$results" yes molecule:cluster molecule:installer integration:containers
   wait "$images"
-  run_lane "$results" yes releases "molecule:$one_host"
+  run_lane "$results" yes releases
 }
 
 scripts/link-collection.sh >/dev/null
@@ -260,15 +261,15 @@ if [ "$lanes" = yes ]; then
   if [ "$lab_ok" = yes ]; then
     scripts/build-molecule-image.sh base
   fi
-  cluster_scenarios=$(one_host_scenarios 'release_*') tools_scenarios=$(one_host_scenarios '!release_*')
-  echo "== three lanes: integration:lab, integration-cores and examples here; alongside, unit,"
-  echo "   sanity, versions, lint, build, docs and molecule:$tools_scenarios; molecule:cluster,"
-  echo "   molecule:installer, integration:containers, releases and molecule:$cluster_scenarios (logs in $LOG_DIR)"
+  lab_scenarios=$(one_host_scenarios 'release_*') tools_scenarios=$(one_host_scenarios '!release_*')
+  echo "== three lanes: integration:lab, integration-cores, examples and molecule:$lab_scenarios here;"
+  echo "   alongside, unit, sanity, versions, lint, build, docs and molecule:$tools_scenarios;"
+  echo "   molecule:cluster, molecule:installer, integration:containers and releases (logs in $LOG_DIR)"
   run_lane "$results.tools" yes unit sanity versions lint build docs "molecule:$tools_scenarios" &
   tools_lane=$!
-  cluster_lane "$results.cluster" "$cluster_scenarios" &
+  cluster_lane "$results.cluster" &
   cluster_lane=$!
-  run_lane "$results.lab" no integration:lab integration-cores examples
+  run_lane "$results.lab" no integration:lab integration-cores examples "molecule:$lab_scenarios"
   echo "== waiting for the other lanes"
   wait "$tools_lane" "$cluster_lane"
   cat "$results.lab" "$results.tools" "$results.cluster" >"$results"
